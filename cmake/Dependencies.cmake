@@ -1,0 +1,18 @@
+# Every dependency comes from a Debian 12 package (scripts/install_deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+find_package(nlohmann_json 3.10 REQUIRED)        # nlohmann_json::nlohmann_json (task files, result JSON)
+find_package(CLI11 REQUIRED)                     # CLI11::CLI11 (command line)
+find_package(spdlog REQUIRED)                    # spdlog::spdlog (logging)
+find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256 for the compile cache)
+pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)   # PkgConfig::SECCOMP
+pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)        # PkgConfig::LIBELF (symbol policy)
+
+# libtorch is only linked by the harness (the process that runs the reference) and the tests
+# that check it; nothing that forks candidates loads it (forking a torch process costs ~5 ms).
+find_package(Torch REQUIRED)
+
+find_program(KERNELGYM_BWRAP bwrap)
+if(NOT KERNELGYM_BWRAP)
+  message(WARNING "bubblewrap not found: compiles and kernel runs will not be namespaced")
+endif()

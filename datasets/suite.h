@@ -1,0 +1,32 @@
+// The task registry: every task folder under a suites root, looked up by id.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "datasets/task.h"
+
+namespace kernelgym {
+
+class TaskRegistry {
+ public:
+  // Loads every `<root>/<suite>/<name>/task.json`. Tasks that fail to load are kept in
+  // `errors()` (one line each) instead of aborting the scan.
+  static TaskRegistry LoadFrom(const std::filesystem::path& suites_root);
+
+  const Task* Find(const std::string& id) const;
+  std::vector<const Task*> All() const;
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::map<std::string, Task> tasks_;
+  std::vector<std::string> errors_;
+};
+
+// Where the bundled suites live: $KERNELGYM_SUITES if set, else the source tree's
+// datasets/suites (compiled in), so binaries work from any directory.
+std::filesystem::path DefaultSuitesRoot();
+
+}  // namespace kernelgym

@@ -1,0 +1,2 @@
+def reference(x: Tensor) -> Tensor:
+    return torch.softmax(x, dim=1)

@@ -1,0 +1,299 @@
+#include "datasets/task.h"
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kernelgym {
+namespace {
+
+using nlohmann::json;
+
+// Thrown only inside this file; LoadTask turns it into TaskLoadResult::error.
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+
+[[noreturn]] void Fail(std::string field, std::string message) {
+  throw FieldError{std::move(field), std::move(message)};
+}
+
+const json& Require(const json& obj, const std::string& key, const std::string& path) {
+  if (!obj.is_object()) Fail(path, "must be an object");
+  auto it = obj.find(key);
+  if (it == obj.end()) Fail(path.empty() ? key : path + "." + key, "is required");
+  return *it;
+}
+
+std::string RequireString(const json& obj, const std::string& key, const std::string& path) {
+  const json& v = Require(obj, key, path);
+  if (!v.is_string() || v.get<std::string>().empty())
+    Fail(path.empty() ? key : path + "." + key, "must be a non-empty string");
+  return v.get<std::string>();
+}
+
+double RequireNumber(const json& obj, const std::string& key, const std::string& path) {
+  const json& v = Require(obj, key, path);
+  if (!v.is_number()) Fail(path.empty() ? key : path + "." + key, "must be a number");
+  return v.get<double>();
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) Fail(path.filename().string(), "cannot be read");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Tolerance ParseTolerance(const json& v, const std::string& path) {
+  Tolerance t{RequireNumber(v, "atol", path), RequireNumber(v, "rtol", path)};
+  if (t.atol < 0 || t.rtol < 0) Fail(path, "atol and rtol must be >= 0");
+  if (t.atol == 0 && t.rtol == 0 && path.find("outputs") == std::string::npos)
+    Fail(path, "atol and rtol are both 0: use a tolerance a float kernel can meet");
+  return t;
+}
+
+Initializer ParseInit(const json& v, const std::string& path, DType dtype) {
+  const std::string kind = RequireString(v, "kind", path);
+  Initializer init;
+  if (kind == "normal") {
+    init.kind = Initializer::Kind::kNormal;
+    init.a = RequireNumber(v, "mean", path);
+    init.b = RequireNumber(v, "std", path);
+    if (init.b <= 0) Fail(path + ".std", "must be > 0 (a constant input makes a degenerate task)");
+  } else if (kind == "uniform" || kind == "randint") {
+    init.kind = kind == "uniform" ? Initializer::Kind::kUniform : Initializer::Kind::kRandInt;
+    init.a = RequireNumber(v, "low", path);
+    init.b = RequireNumber(v, "high", path);
+    if (!(init.b > init.a)) Fail(path + ".high", "must be greater than low");
+    if (kind == "randint" && init.b - init.a < 2)
+      Fail(path, "randint with a single value is a constant input (degenerate task)");
+  } else {
+    Fail(path + ".kind", "unknown initializer '" + kind + "' (normal, uniform, randint)");
+  }
+  if (init.kind == Initializer::Kind::kRandInt && IsFloating(dtype))
+    Fail(path + ".kind", "randint is for integer dtypes");
+  if (init.kind != Initializer::Kind::kRandInt && !IsFloating(dtype))
+    Fail(path + ".kind", "integer inputs need randint");
+  return init;
+}
+
+std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
+                                     const std::map<std::string, int64_t>& sizes, bool is_input,
+                                     const Tolerance& task_tolerance) {
+  const json& list = Require(root, key, "");
+  if (!list.is_array() || list.empty()) Fail(key, "must be a non-empty array");
+  std::vector<TensorSpec> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = key + "[" + std::to_string(i) + "]";
+    const json& t = list[i];
+    TensorSpec spec;
+    spec.name = RequireString(t, "name", path);
+    const std::string dtype = RequireString(t, "dtype", path);
+    auto parsed = ParseDType(dtype);
+    if (!parsed) Fail(path + ".dtype", "unknown dtype '" + dtype + "' (float32, float64, int32, int64)");
+    spec.dtype = *parsed;
+    const json& shape = Require(t, "shape", path);
+    if (!shape.is_array() || shape.empty()) Fail(path + ".shape", "must be a non-empty array");
+    for (const json& d : shape) {
+      int64_t extent = 0;
+      if (d.is_number_integer()) {
+        extent = d.get<int64_t>();
+      } else if (d.is_string()) {
+        auto it = sizes.find(d.get<std::string>());
+        if (it == sizes.end()) Fail(path + ".shape", "names unknown size '" + d.get<std::string>() + "'");
+        extent = it->second;
+      } else {
+        Fail(path + ".shape", "entries must be size names or integers");
+      }
+      if (extent <= 0) Fail(path + ".shape", "extents must be positive");
+      spec.shape.push_back(extent);
+    }
+    if (is_input) {
+      spec.init = ParseInit(Require(t, "init", path), path + ".init", spec.dtype);
+    } else {
+      spec.tolerance = t.contains("tolerance") ? ParseTolerance(t["tolerance"], path + ".tolerance")
+                                               : task_tolerance;
+    }
+    for (const TensorSpec& prev : out)
+      if (prev.name == spec.name) Fail(path + ".name", "duplicate tensor name '" + spec.name + "'");
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::vector<std::string> StringList(const json& v, const std::string& path) {
+  if (!v.is_array()) Fail(path, "must be an array of strings");
+  std::vector<std::string> out;
+  for (const json& s : v) {
+    if (!s.is_string()) Fail(path, "must be an array of strings");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+Task ParseTask(const json& root, const std::filesystem::path& dir) {
+  Task task;
+  task.dir = dir;
+  task.id = RequireString(root, "id", "");
+  const std::string expected_id = dir.parent_path().filename().string() + "/" + dir.filename().string();
+  if (task.id != expected_id) Fail("id", "is '" + task.id + "' but the folder says '" + expected_id + "'");
+  task.category = RequireString(root, "category", "");
+  task.description = RequireString(root, "description", "");
+
+  const json& sizes = Require(root, "sizes", "");
+  if (!sizes.is_array()) Fail("sizes", "must be an array of {name, value}");
+  std::map<std::string, int64_t> size_map;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const std::string path = "sizes[" + std::to_string(i) + "]";
+    SizeParam p{RequireString(sizes[i], "name", path), 0};
+    const json& value = Require(sizes[i], "value", path);
+    if (!value.is_number_integer() || value.get<int64_t>() <= 0) Fail(path + ".value", "must be a positive integer");
+    p.value = value.get<int64_t>();
+    if (!size_map.emplace(p.name, p.value).second) Fail(path + ".name", "duplicate size '" + p.name + "'");
+    task.sizes.push_back(p);
+  }
+
+  task.tolerance = ParseTolerance(Require(root, "tolerance", ""), "tolerance");
+  task.inputs = ParseTensors(root, "inputs", size_map, true, task.tolerance);
+  task.outputs = ParseTensors(root, "outputs", size_map, false, task.tolerance);
+  for (const TensorSpec& o : task.outputs) {
+    for (const TensorSpec& in : task.inputs)
+      if (in.name == o.name) Fail("outputs", "'" + o.name + "' is also an input name");
+  }
+
+  task.flops = RequireNumber(root, "flops", "");
+  task.bytes = RequireNumber(root, "bytes", "");
+  if (task.flops < 0) Fail("flops", "must be >= 0");
+  if (task.bytes <= 0) Fail("bytes", "must be > 0");
+
+  task.signature = RequireString(root, "signature", "");
+  const std::string expected = ExpectedSignature(task);
+  if (task.signature != expected)
+    Fail("signature", "is '" + task.signature + "' but inputs/outputs/sizes imply '" + expected + "'");
+
+  if (root.contains("threads")) {
+    if (!root["threads"].is_number_integer() || root["threads"].get<int>() < 1) Fail("threads", "must be an integer >= 1");
+    task.threads = root["threads"].get<int>();
+  }
+  if (root.contains("trials")) {
+    if (!root["trials"].is_number_integer() || root["trials"].get<int>() < 3) Fail("trials", "must be an integer >= 3");
+    task.trials = root["trials"].get<int>();
+  }
+  if (root.contains("compile_flags")) task.compile_flags = StringList(root["compile_flags"], "compile_flags");
+  for (const std::string& flag : task.compile_flags)
+    if (flag.empty() || flag[0] != '-' || flag.find("-o") == 0 || flag.find("-l") == 0 || flag.find("-L") == 0 ||
+        flag.find("-Wl") == 0 || flag.find("-B") == 0 || flag.find("-I") == 0 || flag.find("-include") == 0 ||
+        flag.find("-specs") == 0 || flag.find("-fplugin") == 0)
+      Fail("compile_flags", "'" + flag + "' is not allowed (optimization/codegen flags only)");
+  if (root.contains("policy")) {
+    const json& p = root["policy"];
+    if (!p.is_object()) Fail("policy", "must be an object");
+    if (p.contains("allowed_headers"))
+      task.policy.extra_allowed_headers = StringList(p["allowed_headers"], "policy.allowed_headers");
+    if (p.contains("allowed_libraries"))
+      task.policy.allowed_libraries = StringList(p["allowed_libraries"], "policy.allowed_libraries");
+  }
+
+  const std::string reference_file = root.value("reference", std::string("reference.py"));
+  const std::string starter_file = root.value("starter", std::string("starter.cpp"));
+  try {
+    task.reference_source = ReadFile(dir / reference_file);
+  } catch (const FieldError&) {
+    Fail("reference", "file '" + reference_file + "' cannot be read");
+  }
+  try {
+    task.starter_source = ReadFile(dir / starter_file);
+  } catch (const FieldError&) {
+    Fail("starter", "file '" + starter_file + "' cannot be read");
+  }
+  if (task.reference_source.find("def reference(") == std::string::npos)
+    Fail("reference", "'" + reference_file + "' must define `def reference(...)`");
+  return task;
+}
+
+const char* CType(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float";
+    case DType::kFloat64: return "double";
+    case DType::kInt32: return "int32_t";
+    case DType::kInt64: return "int64_t";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "?";
+}
+
+std::optional<DType> ParseDType(std::string_view name) {
+  if (name == "float32") return DType::kFloat32;
+  if (name == "float64") return DType::kFloat64;
+  if (name == "int32") return DType::kInt32;
+  if (name == "int64") return DType::kInt64;
+  return std::nullopt;
+}
+
+std::size_t DTypeSize(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kInt32 ? 4 : 8;
+}
+
+bool IsFloating(DType dtype) { return dtype == DType::kFloat32 || dtype == DType::kFloat64; }
+
+int64_t TensorSpec::NumElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ExpectedSignature(const Task& task) {
+  std::string sig = "void kernel(";
+  bool first = true;
+  auto arg = [&](const std::string& text) {
+    if (!first) sig += ", ";
+    sig += text;
+    first = false;
+  };
+  for (const TensorSpec& t : task.inputs) arg(std::string("const ") + CType(t.dtype) + "* " + t.name);
+  for (const TensorSpec& t : task.outputs) arg(std::string(CType(t.dtype)) + "* " + t.name);
+  for (const SizeParam& s : task.sizes) arg("int64_t " + s.name);
+  return sig + ")";
+}
+
+TaskLoadResult LoadTask(const std::filesystem::path& dir) {
+  const std::filesystem::path file = dir / "task.json";
+  TaskLoadResult result;
+  std::ifstream in(file);
+  if (!in) {
+    result.error = file.string() + ": cannot be read";
+    return result;
+  }
+  json root;
+  try {
+    root = json::parse(in);
+  } catch (const json::parse_error& e) {
+    result.error = file.string() + ": not valid JSON: " + e.what();
+    return result;
+  }
+  try {
+    result.task = ParseTask(root, dir);
+  } catch (const FieldError& e) {
+    result.error = file.string() + ": " + e.field + ": " + e.message;
+  } catch (const json::exception& e) {
+    result.error = file.string() + ": " + e.what();
+  }
+  return result;
+}
+
+}  // namespace kernelgym

@@ -1,0 +1,91 @@
+// The task schema: what a kernel must compute, on which inputs, to which tolerance.
+// A Task is plain data, loaded once from a task folder (see docs/task_format.md) and then
+// shared read-only by the runner, the harness and (later) the server.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kernelgym {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+
+std::string_view DTypeName(DType dtype);
+std::optional<DType> ParseDType(std::string_view name);
+std::size_t DTypeSize(DType dtype);
+bool IsFloating(DType dtype);
+
+struct Initializer {
+  enum class Kind { kNormal, kUniform, kRandInt };
+  Kind kind = Kind::kNormal;
+  double a = 0.0;  // normal: mean;  uniform / randint: low (inclusive)
+  double b = 1.0;  // normal: std;   uniform / randint: high (exclusive)
+};
+
+struct Tolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;       // resolved against the task's sizes
+  std::optional<Initializer> init;  // inputs only
+  Tolerance tolerance;              // outputs only (the task's, unless overridden)
+
+  int64_t NumElements() const;
+  std::size_t NumBytes() const { return static_cast<std::size_t>(NumElements()) * DTypeSize(dtype); }
+};
+
+struct SizeParam {
+  std::string name;
+  int64_t value = 0;
+};
+
+// Which headers a candidate may include and which shared libraries it may import from.
+struct KernelPolicy {
+  std::vector<std::string> extra_allowed_headers;
+  std::vector<std::string> allowed_libraries{"libc", "libm", "libgomp", "libstdc++", "libgcc_s"};
+};
+
+struct Task {
+  std::string id;  // "suite/name"
+  std::string category;
+  std::string description;
+  std::vector<SizeParam> sizes;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  Tolerance tolerance;
+  double flops = 0;  // per call; an FMA counts 2
+  double bytes = 0;  // compulsory traffic per call
+  std::string signature;
+  int threads = 1;
+  int trials = 3;
+  std::vector<std::string> compile_flags{"-O3", "-march=native", "-fopenmp"};
+  KernelPolicy policy;
+
+  std::filesystem::path dir;
+  std::string reference_source;  // TorchScript defining `reference`
+  std::string starter_source;    // naive C++ kernel
+
+  std::string Suite() const { return id.substr(0, id.find('/')); }
+};
+
+// The C signature a task's inputs, outputs and sizes imply, e.g.
+// "void kernel(const float* x, float* y, int64_t N)". task.json must state exactly this.
+std::string ExpectedSignature(const Task& task);
+
+struct TaskLoadResult {
+  std::optional<Task> task;
+  std::string error;  // "<file>: <field>: <what is wrong>" when task is empty
+};
+
+// Loads and validates a task folder. Never throws for a bad task: the error names the file and
+// the field.
+[[nodiscard]] TaskLoadResult LoadTask(const std::filesystem::path& dir);
+
+}  // namespace kernelgym

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The whole test suite: set everything up, build, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh
+BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 "$@"

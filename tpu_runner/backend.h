@@ -1,0 +1,56 @@
+// One interface per runner backend; backends are looked up by name in a registry.
+// See docs/adding_a_backend.md.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "datasets/task.h"
+#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/result.h"
+
+namespace kernelgym {
+
+struct EvalOptions {
+  std::vector<uint64_t> seeds;        // correctness seeds; empty: the runner draws fresh ones
+  uint64_t timing_seed = 0;           // 0: drawn
+  TimingOptions timing;
+  bool run_timing = true;
+  double call_timeout_seconds = 10;   // one kernel call, wall clock
+  std::size_t memory_bytes = std::size_t{8} << 30;  // harness address space (libtorch needs ~1 GiB)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Evaluates one candidate source. Never throws for anything the candidate does: every
+  // outcome is an EvalResult.
+  virtual EvalResult Evaluate(const Task& task, const std::string& source, const EvalOptions& options) = 0;
+};
+
+struct BackendConfig {
+  std::string cache_dir;    // compile cache, measured peaks
+  std::string tools_dir;    // where kernelgym-harness and kernelgym-peaks live
+};
+
+using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;
+
+class BackendRegistry {
+ public:
+  static BackendRegistry& Global();
+  void Register(const std::string& name, BackendFactory factory);
+  std::unique_ptr<Backend> Create(const std::string& name, const BackendConfig& config) const;
+  std::vector<std::string> Names() const;
+
+ private:
+  std::vector<std::pair<std::string, BackendFactory>> factories_;
+};
+
+// Registers the backends built into this binary (explicit, so static linking keeps them).
+void RegisterBuiltinBackends();
+
+}  // namespace kernelgym

@@ -1,0 +1,232 @@
+#include "tpu_runner/compiler.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "tpu_runner/diagnostics.h"
+#include "tpu_runner/machine.h"
+#include "tpu_runner/sandbox.h"
+#include "tpu_runner/static_check.h"
+#include "tpu_runner/subprocess.h"
+
+namespace kernelgym {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kSourceName = "kernel.cpp";
+
+void WriteFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+std::string ReadFileOr(const fs::path& path, const std::string& fallback) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fallback;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+json ToJson(const CompileResult& r) {
+  json diags = json::array(), remarks = json::array();
+  for (const Diagnostic& d : r.diagnostics)
+    diags.push_back({{"file", d.file}, {"line", d.line}, {"column", d.column}, {"severity", d.severity}, {"message", d.message}});
+  for (const Remark& m : r.remarks)
+    remarks.push_back({{"line", m.line}, {"column", m.column}, {"vectorized", m.vectorized}, {"message", m.message}});
+  return {{"status", std::string(StatusName(r.status))}, {"message", r.message}, {"diagnostics", diags},
+          {"remarks", remarks}, {"details", r.details}};
+}
+
+bool FromJson(const json& j, CompileResult& r) {
+  auto status = ParseStatus(j.value("status", std::string()));
+  if (!status) return false;
+  r.status = *status;
+  r.message = j.value("message", std::string());
+  for (const auto& d : j.value("diagnostics", json::array()))
+    r.diagnostics.push_back({d.value("file", ""), d.value("line", 0), d.value("column", 0), d.value("severity", ""), d.value("message", "")});
+  for (const auto& m : j.value("remarks", json::array()))
+    r.remarks.push_back({m.value("line", 0), m.value("column", 0), m.value("vectorized", false), m.value("message", "")});
+  r.details = j.value("details", std::vector<std::string>{});
+  return true;
+}
+
+// The header name a resolved include path stands for, relative to a system include root.
+std::string HeaderNameOf(const std::string& path) {
+  for (const char* root : {"/usr/include/c++/", "/usr/lib/gcc/x86_64-linux-gnu/", "/usr/include/x86_64-linux-gnu/", "/usr/include/"}) {
+    if (path.rfind(root, 0) != 0) continue;
+    std::string rest = path.substr(std::string(root).size());
+    // versioned roots: "12/cmath", "12/include/immintrin.h"
+    if (std::string(root).find("c++") != std::string::npos || std::string(root).find("gcc") != std::string::npos) {
+      rest = rest.substr(rest.find('/') + 1);
+      if (rest.rfind("include/", 0) == 0) rest = rest.substr(8);
+    }
+    return rest;
+  }
+  return path;
+}
+
+}  // namespace
+
+Compiler::Compiler(CompilerConfig config) : config_(std::move(config)) {
+  SpawnOptions version;
+  version.argv = {config_.cxx, "--version"};
+  version.env = {"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  const ProcessResult r = RunProcess(version, 10);
+  identity_ = HeadLines(r.stdout_text, 1) + "|" + MachineFingerprint();
+}
+
+std::string Compiler::Prelude(const Task& task) {
+  return "// kernelgym prelude: the entry point's declaration, from task.json.\n"
+         "#include <cstdint>\n"
+         "extern \"C\" __attribute__((visibility(\"default\"))) " + task.signature + ";\n";
+}
+
+CompileResult Compiler::Compile(const std::string& source, const Task& task) const {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string prelude = Prelude(task);
+  std::vector<std::string> key_parts{identity_, prelude, source};
+  key_parts.insert(key_parts.end(), task.compile_flags.begin(), task.compile_flags.end());
+  for (const auto& h : task.policy.extra_allowed_headers) key_parts.push_back("header:" + h);
+  const std::string key = Sha256Hex(key_parts);
+  const fs::path entry = config_.cache_dir / "compile" / key.substr(0, 2) / key;
+
+  CompileResult result;
+  std::ifstream cached(entry / "result.json");
+  if (cached) {
+    try {
+      if (FromJson(json::parse(cached), result) &&
+          (result.status != Status::kOk || fs::exists(entry / "kernel.so"))) {
+        result.cached = true;
+        if (result.status == Status::kOk) result.shared_object = entry / "kernel.so";
+        result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        return result;
+      }
+    } catch (const json::exception&) {
+      // A damaged entry is rebuilt below.
+    }
+    result = CompileResult{};
+  }
+  result = CompileUncached(source, task, entry);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return result;
+}
+
+CompileResult Compiler::CompileUncached(const std::string& source, const Task& task, const fs::path& entry) const {
+  CompileResult result;
+  std::error_code ec;
+  const fs::path scratch_root = config_.cache_dir / "scratch";
+  fs::create_directories(scratch_root, ec);
+  std::mt19937_64 rng(std::random_device{}());
+  const fs::path work = scratch_root / (std::to_string(getpid()) + "-" + std::to_string(rng()));
+  fs::create_directories(work, ec);
+  if (ec) {
+    result.message = "cannot create the compile directory " + work.string() + ": " + ec.message();
+    return result;
+  }
+  struct Cleanup {
+    fs::path dir;
+    ~Cleanup() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{work};
+
+  WriteFile(work / kSourceName, source);
+  WriteFile(work / "prelude.h", Prelude(task));
+  WriteFile(work / "exports.map", "{ global: kernel; local: *; };\n");
+
+  std::vector<std::string> compile{config_.cxx, "-std=c++20"};
+  compile.insert(compile.end(), task.compile_flags.begin(), task.compile_flags.end());
+  compile.insert(compile.end(), {"-fPIC", "-shared", "-fvisibility=hidden", "-fvisibility-inlines-hidden",
+                                 "-include", "prelude.h", "-H", "-fdiagnostics-format=json",
+                                 "-fopt-info-vec-all=remarks.txt", "-Wl,--version-script=exports.map",
+                                 "-Wl,-z,now", "-Wl,-z,relro", kSourceName, "-o", "kernel.so"});
+  const bool sandboxed = ProbeSandbox().bwrap;
+  SandboxSpec spec;
+  spec.binds.push_back({work.string(), "/work", true});
+  spec.working_dir = "/work";
+  SpawnOptions options;
+  options.argv = SandboxCommand(spec, compile);
+  if (!sandboxed) options.working_dir = work.string();
+  options.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "TMPDIR=/tmp"};
+  options.limits = {config_.cpu_seconds, config_.memory_bytes, std::size_t{256} << 20, 256};
+  options.cpus = NonTimingCpus(task.threads);
+  const ProcessResult run = RunProcess(options, config_.wall_seconds);
+  if (!run.started) {
+    result.message = "the compiler did not start: " + run.error;
+    return result;
+  }
+
+  CompilerOutput parsed = ParseCompilerStderr(run.stderr_text);
+  result.diagnostics = parsed.diagnostics;
+  result.remarks = ParseVectorizationRemarks(ReadFileOr(work / "remarks.txt", ""), kSourceName);
+
+  // What the preprocessor really included from the main file: catches includes that a macro or
+  // another trick hid from the text check.
+  for (const std::string& path : parsed.direct_includes) {
+    if (path == "prelude.h" || path == "./prelude.h" || path == "/work/prelude.h") continue;
+    const std::string header = HeaderNameOf(path);
+    if (path.rfind("/usr/", 0) != 0 || !IsAllowedHeader(header, task.policy)) {
+      result.status = Status::kRejected;
+      result.message = "the source included '" + path + "', which is not an allowed header";
+      return result;
+    }
+  }
+
+  if (run.timed_out || run.signal != 0) {
+    result.status = Status::kCompileError;
+    result.message = "the compiler was " + run.Describe(config_.wall_seconds) +
+                     " (limits: " + std::to_string(static_cast<int>(config_.cpu_seconds)) + " s CPU, " +
+                     std::to_string(config_.memory_bytes >> 20) + " MiB memory)";
+    result.details.push_back(HeadLines(run.stderr_text, 5));
+  } else if (run.exit_code != 0) {
+    result.status = Status::kCompileError;
+    int errors = 0;
+    const Diagnostic* first = nullptr;
+    for (const Diagnostic& d : result.diagnostics)
+      if (d.severity == "error" || d.severity == "fatal error") {
+        if (!first) first = &d;
+        ++errors;
+      }
+    if (first) {
+      result.message = std::to_string(errors) + " error(s); first: " + first->file + ":" + std::to_string(first->line) +
+                       ":" + std::to_string(first->column) + ": " + first->message;
+    } else {
+      result.message = "the compiler failed (" + run.Describe() + ")";
+    }
+    for (const std::string& line : parsed.unparsed) {
+      result.details.push_back(line);
+      if (!first && line.find("error") != std::string::npos && result.message.find(':') == std::string::npos)
+        result.message += ": " + line;
+    }
+    if (!first && !parsed.unparsed.empty()) result.message += ": " + parsed.unparsed.front();
+  } else {
+    result.status = Status::kOk;
+    result.message = "compiled";
+  }
+
+  // Publish: results (good or bad) are cached, so a policy that resubmits a source pays nothing.
+  const fs::path staging = entry.string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(rng());
+  fs::create_directories(staging, ec);
+  if (result.status == Status::kOk) {
+    fs::copy_file(work / "kernel.so", staging / "kernel.so", ec);
+    fs::permissions(staging / "kernel.so", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
+                                               fs::perms::others_read, ec);
+  }
+  WriteFile(staging / "result.json", ToJson(result).dump());
+  fs::create_directories(entry.parent_path(), ec);
+  fs::rename(staging, entry, ec);
+  if (ec) fs::remove_all(staging, ec);  // another process published first: theirs is identical
+  if (result.status == Status::kOk) result.shared_object = entry / "kernel.so";
+  return result;
+}
+
+}  // namespace kernelgym

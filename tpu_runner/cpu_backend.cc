@@ -1,0 +1,191 @@
+#include "tpu_runner/cpu_backend.h"
+
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+
+#include "tpu_runner/harness_session.h"
+#include "tpu_runner/machine.h"
+#include "tpu_runner/sandbox.h"
+#include "tpu_runner/static_check.h"
+#include "tpu_runner/symbol_policy.h"
+#include "tpu_runner/timing_stats.h"
+
+namespace kernelgym {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Only one evaluation times on a CPU set at once, across processes: a second timing run on the
+// same cores would be the "busy loop on the same core" case (wall times x5).
+class TimingLock {
+ public:
+  TimingLock(const fs::path& dir, const std::vector<int>& cpus) {
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string name = "timing-cpus";
+    for (int c : cpus) name += "-" + std::to_string(c);
+    fd_ = open((dir / (name + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~TimingLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string Format(const char* fmt, double a, double b = 0, double c = 0) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), fmt, a, b, c);
+  return buf;
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const BackendConfig& config)
+    : config_(config),
+      compiler_(CompilerConfig{.cache_dir = config.cache_dir}),
+      harness_program_(fs::path(config.tools_dir) / "kernelgym-harness"),
+      peaks_program_(fs::path(config.tools_dir) / "kernelgym-peaks") {}
+
+const MachinePeaks* CpuBackend::Peaks() {
+  if (!peaks_tried_) {
+    peaks_tried_ = true;
+    peaks_ = LoadOrMeasurePeaks(config_.cache_dir, peaks_program_, peaks_error_);
+  }
+  return peaks_ ? &*peaks_ : nullptr;
+}
+
+EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, const EvalOptions& options) {
+  const auto start = Clock::now();
+  EvalResult result;
+  result.task_id = task.id;
+  result.backend = name();
+  auto finish = [&](Status status, Stage stage, std::string message) {
+    result.status = status;
+    result.stage = stage;
+    result.message = std::move(message);
+    result.seconds = Since(start);
+    return result;
+  };
+
+  // 1. Static checks.
+  auto t = Clock::now();
+  StaticCheckResult check = CheckSource(source, task.policy);
+  result.stage_seconds["static_check"] = Since(t);
+  if (!check.ok) {
+    result.diagnostics = check.diagnostics;
+    return finish(Status::kRejected, Stage::kStaticCheck, check.message);
+  }
+
+  // 2. Compile (sandboxed, cached).
+  t = Clock::now();
+  CompileResult compiled = compiler_.Compile(source, task);
+  result.stage_seconds["compile"] = Since(t);
+  result.compile_cached = compiled.cached;
+  result.diagnostics = compiled.diagnostics;
+  result.details = compiled.details;
+  ProfileReport profile;
+  profile.remarks = compiled.remarks;
+  if (compiled.status != Status::kOk) return finish(compiled.status, Stage::kCompile, compiled.message);
+
+  // 3. Symbol policy.
+  t = Clock::now();
+  SymbolCheckResult symbols = CheckSymbolPolicy(compiled.shared_object, task.policy);
+  result.stage_seconds["symbol_check"] = Since(t);
+  if (!symbols.ok) {
+    for (const std::string& d : symbols.details) result.details.push_back(d);
+    return finish(Status::kRejected, Stage::kSymbolCheck, symbols.message);
+  }
+
+  // Peaks are measured once per machine, outside any timing window.
+  const MachinePeaks* peaks = options.run_timing ? Peaks() : nullptr;
+  if (options.run_timing && !peaks)
+    return finish(Status::kInternalError, Stage::kTiming, "cannot measure this machine's peaks: " + peaks_error_);
+
+  // 4 + 5. Correctness and timing in the sandboxed harness.
+  t = Clock::now();
+  HarnessRun run;
+  {
+    const TimingLock lock(fs::path(config_.cache_dir) / "locks", TimingCpus(task.threads));
+    run = RunHarnessSession(task, {harness_program_, compiled.shared_object}, options);
+  }
+  result.stage_seconds["harness"] = Since(t);
+  result.stage_seconds["correctness"] = run.correctness_seconds;
+  result.stage_seconds["timing"] = run.timing_seconds;
+  result.protections = run.protections;
+  result.correctness = run.correctness;
+  for (const std::string& d : run.details) result.details.push_back(d);
+  if (run.status != Status::kOk) return finish(run.status, run.stage, run.message);
+  if (!options.run_timing) return finish(Status::kOk, Stage::kCorrectness, "correct (not timed)");
+
+  // Timing statistics from the raw samples.
+  TimingReport timing;
+  timing.samples = run.samples;
+  timing.rounds = static_cast<int>(run.samples.size());
+  timing.seconds = run.timing_seconds;
+  timing.reference_alone_median_ns = run.reference_alone_ns;
+  std::vector<double> ref, cand;
+  for (const TimingSample& s : run.samples) {
+    if (s.discarded) {
+      ++timing.discarded;
+      continue;
+    }
+    ref.push_back(s.reference_ns);
+    cand.push_back(s.candidate_ns);
+  }
+  std::vector<TimingSample> usable = run.samples;
+  if (ref.size() < 6) {  // almost everything preempted: use what there is, and say so
+    result.details.push_back("timing: only " + std::to_string(ref.size()) + " undisturbed rounds; using all rounds");
+    for (TimingSample& s : usable) s.discarded = false;
+    ref.clear();
+    cand.clear();
+    for (const TimingSample& s : usable) {
+      ref.push_back(s.reference_ns);
+      cand.push_back(s.candidate_ns);
+    }
+  }
+  timing.reference = Summarize(ref);
+  timing.candidate = Summarize(cand);
+  const RatioEstimate speedup = EstimateSpeedup(usable);
+  timing.speedup = speedup.median;
+  timing.speedup_ci_low = speedup.low;
+  timing.speedup_ci_high = speedup.high;
+  timing.converged = speedup.median > 0 && speedup.relative_half_width <= options.timing.target_relative_ci;
+  result.timing = timing;
+
+  // 6. Physical floor, and the reference's own speed as a witness of interference.
+  t = Clock::now();
+  profile = Roofline(task, *peaks, timing.candidate.median_ns);
+  profile.remarks = compiled.remarks;
+  profile.counters = run.counters;
+  profile.unavailable_counters = run.unavailable_counters;
+  result.profile = profile;
+  result.stage_seconds["profile"] = Since(t);
+  if (timing.candidate.median_ns < profile.floor_ns) {
+    return finish(Status::kImplausible, Stage::kTiming,
+                  Format("median time %.0f ns is below this machine's physical floor of %.0f ns "
+                         "(max of flops / peak FLOP/s and bytes / peak bandwidth): the kernel skips work",
+                         timing.candidate.median_ns, profile.floor_ns));
+  }
+  if (run.reference_alone_ns > 0 && timing.reference.median_ns > 1.5 * run.reference_alone_ns &&
+      timing.reference.median_ns - run.reference_alone_ns > 20'000) {
+    return finish(Status::kImplausible, Stage::kTiming,
+                  Format("the reference ran %.2fx slower next to this kernel (%.0f ns) than alone (%.0f ns): "
+                         "the kernel interferes with the reference",
+                         timing.reference.median_ns / run.reference_alone_ns, timing.reference.median_ns,
+                         run.reference_alone_ns));
+  }
+  return finish(Status::kOk, Stage::kDone,
+                Format("correct; speedup %.3fx over the reference (95%% CI %.3f-%.3f)", timing.speedup,
+                       timing.speedup_ci_low, timing.speedup_ci_high));
+}
+
+}  // namespace kernelgym

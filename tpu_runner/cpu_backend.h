@@ -1,0 +1,34 @@
+// The `cpu` backend: C++ kernels compiled with g++ into a shared object and run in the
+// sandboxed harness next to the task's libtorch reference. This class is the runner side: it
+// never loads libtorch or candidate code itself, it spawns and judges.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+
+#include "tpu_runner/backend.h"
+#include "tpu_runner/compiler.h"
+#include "tpu_runner/peaks.h"
+
+namespace kernelgym {
+
+class CpuBackend : public Backend {
+ public:
+  explicit CpuBackend(const BackendConfig& config);
+  std::string name() const override { return "cpu"; }
+  EvalResult Evaluate(const Task& task, const std::string& source, const EvalOptions& options) override;
+
+ private:
+  void RunHarness(const Task& task, const std::filesystem::path& shared_object, const EvalOptions& options,
+                  EvalResult& result);
+  const MachinePeaks* Peaks();
+
+  BackendConfig config_;
+  Compiler compiler_;
+  std::filesystem::path harness_program_, peaks_program_;
+  std::optional<MachinePeaks> peaks_;
+  std::string peaks_error_;
+  bool peaks_tried_ = false;
+};
+
+}  // namespace kernelgym

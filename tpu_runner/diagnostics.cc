@@ -1,0 +1,99 @@
+#include "tpu_runner/diagnostics.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <tuple>
+
+namespace kernelgym {
+namespace {
+
+void AppendDiagnostics(const nlohmann::json& entries, std::vector<Diagnostic>& out) {
+  for (const auto& entry : entries) {
+    if (!entry.is_object()) continue;
+    Diagnostic d;
+    d.severity = entry.value("kind", std::string("error"));
+    d.message = entry.value("message", std::string());
+    if (entry.contains("locations") && entry["locations"].is_array() && !entry["locations"].empty()) {
+      const auto& caret = entry["locations"][0].value("caret", nlohmann::json::object());
+      d.file = caret.value("file", std::string());
+      d.line = caret.value("line", 0);
+      d.column = caret.value("column", 0);
+    }
+    out.push_back(std::move(d));
+    if (entry.contains("children")) AppendDiagnostics(entry["children"], out);
+  }
+}
+
+}  // namespace
+
+CompilerOutput ParseCompilerStderr(const std::string& stderr_text) {
+  CompilerOutput out;
+  std::istringstream in(stderr_text);
+  std::string line;
+  bool in_guard_list = false;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line.rfind(". ", 0) == 0) {  // depth-1 include: included by the main file
+      out.direct_includes.push_back(line.substr(2));
+      continue;
+    }
+    if (line[0] == '.' && line.find_first_not_of('.') != std::string::npos &&
+        line[line.find_first_not_of('.')] == ' ')
+      continue;  // deeper includes
+    if (line.rfind("Multiple include guards may be useful for:", 0) == 0) {
+      in_guard_list = true;
+      continue;
+    }
+    if (line[0] == '[') {
+      in_guard_list = false;
+      try {
+        AppendDiagnostics(nlohmann::json::parse(line), out.diagnostics);
+        continue;
+      } catch (const nlohmann::json::exception&) {
+      }
+    }
+    if (in_guard_list && line[0] == '/') continue;
+    out.unparsed.push_back(line);
+  }
+  return out;
+}
+
+std::vector<Remark> ParseVectorizationRemarks(const std::string& remarks_text, const std::string& source_name) {
+  // Lines look like "kernel.cpp:12:21: optimized: loop vectorized using 64 byte vectors" or
+  // "kernel.cpp:7:5: missed: couldn't vectorize loop".
+  std::vector<Remark> out;
+  std::istringstream in(remarks_text);
+  std::string line;
+  const std::string prefix = source_name + ":";
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream fields(line.substr(prefix.size()));
+    Remark r;
+    char colon;
+    if (!(fields >> r.line >> colon >> r.column >> colon)) continue;
+    std::string rest;
+    std::getline(fields, rest);
+    rest.erase(0, rest.find_first_not_of(' '));
+    if (rest.rfind("optimized:", 0) == 0) {
+      r.vectorized = true;
+      r.message = rest.substr(11);
+    } else if (rest.rfind("missed:", 0) == 0) {
+      r.message = rest.substr(8);
+    } else {
+      continue;
+    }
+    out.push_back(std::move(r));
+  }
+  std::sort(out.begin(), out.end(), [](const Remark& a, const Remark& b) {
+    return std::tie(a.line, a.column, a.vectorized, a.message) < std::tie(b.line, b.column, b.vectorized, b.message);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const Remark& a, const Remark& b) {
+                          return a.line == b.line && a.vectorized == b.vectorized && a.message == b.message;
+                        }),
+            out.end());
+  return out;
+}
+
+}  // namespace kernelgym

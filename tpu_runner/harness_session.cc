@@ -1,0 +1,425 @@
+#include "tpu_runner/harness_session.h"
+
+#include <cxxabi.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "tpu_runner/correctness.h"
+#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/machine.h"
+#include "tpu_runner/sandbox.h"
+#include "tpu_runner/subprocess.h"
+
+namespace kernelgym {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+constexpr int kControlFd = 3, kReportFd = 4;
+
+std::string Demangle(const std::string& name) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string out = status == 0 && demangled ? demangled : name;
+  std::free(demangled);
+  return out;
+}
+
+std::string IndexText(const std::vector<int64_t>& index) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < index.size(); ++i) s += (i ? ", " : "") + std::to_string(index[i]);
+  return s + "]";
+}
+
+std::string DescribeMismatch(const OutputCheck& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf), "%lld of %lld elements mismatch (first at %s: expected %.9g, got %.9g; max abs error %.3g)",
+                static_cast<long long>(c.mismatches), static_cast<long long>(c.elements),
+                IndexText(c.first_mismatch_index).c_str(), c.expected, c.actual, c.max_abs_error);
+  return std::string("output `") + c.output + "`: " + buf;
+}
+
+// What the harness is doing now, and how long it may take before the watchdog kills it.
+struct Phase {
+  std::string name = "start";
+  int trial = -1;
+  Clock::time_point deadline;
+};
+
+class Session {
+ public:
+  Session(const Task& task, const HarnessPaths& paths, const EvalOptions& options)
+      : task_(task), paths_(paths), options_(options) {}
+
+  HarnessRun Run() {
+    if (!Start()) return std::move(run_);
+    Loop();
+    Finish();
+    return std::move(run_);
+  }
+
+ private:
+  bool Start() {
+    int control[2], report[2];
+    if (pipe2(control, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+      Fail(Status::kInternalError, std::string("pipe: ") + strerror(errno));
+      return false;
+    }
+    const SandboxSupport& sandbox = ProbeSandbox();
+    const std::string harness_in = sandbox.bwrap ? "/opt/kernelgym/kernelgym-harness" : paths_.harness_program.string();
+    const std::string kernel_in = sandbox.bwrap ? "/opt/kernelgym/kernel.so" : paths_.shared_object.string();
+    SandboxSpec spec;
+    spec.binds = {{paths_.harness_program.string(), harness_in, false}, {paths_.shared_object.string(), kernel_in, false}};
+    spec.keep_setuid_capability = true;
+    spec.cpu_info = true;
+    SpawnOptions spawn;
+    spawn.argv = SandboxCommand(spec, {harness_in, "--control-fd", std::to_string(kControlFd), "--report-fd",
+                                       std::to_string(kReportFd)});
+    const std::string threads = std::to_string(task_.threads);
+    spawn.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + threads, "OMP_THREAD_LIMIT=" + threads,
+                 "OPENBLAS_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads, "OMP_DYNAMIC=false"};
+    spawn.limits.address_space = options_.memory_bytes;
+    spawn.limits.cpu_seconds = 120 + 4 * options_.timing.budget_seconds * task_.threads;
+    spawn.limits.open_files = 1024;
+    spawn.cpus = TimingCpus(task_.threads);
+    spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
+    child_ = ChildProcess::Spawn(spawn);
+    close(control[0]);
+    close(report[1]);
+    control_fd_ = control[1];
+    report_fd_ = report[0];
+    fcntl(report_fd_, F_SETFL, O_NONBLOCK);
+    run_.protections = NamespaceProtections();
+    if (child_.pid() <= 0) {
+      Fail(Status::kInternalError, "the harness did not start: " + child_.error());
+      return false;
+    }
+
+    HarnessJob job;
+    job.inputs = task_.inputs;
+    job.outputs = task_.outputs;
+    job.sizes = task_.sizes;
+    job.threads = task_.threads;
+    job.reference_source = task_.reference_source;
+    std::mt19937_64 rng(std::random_device{}());
+    job.seeds = options_.seeds;
+    while (static_cast<int>(job.seeds.size()) < task_.trials) job.seeds.push_back(rng());
+    job.timing_seed = options_.timing_seed ? options_.timing_seed : rng();
+    job.timing = options_.timing;
+    job.run_timing = options_.run_timing;
+    job.kernel_path = kernel_in;
+    job.sandbox_uid = geteuid() == 0 ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
+    job.cookie = rng() | 1;
+    run_.correctness.seeds = job.seeds;
+    expected_.assign(job.seeds.size(), std::vector<std::string>(task_.outputs.size()));
+    SetPhase("trusted", -1, 60);
+    if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kJob, JobToJson(job), {}}))) {
+      Fail(Status::kInternalError, "could not send the job to the harness");
+      return false;
+    }
+    return true;
+  }
+
+  void SetPhase(const std::string& name, int trial, double seconds) {
+    phase_.name = name;
+    phase_.trial = trial;
+    phase_.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  }
+
+  std::string Where() const {
+    if (phase_.name == "trial") return "correctness trial " + std::to_string(phase_.trial);
+    if (phase_.name == "repeat") return "the repeat call of trial 0";
+    if (phase_.name == "trusted") return "reference setup (before the kernel was loaded)";
+    if (phase_.name == "confine") return "loading the kernel";
+    return phase_.name;
+  }
+
+  bool CandidatePhase() const { return phase_.name != "trusted" && phase_.name != "start"; }
+
+  void Fail(Status status, std::string message, Stage stage = Stage::kCorrectness) {
+    if (decided_) return;
+    decided_ = true;
+    run_.status = status;
+    run_.stage = stage;
+    run_.message = std::move(message);
+  }
+
+  void Loop() {
+    FrameDecoder decoder;
+    char buf[1 << 16];
+    bool eof = false;
+    while (!decided_ && !done_ && !eof) {
+      const auto now = Clock::now();
+      if (now >= phase_.deadline) {
+        child_.Kill();
+        const double limit = phase_.name == "timing" ? options_.timing.budget_seconds + 2 * options_.call_timeout_seconds
+                                                     : options_.call_timeout_seconds;
+        if (CandidatePhase())
+          Fail(Status::kTimeout, "the kernel did not return within the " + Seconds(limit) + " wall-clock limit during " + Where(),
+               phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness);
+        else
+          Fail(Status::kInternalError, "the harness did not finish " + Where() + " in time");
+        break;
+      }
+      pollfd fds[3] = {{report_fd_, POLLIN, 0}, {child_.stdout_fd(), POLLIN, 0}, {child_.stderr_fd(), POLLIN, 0}};
+      const int wait_ms = static_cast<int>(std::min<long long>(
+          200, std::chrono::duration_cast<std::chrono::milliseconds>(phase_.deadline - now).count() + 1));
+      poll(fds, 3, wait_ms);
+      child_.DrainOutput();
+      for (;;) {
+        const ssize_t n = read(report_fd_, buf, sizeof(buf));
+        if (n > 0) {
+          decoder.Feed(buf, static_cast<std::size_t>(n));
+          continue;
+        }
+        if (n == 0) eof = true;
+        break;
+      }
+      while (!decided_ && !done_) {
+        std::optional<Frame> frame = decoder.Next();
+        if (!frame) break;
+        try {
+          Handle(*frame);
+        } catch (const json::exception& e) {
+          Fail(Status::kInternalError, "harness protocol: malformed frame (kind " +
+                                           std::to_string(static_cast<int>(frame->kind)) + "): " + e.what());
+        }
+      }
+      if (!decoder.error().empty()) Fail(Status::kInternalError, "harness report stream: " + decoder.error());
+    }
+  }
+
+  static std::string Seconds(double s) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%.3g s", s);
+    return buf;
+  }
+
+  void Handle(const Frame& f) {
+    switch (f.kind) {
+      case FrameKind::kExpected: {
+        const std::size_t trial = f.meta.value("trial", 0u), output = f.meta.value("output", 0u);
+        if (trusted_done_ || trial >= expected_.size() || output >= task_.outputs.size()) {
+          Fail(Status::kInternalError, "harness protocol: unexpected reference output frame");
+          return;
+        }
+        expected_[trial][output] = f.data;
+        return;
+      }
+      case FrameKind::kEvent: {
+        const std::string phase = f.meta.value("phase", std::string());
+        const int trial = f.meta.value("trial", -1);
+        if (phase == "trial" || phase == "repeat") {
+          if (correctness_start_ == Clock::time_point{}) correctness_start_ = Clock::now();
+          SetPhase(phase, trial, options_.call_timeout_seconds);
+        } else if (phase == "timing") {
+          SetPhase(phase, -1, options_.timing.budget_seconds + 2 * options_.call_timeout_seconds + 5);
+        } else {
+          SetPhase(phase, -1, phase == "trusted" ? 60 : 20);
+        }
+        return;
+      }
+      case FrameKind::kTrustedDone: {
+        trusted_done_ = true;
+        run_.reference_alone_ns = f.meta.value("reference_alone_ns", 0.0);
+        const json protections = f.meta.value("protections", json::object());
+        for (const auto& [name, on] : protections.items()) run_.protections[name] = on.get<bool>();
+        return;
+      }
+      case FrameKind::kTrialOutput: return HandleTrialOutput(f);
+      case FrameKind::kAfterReturn:
+        if (f.meta.value("changed", false)) {
+          Fail(Status::kIncorrect, "the outputs changed after kernel() returned: work continued in the background");
+          return;
+        }
+        run_.correctness.trials_run = static_cast<int>(expected_.size());
+        run_.correctness_seconds = std::chrono::duration<double>(Clock::now() - correctness_start_).count();
+        if (!options_.run_timing) return;
+        if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kProceed, json::object(), {}})))
+          Fail(Status::kInternalError, "could not tell the harness to proceed");
+        SetPhase("timing-start", -1, 10);
+        return;
+      case FrameKind::kTiming: return HandleTiming(f);
+      case FrameKind::kCounters: {
+        const json counters = f.meta.value("counters", json::object());
+        for (const auto& [name, value] : counters.items()) run_.counters[name] = value.get<double>();
+        run_.unavailable_counters = f.meta.value("unavailable", std::vector<std::string>{});
+        return;
+      }
+      case FrameKind::kViolation: return HandleViolation(f);
+      case FrameKind::kFatal:
+        Fail(Status::kInternalError, "the harness failed: " + f.meta.value("message", std::string("?")));
+        return;
+      case FrameKind::kDone:
+        done_ = true;
+        return;
+      default:
+        Fail(Status::kInternalError, "harness protocol: unexpected frame kind " + std::to_string(static_cast<int>(f.kind)));
+    }
+  }
+
+  void HandleTrialOutput(const Frame& f) {
+    const std::size_t trial = f.meta.value("trial", 0u), output = f.meta.value("output", 0u);
+    const int call = f.meta.value("call", 0);
+    if (!trusted_done_ || trial >= expected_.size() || output >= task_.outputs.size()) {
+      Fail(Status::kInternalError, "harness protocol: unexpected candidate output frame");
+      return;
+    }
+    const TensorSpec& spec = task_.outputs[output];
+    auto bytes = [](const std::string& s) { return std::span<const std::byte>(reinterpret_cast<const std::byte*>(s.data()), s.size()); };
+    if (call == 0) {
+      OutputCheck check = CompareOutput(spec, bytes(expected_[trial][output]), bytes(f.data));
+      if (trial == 0) first_outputs_[output] = f.data;
+      auto& checks = run_.correctness.checks;
+      if (checks.size() <= output) checks.resize(task_.outputs.size());
+      if (checks[output].passed()) checks[output] = check;  // keep the first failure
+      if (!check.passed()) {
+        std::string message = "correctness trial " + std::to_string(trial) + ": " + DescribeMismatch(check);
+        if (check.non_finite > 0) message += "; " + std::to_string(check.non_finite) + " NaN/Inf values (unwritten outputs keep the NaN poison)";
+        Fail(Status::kIncorrect, message);
+      }
+      return;
+    }
+    // The repeat of trial 0: same inputs, different poison.
+    const std::string& first = first_outputs_[output];
+    bool same;
+    if (task_.threads == 1) {
+      same = first == f.data;
+    } else {  // multi-threaded reductions may legitimately reorder: hold them to the tolerance
+      same = CompareOutput(spec, bytes(first), bytes(f.data)).passed();
+    }
+    if (!same) {
+      run_.correctness.deterministic = false;
+      const OutputCheck diff = CompareOutput(TensorSpec{spec.name, spec.dtype, spec.shape, std::nullopt, Tolerance{0, 0}},
+                                             bytes(first), bytes(f.data));
+      Fail(Status::kIncorrect, "nondeterministic: calling the kernel twice on the same inputs gave different outputs (" +
+                                   DescribeMismatch(diff) + ") — it reads uninitialized memory or keeps state between calls");
+    }
+  }
+
+  void HandleTiming(const Frame& f) {
+    for (const json& row : f.meta.value("samples", json::array())) {
+      TimingSample s;
+      s.reference_ns = row.at(0).get<double>();
+      s.candidate_ns = row.at(1).get<double>();
+      s.reference_cpu_ns = row.at(2).get<double>();
+      s.candidate_cpu_ns = row.at(3).get<double>();
+      s.input_set = row.at(4).get<int>();
+      s.candidate_first = row.at(5).get<bool>();
+      s.discarded = row.at(6).get<bool>();
+      run_.samples.push_back(s);
+    }
+    run_.timing_converged = f.meta.value("converged", false);
+    run_.timing_seconds = f.meta.value("seconds", 0.0);
+    const json& mismatch = f.meta["mismatch"];
+    if (!mismatch.is_null()) {
+      Fail(Status::kIncorrect,
+           "timed call " + std::to_string(mismatch.value("round", 0)) + ": output `" + mismatch.value("output", std::string()) +
+               "` differs from the reference on fresh inputs (" + std::to_string(mismatch.value("mismatches", 0)) +
+               " elements, first at " + IndexText(mismatch.value("first_mismatch", std::vector<int64_t>{})) + ": expected " +
+               std::to_string(mismatch.value("expected", 0.0)) + ", got " + std::to_string(mismatch.value("actual", 0.0)) +
+               ") — results were cached or the kernel changed behaviour after the correctness trials",
+           Stage::kTiming);
+    }
+  }
+
+  void HandleViolation(const Frame& f) {
+    const std::string kind = f.meta.value("kind", std::string());
+    const std::string what = f.meta.value("message", std::string());
+    const long long value = f.meta.value("value", 0LL);
+    const Stage stage = phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness;
+    if (!CandidatePhase()) {
+      Fail(Status::kInternalError, "the reference crashed before the kernel was loaded (" + kind + ": " + what + ")");
+      return;
+    }
+    char addr[32];
+    std::snprintf(addr, sizeof(addr), "0x%llx", static_cast<unsigned long long>(value));
+    if (kind == "seccomp") {
+      Fail(Status::kSandboxViolation, "the kernel made a forbidden system call: " + what + " (" + std::to_string(value) +
+                                          ") during " + Where(), stage);
+    } else if (kind == "input_write") {
+      Fail(Status::kIncorrect, "the kernel wrote to input `" + what + "`, which is read-only (at " + addr + ") during " + Where(), stage);
+    } else if (kind == "out_of_bounds") {
+      Fail(Status::kCrashed, "the kernel accessed memory past the end of `" + what + "` (SIGSEGV at " + addr + ") during " + Where(), stage);
+    } else if (kind == "signal") {
+      std::string message = "the kernel crashed with " + what + " (address " + addr + ") during " + Where();
+      if (what == "SIGSEGV" && value >= 0 && value < 65536)
+        message += "; a null pointer dereference — did an allocation fail under the " +
+                   std::to_string(options_.memory_bytes >> 30) + " GiB address-space limit?";
+      Fail(Status::kCrashed, message, stage);
+    } else if (kind == "terminate") {
+      Fail(Status::kCrashed, "the kernel threw an uncaught C++ exception (" + Demangle(what) + ") during " + Where() +
+                                 (what.find("bad_alloc") != std::string::npos
+                                      ? "; the address-space limit is " + std::to_string(options_.memory_bytes >> 30) + " GiB"
+                                      : ""),
+           stage);
+    } else if (kind == "exit") {
+      Fail(Status::kCrashed, "the kernel called exit() during " + Where(), stage);
+    } else if (kind == "load") {
+      Fail(Status::kCrashed, "the shared object failed to load: " + what, stage);
+    } else {
+      Fail(Status::kCrashed, "the harness reported " + kind + ": " + what, stage);
+    }
+  }
+
+  void Finish() {
+    // Give the harness a moment to exit on its own (it does right after kDone or a violation),
+    // then make sure nothing is left.
+    child_.Wait(Clock::now() + std::chrono::seconds(done_ || decided_ ? 2 : 5));
+    child_.Kill();
+    child_.Wait(Clock::time_point::max());
+    close(control_fd_);
+    close(report_fd_);
+    const std::string stderr_head = HeadLines(child_.stderr_text(), 6);
+    if (!stderr_head.empty()) run_.details.push_back("harness stderr: " + stderr_head);
+    if (done_ && !decided_) {
+      decided_ = true;
+      run_.status = Status::kOk;
+      run_.stage = options_.run_timing ? Stage::kTiming : Stage::kCorrectness;
+      run_.message = "correct";
+      return;
+    }
+    if (decided_) return;
+    const Stage stage = phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness;
+    if (child_.signal() == SIGXCPU) {
+      Fail(Status::kTimeout, "the CPU-time limit was hit during " + Where(), stage);
+    } else if (child_.signal() != 0) {
+      Fail(CandidatePhase() ? Status::kCrashed : Status::kInternalError,
+           "the harness was killed by " + SignalName(child_.signal()) + " during " + Where(), stage);
+    } else if (CandidatePhase()) {
+      Fail(Status::kCrashed, "the process ended (exit status " + std::to_string(child_.exit_code()) + ") during " + Where() +
+                                 " before reporting: the kernel exited or killed it",
+           stage);
+    } else {
+      Fail(Status::kInternalError, "the harness exited with status " + std::to_string(child_.exit_code()) + " during " +
+                                       Where() + (stderr_head.empty() ? "" : ": " + stderr_head));
+    }
+  }
+
+  const Task& task_;
+  const HarnessPaths& paths_;
+  const EvalOptions& options_;
+  HarnessRun run_;
+  ChildProcess child_;
+  int control_fd_ = -1, report_fd_ = -1;
+  Phase phase_;
+  bool decided_ = false, done_ = false, trusted_done_ = false;
+  std::vector<std::vector<std::string>> expected_;
+  std::map<std::size_t, std::string> first_outputs_;
+  Clock::time_point correctness_start_{};
+};
+
+}  // namespace
+
+HarnessRun RunHarnessSession(const Task& task, const HarnessPaths& paths, const EvalOptions& options) {
+  return Session(task, paths, options).Run();
+}
+
+}  // namespace kernelgym

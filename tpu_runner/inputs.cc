@@ -1,0 +1,94 @@
+#include "tpu_runner/inputs.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace kernelgym {
+namespace {
+
+uint64_t SplitMix(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+template <typename T>
+void Store(std::span<std::byte> buffer, int64_t i, T value) {
+  std::memcpy(buffer.data() + i * sizeof(T), &value, sizeof(T));
+}
+
+void Draw(const TensorSpec& spec, std::span<std::byte> buffer, int64_t i, Rng& rng) {
+  const Initializer& init = *spec.init;
+  double v;
+  switch (init.kind) {
+    case Initializer::Kind::kNormal: v = init.a + init.b * rng.Normal(); break;
+    case Initializer::Kind::kUniform: v = init.a + (init.b - init.a) * rng.Uniform01(); break;
+    case Initializer::Kind::kRandInt:
+      v = std::floor(init.a) + static_cast<double>(rng.Next() % static_cast<uint64_t>(std::floor(init.b) - std::floor(init.a)));
+      break;
+    default: v = 0;
+  }
+  switch (spec.dtype) {
+    case DType::kFloat32: Store(buffer, i, static_cast<float>(v)); break;
+    case DType::kFloat64: Store(buffer, i, v); break;
+    case DType::kInt32: Store(buffer, i, static_cast<int32_t>(v)); break;
+    case DType::kInt64: Store(buffer, i, static_cast<int64_t>(v)); break;
+  }
+}
+
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (uint64_t& s : s_) s = SplitMix(seed);
+}
+
+uint64_t Rng::Next() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+double Rng::Normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  double u1;
+  do u1 = Uniform01(); while (u1 <= 0);
+  const double u2 = Uniform01();
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  spare_ = r * std::sin(2 * M_PI * u2);
+  has_spare_ = true;
+  return r * std::cos(2 * M_PI * u2);
+}
+
+uint64_t MixSeed(uint64_t base, uint64_t stream) {
+  uint64_t x = base ^ (stream * 0xd1b54a32d192ed03ULL);
+  return SplitMix(x);
+}
+
+void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed) {
+  Rng rng(seed);
+  const int64_t n = spec.NumElements();
+  for (int64_t i = 0; i < n; ++i) Draw(spec, buffer, i, rng);
+}
+
+void RefreshInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed, double fraction) {
+  Rng rng(seed);
+  const int64_t n = spec.NumElements();
+  const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * fraction));
+  for (int64_t k = 0; k < count; ++k) Draw(spec, buffer, static_cast<int64_t>(rng.Next() % static_cast<uint64_t>(n)), rng);
+}
+
+}  // namespace kernelgym

@@ -1,0 +1,57 @@
+#include "tpu_runner/result.h"
+
+#include <array>
+#include <utility>
+
+namespace kernelgym {
+namespace {
+
+constexpr std::array<std::pair<Stage, std::string_view>, 7> kStages{{
+    {Stage::kStaticCheck, "static_check"},
+    {Stage::kCompile, "compile"},
+    {Stage::kSymbolCheck, "symbol_check"},
+    {Stage::kCorrectness, "correctness"},
+    {Stage::kTiming, "timing"},
+    {Stage::kProfile, "profile"},
+    {Stage::kDone, "done"},
+}};
+
+constexpr std::array<std::pair<Status, std::string_view>, 9> kStatuses{{
+    {Status::kOk, "ok"},
+    {Status::kRejected, "rejected"},
+    {Status::kCompileError, "compile_error"},
+    {Status::kIncorrect, "incorrect"},
+    {Status::kCrashed, "crashed"},
+    {Status::kTimeout, "timeout"},
+    {Status::kSandboxViolation, "sandbox_violation"},
+    {Status::kImplausible, "implausible"},
+    {Status::kInternalError, "internal_error"},
+}};
+
+}  // namespace
+
+std::string_view StageName(Stage stage) {
+  for (const auto& [s, name] : kStages)
+    if (s == stage) return name;
+  return "?";
+}
+
+std::string_view StatusName(Status status) {
+  for (const auto& [s, name] : kStatuses)
+    if (s == status) return name;
+  return "?";
+}
+
+std::optional<Status> ParseStatus(std::string_view name) {
+  for (const auto& [s, n] : kStatuses)
+    if (n == name) return s;
+  return std::nullopt;
+}
+
+std::optional<Stage> ParseStage(std::string_view name) {
+  for (const auto& [s, n] : kStages)
+    if (n == name) return s;
+  return std::nullopt;
+}
+
+}  // namespace kernelgym

@@ -1,0 +1,127 @@
+// The record one evaluation produces: the stage it reached, a status, messages, raw data.
+// Expected failures (a compile error, a wrong answer, a crash, a timeout) are values here,
+// never exceptions. docs/results.md documents every status.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kernelgym {
+
+enum class Stage { kStaticCheck, kCompile, kSymbolCheck, kCorrectness, kTiming, kProfile, kDone };
+
+enum class Status {
+  kOk,                // correct and timed
+  kRejected,          // static check or symbol policy refused the source / shared object
+  kCompileError,      // the compiler reported errors (or hit its limits)
+  kIncorrect,         // wrong values, poison left in outputs, inputs written, nondeterminism
+  kCrashed,           // the kernel died (signal, exit, uncaught exception)
+  kTimeout,           // wall-clock deadline or CPU limit
+  kSandboxViolation,  // a forbidden system call, stopped by seccomp
+  kImplausible,       // faster than this machine's physical floor, or interfered with the reference
+  kInternalError,     // the environment failed (task bug, harness failure): not the kernel's fault
+};
+
+std::string_view StageName(Stage stage);
+std::string_view StatusName(Status status);
+std::optional<Status> ParseStatus(std::string_view name);
+std::optional<Stage> ParseStage(std::string_view name);
+
+struct Diagnostic {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string severity;  // error, warning, note
+  std::string message;
+};
+
+// One compiler optimization remark about a loop of the kernel (from -fopt-info-vec).
+struct Remark {
+  int line = 0;
+  int column = 0;
+  bool vectorized = false;
+  std::string message;
+};
+
+struct OutputCheck {
+  std::string output;  // tensor name
+  int64_t elements = 0;
+  int64_t mismatches = 0;
+  int64_t non_finite = 0;  // NaN/Inf where the expected value was finite (poison left behind)
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  int64_t first_mismatch = -1;  // flat index
+  std::vector<int64_t> first_mismatch_index;  // multi-index
+  double expected = 0;
+  double actual = 0;
+  bool passed() const { return mismatches == 0; }
+};
+
+struct CorrectnessReport {
+  int trials_run = 0;
+  std::vector<uint64_t> seeds;
+  std::vector<OutputCheck> checks;  // the worst (first failing, else last) check per output
+  bool deterministic = true;
+  int timed_outputs_verified = 0;   // outputs of timed calls compared against the reference
+};
+
+struct TimingSample {
+  double reference_ns = 0;
+  double candidate_ns = 0;
+  double reference_cpu_ns = 0;
+  double candidate_cpu_ns = 0;
+  int input_set = 0;
+  bool candidate_first = false;
+  bool discarded = false;  // preempted (wall time well above CPU time)
+};
+
+struct TimeStats {
+  double median_ns = 0, p10_ns = 0, p90_ns = 0, min_ns = 0, cv = 0;
+};
+
+struct TimingReport {
+  TimeStats reference;
+  TimeStats candidate;
+  double speedup = 0;  // median over rounds of reference/candidate
+  double speedup_ci_low = 0, speedup_ci_high = 0;  // 95%
+  bool converged = false;  // CI within the target before the budget ran out
+  int rounds = 0;
+  int discarded = 0;
+  double seconds = 0;
+  double reference_alone_median_ns = 0;  // timed before the candidate was loaded
+  std::vector<TimingSample> samples;
+};
+
+struct ProfileReport {
+  double achieved_gflops = 0, achieved_gbps = 0;
+  double peak_gflops = 0, peak_gbps = 0;     // this machine, for the task's thread count
+  double fraction_of_peak = 0;               // of the bound resource
+  std::string bound;                          // "memory" or "compute"
+  double arithmetic_intensity = 0;            // flops per byte
+  double floor_ns = 0;                        // the physical floor
+  std::map<std::string, double> counters;     // per candidate call: task_clock_ns, page_faults, ...
+  std::vector<std::string> unavailable_counters;
+  std::vector<Remark> remarks;
+};
+
+struct EvalResult {
+  std::string task_id;
+  std::string backend;
+  Status status = Status::kInternalError;
+  Stage stage = Stage::kStaticCheck;  // the last stage entered
+  std::string message;                 // one line: why this status
+  std::vector<std::string> details;    // further lines (stderr head, limits, ...)
+  std::vector<Diagnostic> diagnostics;
+  bool compile_cached = false;
+  std::optional<CorrectnessReport> correctness;
+  std::optional<TimingReport> timing;
+  std::optional<ProfileReport> profile;
+  std::map<std::string, bool> protections;     // which sandbox protections were on
+  std::map<std::string, double> stage_seconds; // wall time per stage
+  double seconds = 0;
+};
+
+}  // namespace kernelgym

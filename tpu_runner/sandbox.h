@@ -1,0 +1,44 @@
+// The process sandbox, built on bubblewrap (namespaces + a minimal read-only filesystem view).
+// Limits (rlimits) come from SpawnOptions; seccomp and the uid drop happen inside the harness,
+// where the code that must be confined is known.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kernelgym {
+
+// What this machine lets us use; probed once per process by running bwrap for real.
+struct SandboxSupport {
+  bool bwrap = false;        // bwrap runs with new net/pid/ipc/mount namespaces
+  bool root = false;         // we are root: the harness can drop to an unprivileged uid
+  std::string bwrap_path;
+  std::string problem;       // why bwrap is unusable, when it is
+};
+
+const SandboxSupport& ProbeSandbox();
+
+struct BindMount {
+  std::string source;
+  std::string target;
+  bool writable = false;
+};
+
+struct SandboxSpec {
+  std::vector<BindMount> binds;       // in addition to the toolchain/library view
+  std::string working_dir;            // inside the sandbox
+  bool keep_setuid_capability = false;  // lets the (trusted) harness drop to a sandbox uid itself
+  bool cpu_info = false;              // /proc/cpuinfo and /sys/devices/system/cpu (libtorch needs them)
+};
+
+// Wraps argv in bwrap when it works; otherwise returns argv unchanged (the caller records that
+// the namespace protections were off). The view holds /usr/{bin,lib,libexec,include}, the
+// /lib* symlinks, /etc/alternatives and /etc/ld.so.cache, a private /tmp and /dev — no /etc,
+// no /home, no /root, no /proc (so no /proc/self/mem), no network.
+std::vector<std::string> SandboxCommand(const SandboxSpec& spec, const std::vector<std::string>& argv);
+
+// The protections SandboxCommand gives on this machine, by name (for EvalResult::protections).
+std::map<std::string, bool> NamespaceProtections();
+
+}  // namespace kernelgym

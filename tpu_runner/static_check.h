@@ -1,0 +1,31 @@
+// Stage 1: checks on the candidate's source text before anything runs.
+// The text check gives early, precise messages; the compiler's include trace (compiler.cc)
+// re-checks what was actually included, so macro tricks cannot get past both.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "datasets/task.h"
+#include "tpu_runner/result.h"
+
+namespace kernelgym {
+
+inline constexpr std::size_t kMaxSourceBytes = 256 * 1024;
+
+// Headers every task allows: math, fixed-width types, memory helpers, containers that only
+// allocate, SIMD intrinsics and OpenMP. No threads, clocks, I/O, dynamic loading or system calls.
+const std::vector<std::string>& DefaultAllowedHeaders();
+
+struct StaticCheckResult {
+  bool ok = true;
+  std::string message;                   // first problem, one line
+  std::vector<Diagnostic> diagnostics;   // every problem, with its line
+};
+
+[[nodiscard]] StaticCheckResult CheckSource(const std::string& source, const KernelPolicy& policy);
+
+// True when `header` (as written between <> or "") is in the task's allowed set.
+bool IsAllowedHeader(const std::string& header, const KernelPolicy& policy);
+
+}  // namespace kernelgym

@@ -1,0 +1,79 @@
+#include "tpu_runner/timing_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace kernelgym {
+
+double Percentile(std::span<const double> values, double q) {
+  if (values.empty()) return 0;
+  std::vector<double> sorted(values.begin(), values.end());
+  std::sort(sorted.begin(), sorted.end());
+  const double pos = q * static_cast<double>(sorted.size() - 1);
+  const std::size_t lo = static_cast<std::size_t>(std::floor(pos));
+  const std::size_t hi = std::min(lo + 1, sorted.size() - 1);
+  const double frac = pos - static_cast<double>(lo);
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+}
+
+TimeStats Summarize(std::span<const double> values) {
+  TimeStats s;
+  if (values.empty()) return s;
+  s.median_ns = Percentile(values, 0.5);
+  s.p10_ns = Percentile(values, 0.1);
+  s.p90_ns = Percentile(values, 0.9);
+  s.min_ns = *std::min_element(values.begin(), values.end());
+  const double mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+  double var = 0;
+  for (double v : values) var += (v - mean) * (v - mean);
+  var = values.size() > 1 ? var / static_cast<double>(values.size() - 1) : 0;
+  s.cv = mean > 0 ? std::sqrt(var) / mean : 0;
+  return s;
+}
+
+bool IsPreempted(double wall_ns, double cpu_ns) { return wall_ns - cpu_ns > 0.02 * wall_ns + 3000.0; }
+
+namespace {
+
+// The largest k with P(X <= k) <= tail for X ~ Binomial(n, 1/2), or -1 if there is none.
+int LowerOrderStatistic(int n, double tail) {
+  double cdf = 0;
+  int k = -1;
+  for (int i = 0; i <= n / 2; ++i) {
+    const double pmf = std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) - n * std::log(2.0));
+    if (cdf + pmf > tail) break;
+    cdf += pmf;
+    k = i;
+  }
+  return k;
+}
+
+}  // namespace
+
+RatioEstimate EstimateMedianRatio(std::span<const double> ratios) {
+  RatioEstimate est;
+  const int n = static_cast<int>(ratios.size());
+  if (n < 6) return est;
+  std::vector<double> sorted(ratios.begin(), ratios.end());
+  std::sort(sorted.begin(), sorted.end());
+  est.median = Percentile(sorted, 0.5);
+  // [x_(k+1), x_(n-k)] (1-based order statistics) covers the median with probability
+  // 1 - 2 P(X <= k), X ~ Binomial(n, 1/2): the largest k keeping that >= 95%.
+  const int k = LowerOrderStatistic(n, 0.025);
+  if (k < 0) return RatioEstimate{};
+  est.low = sorted[k];
+  est.high = sorted[n - 1 - k];
+  est.relative_half_width = std::max(est.median / est.low, est.high / est.median) - 1.0;
+  return est;
+}
+
+RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples) {
+  std::vector<double> ratios;
+  ratios.reserve(samples.size());
+  for (const TimingSample& s : samples)
+    if (!s.discarded && s.candidate_ns > 0) ratios.push_back(s.reference_ns / s.candidate_ns);
+  return EstimateMedianRatio(ratios);
+}
+
+}  // namespace kernelgym
