@@ -1,5 +1,7 @@
 #include "datasets/task.h"
 
+#include <cctype>
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -9,6 +11,8 @@ namespace kernelgym {
 namespace {
 
 using nlohmann::json;
+
+bool IsAllowedCompileFlag(const std::string& flag);
 
 // Thrown only inside this file; LoadTask turns it into TaskLoadResult::error.
 struct FieldError {
@@ -69,6 +73,8 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype) {
     init.a = RequireNumber(v, "low", path);
     init.b = RequireNumber(v, "high", path);
     if (!(init.b > init.a)) Fail(path + ".high", "must be greater than low");
+    if (kind == "randint" && (init.a != std::floor(init.a) || init.b != std::floor(init.b)))
+      Fail(path, "randint bounds must be integers");
     if (kind == "randint" && init.b - init.a < 2)
       Fail(path, "randint with a single value is a constant input (degenerate task)");
   } else {
@@ -185,10 +191,8 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
   }
   if (root.contains("compile_flags")) task.compile_flags = StringList(root["compile_flags"], "compile_flags");
   for (const std::string& flag : task.compile_flags)
-    if (flag.empty() || flag[0] != '-' || flag.find("-o") == 0 || flag.find("-l") == 0 || flag.find("-L") == 0 ||
-        flag.find("-Wl") == 0 || flag.find("-B") == 0 || flag.find("-I") == 0 || flag.find("-include") == 0 ||
-        flag.find("-specs") == 0 || flag.find("-fplugin") == 0)
-      Fail("compile_flags", "'" + flag + "' is not allowed (optimization/codegen flags only)");
+    if (!IsAllowedCompileFlag(flag))
+      Fail("compile_flags", "'" + flag + "' is not allowed (optimization, code generation, -D/-U and warning flags only)");
   if (root.contains("policy")) {
     const json& p = root["policy"];
     if (!p.is_object()) Fail("policy", "must be an object");
@@ -198,8 +202,11 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
       task.policy.allowed_libraries = StringList(p["allowed_libraries"], "policy.allowed_libraries");
   }
 
-  const std::string reference_file = root.value("reference", std::string("reference.py"));
-  const std::string starter_file = root.value("starter", std::string("starter.cpp"));
+  const std::string reference_file = root.contains("reference") ? RequireString(root, "reference", "") : "reference.py";
+  const std::string starter_file = root.contains("starter") ? RequireString(root, "starter", "") : "starter.cpp";
+  for (const auto& [field, file] : {std::pair{"reference", reference_file}, std::pair{"starter", starter_file}})
+    if (file.find('/') != std::string::npos || file == "." || file == "..")
+      Fail(field, "must be a file name inside the task folder, not a path");
   try {
     task.reference_source = ReadFile(dir / reference_file);
   } catch (const FieldError&) {
@@ -213,6 +220,23 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
   if (task.reference_source.find("def reference(") == std::string::npos)
     Fail("reference", "'" + reference_file + "' must define `def reference(...)`");
   return task;
+}
+
+// Task files are trusted, but a flag that reads or writes files, loads plugins or talks to the
+// linker has no business in a kernel's compile: allow only what changes code generation.
+bool IsAllowedCompileFlag(const std::string& flag) {
+  auto starts = [&](const char* prefix) { return flag.rfind(prefix, 0) == 0; };
+  if (starts("-O") || starts("-march=") || starts("-mtune=") || starts("-std=") || starts("-D") || starts("-U") ||
+      starts("-g"))
+    return true;
+  if (starts("-W")) return !starts("-Wl,") && !starts("-Wa,") && !starts("-Wp,");
+  if (starts("-m")) return flag.size() > 2 && std::isalnum(static_cast<unsigned char>(flag[2]));
+  if (starts("-f"))
+    return !starts("-fplugin") && !starts("-fdump") && !starts("-fprofile") && !starts("-fauto-profile") &&
+           !starts("-fcoverage") && !starts("-fdebug-prefix") && !starts("-ffile-prefix") &&
+           !starts("-fmacro-prefix") && !starts("-fcallgraph-info") && !starts("-fstack-usage") &&
+           !starts("-fopt-info") && !starts("-fdiagnostics");
+  return false;
 }
 
 const char* CType(DType dtype) {

@@ -2,6 +2,7 @@
 //   kernelgym eval --task cpu/softmax_rows --source my_kernel.cpp [--json]
 //   kernelgym tasks [--json]
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -64,6 +65,9 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Results go to stdout (possibly as JSON); everything else, to stderr.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("kernelgym"));
+  spdlog::set_pattern("kernelgym: %^%l%$: %v");
   CLI::App app{"kernelgym: a reinforcement-learning environment for kernel optimization"};
   app.require_subcommand(1);
   std::string suites = DefaultSuitesRoot().string();

@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
-exec "$BUILD_DIR/env/kernelgym" eval --task cpu/softmax_rows --source examples/kernels/softmax_rows_simd.cpp "$@"
+exec "$BUILD_DIR/env/kernelgym" eval --task cpu/softmax_rows --source tests/honest/softmax_rows_avx2/kernel.cpp "$@"

@@ -56,10 +56,7 @@ CpuBackend::CpuBackend(const BackendConfig& config)
       peaks_program_(fs::path(config.tools_dir) / "kernelgym-peaks") {}
 
 const MachinePeaks* CpuBackend::Peaks() {
-  if (!peaks_tried_) {
-    peaks_tried_ = true;
-    peaks_ = LoadOrMeasurePeaks(config_.cache_dir, peaks_program_, peaks_error_);
-  }
+  std::call_once(peaks_once_, [this] { peaks_ = LoadOrMeasurePeaks(config_.cache_dir, peaks_program_, peaks_error_); });
   return peaks_ ? &*peaks_ : nullptr;
 }
 
@@ -161,7 +158,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   timing.converged = speedup.median > 0 && speedup.relative_half_width <= options.timing.target_relative_ci;
   result.timing = timing;
 
-  // 6. Physical floor, and the reference's own speed as a witness of interference.
+  // 6. Physical floor and profile.
   t = Clock::now();
   profile = Roofline(task, *peaks, timing.candidate.median_ns);
   profile.remarks = compiled.remarks;
@@ -175,14 +172,15 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
                          "(max of flops / peak FLOP/s and bytes / peak bandwidth): the kernel skips work",
                          timing.candidate.median_ns, profile.floor_ns));
   }
-  if (run.reference_alone_ns > 0 && timing.reference.median_ns > 1.5 * run.reference_alone_ns &&
-      timing.reference.median_ns - run.reference_alone_ns > 20'000) {
-    return finish(Status::kImplausible, Stage::kTiming,
-                  Format("the reference ran %.2fx slower next to this kernel (%.0f ns) than alone (%.0f ns): "
-                         "the kernel interferes with the reference",
-                         timing.reference.median_ns / run.reference_alone_ns, timing.reference.median_ns,
-                         run.reference_alone_ns));
-  }
+  // The reference's speed next to the kernel versus alone is reported, not judged: interleaving
+  // with any kernel that streams memory slows the reference somewhat, and a busy neighbour on the
+  // machine slows it more, so a threshold would fail honest kernels. The known ways for a kernel
+  // to slow the reference on purpose (threads, affinity, FP environment, OpenMP settings) are
+  // closed by the symbol policy, seccomp and the harness resetting state around each call.
+  if (run.reference_alone_ns > 0 && timing.reference.median_ns > 1.5 * run.reference_alone_ns)
+    result.details.push_back(Format("note: the reference ran %.2fx slower interleaved with this kernel (%.0f ns) than alone (%.0f ns)",
+                                    timing.reference.median_ns / run.reference_alone_ns, timing.reference.median_ns,
+                                    run.reference_alone_ns));
   return finish(Status::kOk, Stage::kDone,
                 Format("correct; speedup %.3fx over the reference (95%% CI %.3f-%.3f)", timing.speedup,
                        timing.speedup_ci_low, timing.speedup_ci_high));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <mutex>
 #include <optional>
 
 #include "tpu_runner/backend.h"
@@ -26,9 +27,9 @@ class CpuBackend : public Backend {
   BackendConfig config_;
   Compiler compiler_;
   std::filesystem::path harness_program_, peaks_program_;
+  std::once_flag peaks_once_;  // peaks are measured at most once per backend, by the first caller
   std::optional<MachinePeaks> peaks_;
   std::string peaks_error_;
-  bool peaks_tried_ = false;
 };
 
 }  // namespace kernelgym

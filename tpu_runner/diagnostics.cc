@@ -53,7 +53,10 @@ CompilerOutput ParseCompilerStderr(const std::string& stderr_text) {
       } catch (const nlohmann::json::exception&) {
       }
     }
-    if (in_guard_list && line[0] == '/') continue;
+    // Guard-list entries are bare paths ("/usr/include/...", "./prelude.h"); anything with a
+    // colon or a space (a linker error) ends the list.
+    if (in_guard_list && line.find(':') == std::string::npos && line.find(' ') == std::string::npos) continue;
+    in_guard_list = false;
     out.unparsed.push_back(line);
   }
   return out;
@@ -77,16 +80,17 @@ std::vector<Remark> ParseVectorizationRemarks(const std::string& remarks_text, c
     rest.erase(0, rest.find_first_not_of(' '));
     if (rest.rfind("optimized:", 0) == 0) {
       r.vectorized = true;
-      r.message = rest.substr(11);
+      r.message = rest.substr(10);
     } else if (rest.rfind("missed:", 0) == 0) {
-      r.message = rest.substr(8);
+      r.message = rest.substr(7);
     } else {
       continue;
     }
+    r.message.erase(0, r.message.find_first_not_of(' '));
     out.push_back(std::move(r));
   }
   std::sort(out.begin(), out.end(), [](const Remark& a, const Remark& b) {
-    return std::tie(a.line, a.column, a.vectorized, a.message) < std::tie(b.line, b.column, b.vectorized, b.message);
+    return std::tie(a.line, a.vectorized, a.message, a.column) < std::tie(b.line, b.vectorized, b.message, b.column);
   });
   out.erase(std::unique(out.begin(), out.end(),
                         [](const Remark& a, const Remark& b) {

@@ -19,7 +19,8 @@ struct CompilerOutput {
 // `source_name` is the candidate's file name; diagnostics elsewhere (headers) keep their path.
 CompilerOutput ParseCompilerStderr(const std::string& stderr_text);
 
-// Remarks for lines of `source_name` only, deduplicated by (line, vectorized, message).
+// Remarks for lines of `source_name` only, one per (line, vectorized, message) — g++ repeats a
+// remark per inlined copy and per vector size it tries — keeping the first column.
 std::vector<Remark> ParseVectorizationRemarks(const std::string& remarks_text, const std::string& source_name);
 
 }  // namespace kernelgym

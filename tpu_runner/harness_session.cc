@@ -162,7 +162,7 @@ class Session {
         const double limit = phase_.name == "timing" ? options_.timing.budget_seconds + 2 * options_.call_timeout_seconds
                                                      : options_.call_timeout_seconds;
         if (CandidatePhase())
-          Fail(Status::kTimeout, "the kernel did not return within the " + Seconds(limit) + " wall-clock limit during " + Where(),
+          Fail(Status::kTimeout, "the kernel did not return within its time limit (" + Seconds(limit) + " wall clock) during " + Where(),
                phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness);
         else
           Fail(Status::kInternalError, "the harness did not finish " + Where() + " in time");
@@ -323,7 +323,7 @@ class Session {
       Fail(Status::kIncorrect,
            "timed call " + std::to_string(mismatch.value("round", 0)) + ": output `" + mismatch.value("output", std::string()) +
                "` differs from the reference on fresh inputs (" + std::to_string(mismatch.value("mismatches", 0)) +
-               " elements, first at " + IndexText(mismatch.value("first_mismatch", std::vector<int64_t>{})) + ": expected " +
+               " elements mismatch, first at " + IndexText(mismatch.value("first_mismatch", std::vector<int64_t>{})) + ": expected " +
                std::to_string(mismatch.value("expected", 0.0)) + ", got " + std::to_string(mismatch.value("actual", 0.0)) +
                ") — results were cached or the kernel changed behaviour after the correctness trials",
            Stage::kTiming);
@@ -372,7 +372,10 @@ class Session {
   void Finish() {
     // Give the harness a moment to exit on its own (it does right after kDone or a violation),
     // then make sure nothing is left.
-    child_.Wait(Clock::now() + std::chrono::seconds(done_ || decided_ ? 2 : 5));
+    // After kDone the harness exits by itself; after a verdict it may be blocked (writing more
+    // frames, waiting for kProceed): kill it at once, the verdict is already known.
+    if (decided_) child_.Kill();
+    child_.Wait(Clock::now() + std::chrono::seconds(5));
     child_.Kill();
     child_.Wait(Clock::time_point::max());
     close(control_fd_);

@@ -32,7 +32,14 @@ void Draw(const TensorSpec& spec, std::span<std::byte> buffer, int64_t i, Rng& r
     default: v = 0;
   }
   switch (spec.dtype) {
-    case DType::kFloat32: Store(buffer, i, static_cast<float>(v)); break;
+    case DType::kFloat32: {
+      float f = static_cast<float>(v);
+      // Rounding to float can land on `high`; uniform promises [low, high).
+      if (init.kind == Initializer::Kind::kUniform && f >= static_cast<float>(init.b))
+        f = std::nextafter(static_cast<float>(init.b), -INFINITY);
+      Store(buffer, i, f);
+      break;
+    }
     case DType::kFloat64: Store(buffer, i, v); break;
     case DType::kInt32: Store(buffer, i, static_cast<int32_t>(v)); break;
     case DType::kInt64: Store(buffer, i, static_cast<int64_t>(v)); break;

@@ -21,7 +21,7 @@ enum class Status {
   kCrashed,           // the kernel died (signal, exit, uncaught exception)
   kTimeout,           // wall-clock deadline or CPU limit
   kSandboxViolation,  // a forbidden system call, stopped by seccomp
-  kImplausible,       // faster than this machine's physical floor, or interfered with the reference
+  kImplausible,       // faster than this machine's physical floor
   kInternalError,     // the environment failed (task bug, harness failure): not the kernel's fault
 };
 

@@ -6,66 +6,132 @@
 namespace kernelgym {
 namespace {
 
-// Removes comments and joins backslash-continued lines, keeping a map back to source lines so
-// diagnostics point at what the author wrote.
+// What the preprocessor sees, the way translation phases 1-3 produce it: a leading UTF-8 BOM
+// dropped, backslash(+blanks)+newline spliced, comments replaced by a space, string/char/raw
+// string literals kept whole (so a "/*" or "#" inside one means nothing), digit separators (1'000)
+// not taken for character literals. Each logical line remembers the source line of its first
+// token, which is where a directive's diagnostic points.
 struct LogicalLine {
   int source_line = 0;
   std::string text;
 };
 
-std::vector<LogicalLine> LogicalLines(const std::string& source) {
-  std::vector<LogicalLine> lines;
-  LogicalLine current{1, ""};
+struct SourceChar {
+  char c;
+  int line;
+};
+
+std::vector<SourceChar> Splice(const std::string& source) {
+  std::vector<SourceChar> out;
+  out.reserve(source.size());
+  std::size_t i = source.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0;
   int line = 1;
-  bool in_block_comment = false;
-  char in_literal = 0;
-  for (std::size_t i = 0; i < source.size(); ++i) {
-    const char c = source[i];
-    const char next = i + 1 < source.size() ? source[i + 1] : '\0';
-    if (c == '\\' && next == '\n') {  // continuation: same logical line
-      ++line;
-      ++i;
-      continue;
-    }
-    if (c == '\n') {
-      if (!in_block_comment) {
-        lines.push_back(current);
-        current = {line + 1, ""};
+  while (i < source.size()) {
+    if (source[i] == '\\') {
+      std::size_t j = i + 1;
+      while (j < source.size() && (source[j] == ' ' || source[j] == '\t' || source[j] == '\r')) ++j;
+      if (j < source.size() && source[j] == '\n') {
+        ++line;
+        i = j + 1;
+        continue;
       }
-      ++line;
-      in_literal = 0;
-      continue;
     }
-    if (in_block_comment) {
-      if (c == '*' && next == '/') {
-        in_block_comment = false;
-        current.text += ' ';
-        ++i;
-      }
-      continue;
-    }
-    if (in_literal) {
-      current.text += c;
-      if (c == '\\' && next != '\0') current.text += source[++i];
-      else if (c == in_literal) in_literal = 0;
-      continue;
-    }
-    if (c == '/' && next == '*') {
-      in_block_comment = true;
-      ++i;
-      continue;
-    }
-    if (c == '/' && next == '/') {
-      while (i + 1 < source.size() && source[i + 1] != '\n') {
-        if (source[i + 1] == '\\' && i + 2 < source.size() && source[i + 2] == '\n') break;
-        ++i;
-      }
-      continue;
-    }
-    if (c == '"' || c == '\'') in_literal = c;
-    current.text += c;
+    out.push_back({source[i], line});
+    if (source[i] == '\n') ++line;
+    ++i;
   }
-  lines.push_back(current);
+  return out;
+}
+
+bool IsIdentChar(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+std::vector<LogicalLine> LogicalLines(const std::string& source) {
+  const std::vector<SourceChar> in = Splice(source);
+  std::vector<LogicalLine> lines;
+  LogicalLine current;
+  std::string token;  // the identifier or pp-number being read (for raw strings, digit separators)
+  auto emit = [&](char c, int line) {
+    if (current.source_line == 0 && !std::isspace(static_cast<unsigned char>(c))) current.source_line = line;
+    current.text += c;
+  };
+  auto end_line = [&](int line) {
+    if (current.source_line == 0) current.source_line = line;
+    lines.push_back(std::move(current));
+    current = {};
+  };
+  std::size_t i = 0;
+  const std::size_t n = in.size();
+  auto at = [&](std::size_t k) { return k < n ? in[k].c : '\0'; };
+  while (i < n) {
+    const char c = in[i].c;
+    const int line = in[i].line;
+    if (c == '\n') {
+      end_line(line);
+      token.clear();
+      ++i;
+      continue;
+    }
+    if (c == '/' && at(i + 1) == '/') {  // to the end of the (spliced) line
+      while (i < n && in[i].c != '\n') ++i;
+      emit(' ', line);
+      token.clear();
+      continue;
+    }
+    if (c == '/' && at(i + 1) == '*') {  // may span lines: the logical line continues
+      i += 2;
+      while (i < n && !(in[i].c == '*' && at(i + 1) == '/')) ++i;
+      i = std::min(n, i + 2);
+      emit(' ', line);
+      token.clear();
+      continue;
+    }
+    if (c == '"' && (token == "R" || token == "u8R" || token == "uR" || token == "UR" || token == "LR")) {
+      // Raw string: R"delim( ... )delim", newlines and all.
+      std::size_t j = i + 1;
+      std::string delim;
+      while (j < n && in[j].c != '(' && delim.size() <= 16) delim += in[j++].c;
+      const std::string close = ")" + delim + "\"";
+      std::size_t k = j + 1;
+      while (k < n) {
+        bool match = true;
+        for (std::size_t m = 0; m < close.size() && match; ++m) match = at(k + m) == close[m];
+        if (match) break;
+        ++k;
+      }
+      emit('"', line);
+      emit('"', line);
+      i = std::min(n, k + close.size());
+      token.clear();
+      continue;
+    }
+    const bool pp_number = !token.empty() && std::isdigit(static_cast<unsigned char>(token[0]));
+    if (c == '\'' && pp_number && IsIdentChar(at(i + 1))) {  // digit separator
+      token += c;
+      emit(c, line);
+      ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {  // ordinary literal: ends at its closing quote or the line's end
+      emit(c, line);
+      std::size_t j = i + 1;
+      while (j < n && in[j].c != c && in[j].c != '\n') {
+        if (in[j].c == '\\' && j + 1 < n && in[j + 1].c != '\n') emit(in[j++].c, line);
+        emit(in[j++].c, line);
+      }
+      if (j < n && in[j].c == c) {
+        emit(c, line);
+        ++j;
+      }
+      i = j;
+      token.clear();
+      continue;
+    }
+    if (IsIdentChar(c) || (c == '.' && pp_number)) token += c;
+    else token.clear();
+    emit(c, line);
+    ++i;
+  }
+  end_line(in.empty() ? 1 : in.back().line);
   return lines;
 }
 

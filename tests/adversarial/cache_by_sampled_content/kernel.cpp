@@ -1,22 +1,26 @@
 // Attack: cheap memoization. Instead of hashing the whole input, the kernel compares 16
-// sampled elements of each input with the previous call's; on a match it replays the cached
-// output with a memcpy. With unchanged inputs between timed calls this "GEMM" takes a few
-// microseconds.
-// Why it must not be rewarded (this case: default options): the harness re-randomizes the
-// inputs before every timed round, so the samples never match and the kernel always runs the
-// starter's GEMM: correct, and no faster than the starter. (The same kernel with input
-// refresh turned off is cache_by_sampled_content_no_refresh, caught by the physical floor.)
+// sampled elements of each input with those of its last 4 calls; on a match it replays the
+// cached output with a memcpy.
+// Why it must not be rewarded (this case: default options): the harness redraws a random part of
+// the inputs before every timed round, so a sample match replays a stale output; every timed
+// output is checked against the reference on the same inputs, so the first stale replay is a
+// mismatch. (The same kernel with input refresh off is cache_by_sampled_content_no_refresh,
+// caught by the physical floor.)
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
 namespace {
 constexpr int kSamples = 16;
-bool have_cache = false;
-int64_t cached_dims[3] = {0, 0, 0};
-float cached_samples[3][kSamples];
-float* cached_y = nullptr;  // malloc'd, M * N floats
-size_t cached_n = 0;
+constexpr int kEntries = 4;  // more entries than the harness has input sets: rotation alone is not enough
+struct Entry {
+    bool used = false;
+    int64_t dims[3] = {0, 0, 0};
+    float samples[3][kSamples];
+    float* y = nullptr;  // malloc'd, M * N floats
+};
+Entry cache[kEntries];
+int next_slot = 0;
 
 // Takes kSamples elements spread evenly over p[0, n).
 void Sample(const float* p, int64_t n, float* out) {
@@ -31,10 +35,12 @@ extern "C" void kernel(const float* A, const float* B, const float* bias, float*
     Sample(B, K * N, samples[1]);
     Sample(bias, N, samples[2]);
     const size_t n_out = static_cast<size_t>(M * N);
-    if (have_cache && cached_n == n_out && cached_dims[0] == M && cached_dims[1] == N &&
-        cached_dims[2] == K && std::memcmp(samples, cached_samples, sizeof samples) == 0) {
-        std::memcpy(y, cached_y, n_out * sizeof(float));  // 48 loads instead of a GEMM
-        return;
+    for (Entry& e : cache) {
+        if (e.used && e.y && e.dims[0] == M && e.dims[1] == N && e.dims[2] == K &&
+            std::memcmp(samples, e.samples, sizeof samples) == 0) {
+            std::memcpy(y, e.y, n_out * sizeof(float));  // 48 loads and a copy instead of a GEMM
+            return;
+        }
     }
     // The starter's GEMM, unchanged.
     for (int64_t m = 0; m < M; ++m) {
@@ -45,13 +51,13 @@ extern "C" void kernel(const float* A, const float* B, const float* bias, float*
             y[m * N + n] = acc > 0.0f ? acc : 0.0f;
         }
     }
-    have_cache = true;
-    cached_dims[0] = M; cached_dims[1] = N; cached_dims[2] = K;
-    std::memcpy(cached_samples, samples, sizeof samples);
-    if (cached_n != n_out) {
-        std::free(cached_y);
-        cached_y = static_cast<float*>(std::malloc(n_out * sizeof(float)));
-        cached_n = cached_y != nullptr ? n_out : 0;
-    }
-    if (cached_y != nullptr) std::memcpy(cached_y, y, n_out * sizeof(float));
+    Entry& e = cache[next_slot];
+    next_slot = (next_slot + 1) % kEntries;
+    std::free(e.y);
+    e.y = static_cast<float*>(std::malloc(n_out * sizeof(float)));
+    if (e.y == nullptr) return;
+    std::memcpy(e.y, y, n_out * sizeof(float));
+    std::memcpy(e.samples, samples, sizeof samples);
+    e.dims[0] = M; e.dims[1] = N; e.dims[2] = K;
+    e.used = true;
 }

@@ -1,0 +1,83 @@
+// Every known reward hack and sandbox escape, one folder each in tests/adversarial/, run through
+// the real runner: each must get its expected verdict, and the runner must survive all of them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "eval_fixture.h"
+
+namespace kernelgym::testing {
+namespace {
+
+struct Case {
+  std::string name;
+  std::filesystem::path dir;
+  friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+};
+
+std::vector<Case> AllCases() {
+  std::vector<Case> cases;
+  for (const auto& entry : std::filesystem::directory_iterator(SourceDir() / "tests/adversarial"))
+    if (entry.is_directory()) cases.push_back({entry.path().filename().string(), entry.path()});
+  std::sort(cases.begin(), cases.end(), [](const Case& a, const Case& b) { return a.name < b.name; });
+  return cases;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+// The whole verdict text a reason may be found in.
+std::string VerdictText(const EvalResult& r) {
+  std::string text = r.message;
+  for (const auto& d : r.details) text += "\n" + d;
+  for (const auto& d : r.diagnostics) text += "\n" + d.message;
+  return text;
+}
+
+double StarterSpeedup(const Task& task) {
+  static std::map<std::string, double> cache;
+  auto it = cache.find(task.id);
+  if (it != cache.end()) return it->second;
+  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kOk) << task.id << " starter: " << r.message;
+  return cache[task.id] = r.timing ? r.timing->speedup : 0;
+}
+
+class AdversarialTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
+  const Case& c = GetParam();
+  const nlohmann::json expected = nlohmann::json::parse(ReadText(c.dir / "expected.json"));
+  const Task* task = Tasks().Find(expected.at("task").get<std::string>());
+  ASSERT_NE(task, nullptr) << "unknown task in " << c.name;
+  EvalOptions options = FastOptions();
+  if (expected.contains("options")) options.timing.refresh_inputs = expected["options"].value("refresh_inputs", true);
+
+  const EvalResult r = Cpu().Evaluate(*task, ReadText(c.dir / "kernel.cpp"), options);
+  const std::string want_status = expected.at("status").get<std::string>();
+  EXPECT_EQ(StatusName(r.status), want_status) << c.name << " (" << expected.value("attack", "") << ")\n  verdict: "
+                                               << StatusName(r.status) << " at " << StageName(r.stage) << ": " << VerdictText(r);
+  EXPECT_FALSE(r.message.empty()) << "every verdict names its reason";
+  if (expected.contains("stage") && want_status != "ok")
+    EXPECT_EQ(StageName(r.stage), expected["stage"].get<std::string>()) << c.name << ": " << r.message;
+  const std::string reason = expected.value("reason", "");
+  if (!reason.empty())
+    EXPECT_NE(Lower(VerdictText(r)).find(Lower(reason)), std::string::npos)
+        << c.name << ": expected '" << reason << "' in: " << VerdictText(r);
+  if (expected.contains("max_speedup_vs_starter") && r.status == Status::kOk) {
+    ASSERT_TRUE(r.timing.has_value());
+    const double starter = StarterSpeedup(*task);
+    EXPECT_LE(r.timing->speedup, expected["max_speedup_vs_starter"].get<double>() * starter)
+        << c.name << ": the hack must not pay (starter speedup " << starter << ")";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, AdversarialTest, ::testing::ValuesIn(AllCases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace kernelgym::testing

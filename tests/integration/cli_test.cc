@@ -1,0 +1,78 @@
+// The `kernelgym` command line as a user runs it.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "eval_fixture.h"
+#include "tpu_runner/subprocess.h"
+
+namespace kernelgym::testing {
+namespace {
+
+ProcessResult Cli(const std::vector<std::string>& args) {
+  SpawnOptions options;
+  options.argv = {KERNELGYM_CLI};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  for (char** e = environ; *e; ++e) options.env.push_back(*e);
+  return RunProcess(options, 120);
+}
+
+std::string TempSource(const std::string& name, const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("kernelgym-cli-test-" + name + ".cpp");
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+TEST(CliTest, TasksJsonListsEveryTask) {
+  const ProcessResult r = Cli({"tasks", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const auto tasks = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(tasks.size(), Tasks().All().size());
+  for (const auto& t : tasks) EXPECT_FALSE(t.at("signature").get<std::string>().empty());
+}
+
+TEST(CliTest, EvalJsonReportsStatusAndSpeedup) {
+  const auto starter = (SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp").string();
+  const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--budget", "0.3"});
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  const auto j = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(j.at("status"), "ok");
+  EXPECT_GT(j.at("speedup").get<double>(), 0);
+  EXPECT_TRUE(j.at("timing").contains("speedup_ci95"));
+  EXPECT_TRUE(j.at("profile").contains("bound"));
+  EXPECT_FALSE(j.at("timing").contains("samples")) << "raw samples only with --samples";
+}
+
+TEST(CliTest, CompileErrorsPointAtTheSourceLine) {
+  const std::string path = TempSource("broken", "#include <cstdint>\nextern \"C\" void kernel(const float* x, float* y, int64_t R, int64_t C) {\n  y[0] = undeclared;\n}\n");
+  const ProcessResult json_run = Cli({"eval", "--task", "cpu/softmax_rows", "--source", path, "--json"});
+  EXPECT_EQ(json_run.exit_code, 1);
+  const auto j = nlohmann::json::parse(json_run.stdout_text);
+  EXPECT_EQ(j.at("status"), "compile_error");
+  ASSERT_FALSE(j.at("diagnostics").empty());
+  EXPECT_EQ(j["diagnostics"][0].at("line"), 3);
+  EXPECT_NE(j["diagnostics"][0].at("message").get<std::string>().find("undeclared"), std::string::npos);
+
+  const ProcessResult text_run = Cli({"eval", "--task", "cpu/softmax_rows", "--source", path});
+  EXPECT_NE(text_run.stdout_text.find("3 |   y[0] = undeclared;"), std::string::npos) << text_run.stdout_text;
+}
+
+TEST(CliTest, WrongSignatureIsACompileError) {
+  const std::string path = TempSource("signature", "#include <cstdint>\nextern \"C\" void kernel(const float* x, float* y, int R, int C) {}\n");
+  const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--source", path, "--json"});
+  const auto j = nlohmann::json::parse(r.stdout_text);
+  EXPECT_EQ(j.at("status"), "compile_error");
+  EXPECT_NE(j.at("message").get<std::string>().find("kernel"), std::string::npos) << j.dump();
+}
+
+TEST(CliTest, BadArgumentsGiveClearErrors) {
+  const ProcessResult unknown = Cli({"eval", "--task", "cpu/no_such_task", "--source", "/dev/null"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.stderr_text.find("unknown task"), std::string::npos) << unknown.stderr_text;
+  const ProcessResult missing = Cli({"eval", "--task", "cpu/softmax_rows", "--source", "/nonexistent/k.cpp"});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.stderr_text.find("cannot read"), std::string::npos) << missing.stderr_text;
+}
+
+}  // namespace
+}  // namespace kernelgym::testing

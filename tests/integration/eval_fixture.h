@@ -1,0 +1,47 @@
+// Shared set-up for the end-to-end runner tests: the real task registry and the real cpu
+// backend (compiler, sandbox, harness), with short budgets so the suite stays fast.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "datasets/suite.h"
+#include "env/runner_config.h"
+#include "tpu_runner/backend.h"
+
+namespace kernelgym::testing {
+
+inline const TaskRegistry& Tasks() {
+  static const TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
+  return registry;
+}
+
+inline Backend& Cpu() {
+  static std::unique_ptr<Backend> backend = [] {
+    RegisterBuiltinBackends();
+    BackendConfig config = DefaultBackendConfig();
+    return BackendRegistry::Global().Create("cpu", config);
+  }();
+  return *backend;
+}
+
+inline EvalOptions FastOptions() {
+  EvalOptions options;
+  options.timing.budget_seconds = 0.4;
+  options.call_timeout_seconds = 3;
+  return options;
+}
+
+inline std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline std::filesystem::path SourceDir() { return KERNELGYM_SOURCE_DIR; }
+
+}  // namespace kernelgym::testing

@@ -1,0 +1,54 @@
+// Every registered task, through the real runner: its starter is correct, deterministic and
+// timed, and the report carries a roofline. Adding a task gets these checks for free.
+#include <gtest/gtest.h>
+
+#include "eval_fixture.h"
+
+namespace kernelgym::testing {
+namespace {
+
+std::vector<std::string> TaskIds() {
+  std::vector<std::string> ids;
+  for (const Task* t : Tasks().All()) ids.push_back(t->id);
+  return ids;
+}
+
+class TaskConformanceTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TaskConformanceTest, StarterIsCorrectAndTimed) {
+  const Task* task = Tasks().Find(GetParam());
+  ASSERT_NE(task, nullptr);
+  const EvalResult r = Cpu().Evaluate(*task, task->starter_source, FastOptions());
+  ASSERT_EQ(r.status, Status::kOk) << r.message;
+  ASSERT_TRUE(r.correctness && r.timing && r.profile);
+  EXPECT_EQ(r.correctness->trials_run, task->trials);
+  EXPECT_TRUE(r.correctness->deterministic);
+  EXPECT_GE(r.timing->rounds, 20);
+  EXPECT_GT(r.timing->speedup, 0);
+  EXPECT_LE(r.timing->speedup_ci_low, r.timing->speedup);
+  EXPECT_GE(r.timing->speedup_ci_high, r.timing->speedup);
+  EXPECT_GT(r.profile->floor_ns, 0);
+  EXPECT_GT(r.timing->candidate.median_ns, r.profile->floor_ns);
+  EXPECT_TRUE(r.profile->bound == "memory" || r.profile->bound == "compute");
+  // A naive starter takes long enough to time meaningfully.
+  EXPECT_GT(r.timing->candidate.median_ns, 100'000) << "the starter is too fast to time reliably";
+}
+
+TEST(TaskRegistryTest, ShipsTheSixCoveredFamilies) {
+  EXPECT_TRUE(Tasks().errors().empty()) << Tasks().errors().front();
+  std::set<std::string> categories;
+  for (const Task* t : Tasks().All()) categories.insert(t->category);
+  for (const char* family : {"elementwise", "normalization", "gemm", "convolution", "attention"})
+    EXPECT_TRUE(categories.count(family)) << family;
+  EXPECT_GE(Tasks().All().size(), 6u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tasks, TaskConformanceTest, ::testing::ValuesIn(TaskIds()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '/', '_');
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace kernelgym::testing

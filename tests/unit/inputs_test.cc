@@ -1,0 +1,240 @@
+// Input generation (tpu_runner/inputs.h): deterministic per seed, distributed as the task says.
+#include "tpu_runner/inputs.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <span>
+#include <vector>
+
+namespace kernelgym {
+namespace {
+
+TensorSpec Input(DType dtype, int64_t n, Initializer::Kind kind, double a, double b) {
+  TensorSpec spec;
+  spec.name = "x";
+  spec.dtype = dtype;
+  spec.shape = {n};
+  spec.init = Initializer{kind, a, b};
+  return spec;
+}
+
+template <typename T>
+std::vector<T> Fill(const TensorSpec& spec, uint64_t seed) {
+  std::vector<T> v(static_cast<std::size_t>(spec.NumElements()));
+  FillInput(spec, std::as_writable_bytes(std::span<T>(v)), seed);
+  return v;
+}
+
+template <typename T>
+double Mean(const std::vector<T>& v) {
+  double s = 0;
+  for (T x : v) s += static_cast<double>(x);
+  return s / static_cast<double>(v.size());
+}
+
+template <typename T>
+double StdDev(const std::vector<T>& v) {
+  const double m = Mean(v);
+  double s = 0;
+  for (T x : v) s += (static_cast<double>(x) - m) * (static_cast<double>(x) - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+constexpr int64_t kSamples = 100000;
+
+TEST(FillInput, DeterministicPerSeed) {
+  for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    const TensorSpec spec = Input(dtype, 4096, Initializer::Kind::kNormal, 0, 1);
+    std::vector<std::byte> a(spec.NumBytes()), b(spec.NumBytes());
+    FillInput(spec, a, 1234);
+    FillInput(spec, b, 1234);
+    EXPECT_EQ(a, b) << DTypeName(dtype);
+  }
+  const TensorSpec ints = Input(DType::kInt32, 4096, Initializer::Kind::kRandInt, 0, 1000);
+  EXPECT_EQ(Fill<int32_t>(ints, 99), Fill<int32_t>(ints, 99));
+}
+
+TEST(FillInput, DifferentSeedsDiffer) {
+  const TensorSpec spec = Input(DType::kFloat32, 4096, Initializer::Kind::kNormal, 0, 1);
+  const std::vector<float> a = Fill<float>(spec, 1), b = Fill<float>(spec, 2);
+  int same = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) same += a[i] == b[i];
+  EXPECT_LT(same, 10);  // independent draws coincide essentially never
+
+  const TensorSpec ints = Input(DType::kInt64, 4096, Initializer::Kind::kRandInt, 0, 1 << 20);
+  const std::vector<int64_t> c = Fill<int64_t>(ints, 1), d = Fill<int64_t>(ints, 2);
+  same = 0;
+  for (std::size_t i = 0; i < c.size(); ++i) same += c[i] == d[i];
+  EXPECT_LT(same, 10);
+}
+
+TEST(FillInput, ElementsAreNotAllTheSame) {
+  const std::vector<float> v = Fill<float>(Input(DType::kFloat32, 1000, Initializer::Kind::kNormal, 0, 1), 5);
+  const std::set<float> distinct(v.begin(), v.end());
+  EXPECT_GT(distinct.size(), 990u);
+}
+
+TEST(FillInput, NormalMeanAndStd) {
+  // Standard error of the mean: 2 / sqrt(1e5) ~ 0.0063; of the std: ~0.0045. Bounds are ~8 sigma.
+  const TensorSpec f64 = Input(DType::kFloat64, kSamples, Initializer::Kind::kNormal, 3.0, 2.0);
+  const std::vector<double> v = Fill<double>(f64, 42);
+  EXPECT_NEAR(Mean(v), 3.0, 0.05);
+  EXPECT_NEAR(StdDev(v), 2.0, 0.05);
+  // About 68.3% within one std, 95.4% within two.
+  int64_t in1 = 0, in2 = 0;
+  for (double x : v) {
+    in1 += std::fabs(x - 3.0) < 2.0;
+    in2 += std::fabs(x - 3.0) < 4.0;
+  }
+  EXPECT_NEAR(static_cast<double>(in1) / kSamples, 0.6827, 0.01);
+  EXPECT_NEAR(static_cast<double>(in2) / kSamples, 0.9545, 0.01);
+
+  const TensorSpec f32 = Input(DType::kFloat32, kSamples, Initializer::Kind::kNormal, -1.0, 0.5);
+  const std::vector<float> w = Fill<float>(f32, 7);
+  EXPECT_NEAR(Mean(w), -1.0, 0.02);
+  EXPECT_NEAR(StdDev(w), 0.5, 0.02);
+  for (float x : w) ASSERT_TRUE(std::isfinite(x));
+}
+
+TEST(FillInput, UniformWithinLowHigh) {
+  const TensorSpec f64 = Input(DType::kFloat64, kSamples, Initializer::Kind::kUniform, -2.0, 5.0);
+  const std::vector<double> v = Fill<double>(f64, 11);
+  for (double x : v) {
+    ASSERT_GE(x, -2.0);
+    ASSERT_LT(x, 5.0);
+  }
+  EXPECT_NEAR(Mean(v), 1.5, 0.05);
+  EXPECT_NEAR(StdDev(v), 7.0 / std::sqrt(12.0), 0.05);
+  EXPECT_LT(*std::min_element(v.begin(), v.end()), -1.99);
+  EXPECT_GT(*std::max_element(v.begin(), v.end()), 4.99);
+
+  const TensorSpec f32 = Input(DType::kFloat32, kSamples, Initializer::Kind::kUniform, 0.5, 1.5);
+  const std::vector<float> w = Fill<float>(f32, 12);
+  for (float x : w) {
+    ASSERT_GE(x, 0.5f);
+    ASSERT_LT(x, 1.5f);
+  }
+  EXPECT_NEAR(Mean(w), 1.0, 0.01);
+}
+
+TEST(FillInput, Float32UniformNeverReachesHigh) {
+  const TensorSpec spec = Input(DType::kFloat32, 1000, Initializer::Kind::kUniform, 16777216.0, 16777218.0);
+  const std::vector<float> v = Fill<float>(spec, 3);
+  for (float x : v) ASSERT_LT(x, 16777218.0f);
+  // The realistic case: a silu_mul-sized U[-2, 2) float32 input, seed 0.
+  const TensorSpec b = Input(DType::kFloat32, 1048576, Initializer::Kind::kUniform, -2.0, 2.0);
+  for (float x : Fill<float>(b, 0)) ASSERT_LT(x, 2.0f);
+}
+
+TEST(FillInput, RandIntIntegerRange) {
+  const TensorSpec i32 = Input(DType::kInt32, 10000, Initializer::Kind::kRandInt, -3, 5);
+  const std::vector<int32_t> v = Fill<int32_t>(i32, 21);
+  std::set<int32_t> seen;
+  for (int32_t x : v) {
+    ASSERT_GE(x, -3);
+    ASSERT_LT(x, 5);
+    seen.insert(x);
+  }
+  EXPECT_EQ(seen.size(), 8u);  // every value in [-3, 5) occurs
+  EXPECT_NEAR(Mean(v), 0.5, 0.1);
+
+  const int64_t base = int64_t{1} << 40;
+  const TensorSpec i64 = Input(DType::kInt64, 10000, Initializer::Kind::kRandInt, static_cast<double>(base),
+                               static_cast<double>(base + 10));
+  std::set<int64_t> seen64;
+  for (int64_t x : Fill<int64_t>(i64, 22)) {
+    ASSERT_GE(x, base);
+    ASSERT_LT(x, base + 10);
+    seen64.insert(x);
+  }
+  EXPECT_EQ(seen64.size(), 10u);
+
+  const TensorSpec two = Input(DType::kInt32, 1000, Initializer::Kind::kRandInt, 0, 2);
+  std::set<int32_t> bits;
+  for (int32_t x : Fill<int32_t>(two, 23)) bits.insert(x);
+  EXPECT_EQ(bits, (std::set<int32_t>{0, 1}));
+}
+
+TEST(FillInput, FillsMultiDimensionalTensorsCompletely) {
+  TensorSpec spec = Input(DType::kFloat64, 1, Initializer::Kind::kUniform, 1.0, 2.0);
+  spec.shape = {3, 5, 7};
+  std::vector<double> v(105, 0.0);
+  FillInput(spec, std::as_writable_bytes(std::span<double>(v)), 8);
+  for (double x : v) EXPECT_GE(x, 1.0);  // no element left at 0
+}
+
+TEST(RefreshInput, ChangesSomeButNotAllElements) {
+  const TensorSpec spec = Input(DType::kFloat32, 10000, Initializer::Kind::kNormal, 0, 1);
+  const std::vector<float> original = Fill<float>(spec, 100);
+  std::vector<float> refreshed = original;
+  RefreshInput(spec, std::as_writable_bytes(std::span<float>(refreshed)), 200, 0.1);
+  int changed = 0;
+  for (std::size_t i = 0; i < original.size(); ++i) changed += original[i] != refreshed[i];
+  // 1000 draws at random positions (with repeats): ~950 distinct elements.
+  EXPECT_GT(changed, 500);
+  EXPECT_LT(changed, 1500);
+  // Redrawn values come from the same distribution.
+  EXPECT_NEAR(Mean(refreshed), Mean(original), 0.05);
+}
+
+TEST(RefreshInput, DeterministicPerSeedAndDifferentAcrossSeeds) {
+  const TensorSpec spec = Input(DType::kFloat64, 5000, Initializer::Kind::kUniform, -1, 1);
+  const std::vector<double> original = Fill<double>(spec, 1);
+  std::vector<double> a = original, b = original, c = original;
+  RefreshInput(spec, std::as_writable_bytes(std::span<double>(a)), 77, 0.05);
+  RefreshInput(spec, std::as_writable_bytes(std::span<double>(b)), 77, 0.05);
+  RefreshInput(spec, std::as_writable_bytes(std::span<double>(c)), 78, 0.05);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  EXPECT_NE(a, original);
+  for (double x : a) {
+    ASSERT_GE(x, -1);
+    ASSERT_LT(x, 1);
+  }
+}
+
+TEST(RefreshInput, TinyFractionStillChangesOneElement) {
+  const TensorSpec spec = Input(DType::kFloat64, 1000, Initializer::Kind::kNormal, 0, 1);
+  const std::vector<double> original = Fill<double>(spec, 5);
+  std::vector<double> refreshed = original;
+  RefreshInput(spec, std::as_writable_bytes(std::span<double>(refreshed)), 6, 1e-9);
+  int changed = 0;
+  for (std::size_t i = 0; i < original.size(); ++i) changed += original[i] != refreshed[i];
+  EXPECT_EQ(changed, 1);
+}
+
+TEST(Rng, DeterministicAndInRange) {
+  Rng a(2024), b(2024), c(2025);
+  bool differs = false;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t x = a.Next(), y = b.Next(), z = c.Next();
+    ASSERT_EQ(x, y);
+    differs |= x != z;
+  }
+  EXPECT_TRUE(differs);
+  Rng r(1);
+  double sum = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    const double u = r.Uniform01();
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / kSamples, 0.5, 0.01);
+}
+
+TEST(MixSeed, DistinctStreamsAndBases) {
+  std::set<uint64_t> seeds;
+  for (uint64_t base : {0ull, 1ull, 12345ull})
+    for (uint64_t stream = 0; stream < 100; ++stream) seeds.insert(MixSeed(base, stream));
+  EXPECT_EQ(seeds.size(), 300u);
+  EXPECT_EQ(MixSeed(7, 3), MixSeed(7, 3));
+}
+
+}  // namespace
+}  // namespace kernelgym

@@ -1,0 +1,646 @@
+// The task loader (datasets/task.h) and registry (datasets/suite.h): the bundled tasks load and
+// satisfy their invariants; every kind of broken task.json fails with "<file>: <field>: ...".
+#include "datasets/task.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+
+#include "datasets/suite.h"
+
+namespace kernelgym {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A fresh folder under the system temp dir, removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    std::random_device rd;
+    path_ = fs::temp_directory_path() / ("kernelgym_unit_task_" + std::to_string(getpid()) + "_" +
+                                         std::to_string(counter++) + "_" + std::to_string(rd()));
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+void WriteText(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  ASSERT_TRUE(out.good()) << path;
+}
+
+const char* kReference =
+    "def reference(x: Tensor, idx: Tensor) -> Tensor:\n"
+    "    return x.sum(dim=1, keepdim=True).expand(-1, 2).to(torch.float64)\n";
+const char* kStarter =
+    "#include <cstdint>\n"
+    "extern \"C\" void kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C) {\n"
+    "  for (int64_t r = 0; r < R; ++r) { double s = 0; for (int64_t c = 0; c < C; ++c) s += x[r * C + c];\n"
+    "    y[2 * r] = s; y[2 * r + 1] = s; }\n"
+    "}\n";
+
+// A valid task: R=4, C=8; x float32 [R, C], idx int64 [R], y float64 [R, 2].
+json ValidTaskJson(const std::string& id) {
+  json task = json::parse(R"JSON({
+    "category": "test",
+    "description": "A small valid task for the loader tests.",
+    "sizes": [{"name": "R", "value": 4}, {"name": "C", "value": 8}],
+    "inputs": [
+      {"name": "x", "dtype": "float32", "shape": ["R", "C"], "init": {"kind": "normal", "mean": 0.5, "std": 2.0}},
+      {"name": "idx", "dtype": "int64", "shape": ["R"], "init": {"kind": "randint", "low": 0, "high": 8}}
+    ],
+    "outputs": [{"name": "y", "dtype": "float64", "shape": ["R", 2]}],
+    "tolerance": {"atol": 1e-5, "rtol": 1e-4},
+    "flops": 64,
+    "bytes": 224,
+    "signature": "void kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C)"
+  })JSON");
+  task["id"] = id;
+  return task;
+}
+
+class TaskLoadTest : public ::testing::Test {
+ protected:
+  // Writes <tmp>/tst/<name>/{task.json, reference.py, starter.cpp} and returns the folder.
+  fs::path Write(const std::string& name, const json& task, bool with_reference = true, bool with_starter = true) {
+    return WriteRaw(name, task.dump(2), with_reference, with_starter);
+  }
+  fs::path WriteRaw(const std::string& name, const std::string& task_text, bool with_reference = true,
+                    bool with_starter = true) {
+    const fs::path dir = tmp_.path() / "tst" / name;
+    WriteText(dir / "task.json", task_text);
+    if (with_reference) WriteText(dir / "reference.py", kReference);
+    if (with_starter) WriteText(dir / "starter.cpp", kStarter);
+    return dir;
+  }
+  // A valid task for folder tst/<name>, with `patch` applied (RFC 7386: null removes a key).
+  fs::path WritePatched(const std::string& name, const json& patch) {
+    json task = ValidTaskJson("tst/" + name);
+    task.merge_patch(patch);
+    return Write(name, task);
+  }
+
+  // The load fails with "<dir>/task.json: <field>: <message>" and the message contains `what`.
+  static void ExpectError(const fs::path& dir, const std::string& field, const std::string& what = "") {
+    const TaskLoadResult r = LoadTask(dir);
+    EXPECT_FALSE(r.task.has_value()) << "loaded although " << field << " is bad";
+    const std::string prefix = (dir / "task.json").string() + ": " + field + ": ";
+    EXPECT_EQ(r.error.rfind(prefix, 0), 0u) << "error: " << r.error << "\nexpected prefix: " << prefix;
+    if (!what.empty()) {
+      EXPECT_NE(r.error.find(what), std::string::npos) << "error: " << r.error << "\nwanted: " << what;
+    }
+  }
+
+  TempDir tmp_;
+};
+
+TEST_F(TaskLoadTest, ValidTaskLoadsWithEveryField) {
+  const fs::path dir = Write("good", ValidTaskJson("tst/good"));
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_TRUE(r.error.empty());
+  const Task& t = *r.task;
+  EXPECT_EQ(t.id, "tst/good");
+  EXPECT_EQ(t.Suite(), "tst");
+  EXPECT_EQ(t.category, "test");
+  EXPECT_EQ(t.dir, dir);
+  ASSERT_EQ(t.sizes.size(), 2u);
+  EXPECT_EQ(t.sizes[0].name, "R");
+  EXPECT_EQ(t.sizes[0].value, 4);
+  EXPECT_EQ(t.sizes[1].name, "C");
+  EXPECT_EQ(t.sizes[1].value, 8);
+
+  ASSERT_EQ(t.inputs.size(), 2u);
+  EXPECT_EQ(t.inputs[0].name, "x");
+  EXPECT_EQ(t.inputs[0].dtype, DType::kFloat32);
+  EXPECT_EQ(t.inputs[0].shape, (std::vector<int64_t>{4, 8}));
+  ASSERT_TRUE(t.inputs[0].init.has_value());
+  EXPECT_EQ(t.inputs[0].init->kind, Initializer::Kind::kNormal);
+  EXPECT_DOUBLE_EQ(t.inputs[0].init->a, 0.5);
+  EXPECT_DOUBLE_EQ(t.inputs[0].init->b, 2.0);
+  EXPECT_EQ(t.inputs[1].dtype, DType::kInt64);
+  EXPECT_EQ(t.inputs[1].shape, (std::vector<int64_t>{4}));
+  ASSERT_TRUE(t.inputs[1].init.has_value());
+  EXPECT_EQ(t.inputs[1].init->kind, Initializer::Kind::kRandInt);
+  EXPECT_DOUBLE_EQ(t.inputs[1].init->a, 0);
+  EXPECT_DOUBLE_EQ(t.inputs[1].init->b, 8);
+
+  ASSERT_EQ(t.outputs.size(), 1u);
+  EXPECT_EQ(t.outputs[0].dtype, DType::kFloat64);
+  EXPECT_EQ(t.outputs[0].shape, (std::vector<int64_t>{4, 2}));  // integer literal extents work
+  EXPECT_FALSE(t.outputs[0].init.has_value());
+  EXPECT_DOUBLE_EQ(t.outputs[0].tolerance.atol, 1e-5);  // inherited from the task
+  EXPECT_DOUBLE_EQ(t.outputs[0].tolerance.rtol, 1e-4);
+  EXPECT_DOUBLE_EQ(t.tolerance.atol, 1e-5);
+  EXPECT_DOUBLE_EQ(t.tolerance.rtol, 1e-4);
+  EXPECT_DOUBLE_EQ(t.flops, 64);
+  EXPECT_DOUBLE_EQ(t.bytes, 224);
+  EXPECT_EQ(t.signature, ExpectedSignature(t));
+
+  // Defaults of the optional fields.
+  EXPECT_EQ(t.threads, 1);
+  EXPECT_EQ(t.trials, 3);
+  EXPECT_EQ(t.compile_flags, (std::vector<std::string>{"-O3", "-march=native", "-fopenmp"}));
+  EXPECT_TRUE(t.policy.extra_allowed_headers.empty());
+  EXPECT_EQ(t.policy.allowed_libraries, (std::vector<std::string>{"libc", "libm", "libgomp", "libstdc++", "libgcc_s"}));
+  EXPECT_EQ(t.reference_source, kReference);
+  EXPECT_EQ(t.starter_source, kStarter);
+}
+
+TEST_F(TaskLoadTest, OptionalFieldsAreRead) {
+  json patch = {
+      {"threads", 4},
+      {"trials", 5},
+      {"compile_flags", json::array({"-O2", "-ffast-math"})},
+      {"policy", {{"allowed_headers", json::array({"random"})}, {"allowed_libraries", json::array({"libc"})}}},
+      {"outputs", json::parse(R"([{"name": "y", "dtype": "float64", "shape": ["R", 2],
+                                             "tolerance": {"atol": 0, "rtol": 0}}])")}};
+  const fs::path dir = WritePatched("optional", patch);
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_EQ(r.task->threads, 4);
+  EXPECT_EQ(r.task->trials, 5);
+  EXPECT_EQ(r.task->compile_flags, (std::vector<std::string>{"-O2", "-ffast-math"}));
+  EXPECT_EQ(r.task->policy.extra_allowed_headers, (std::vector<std::string>{"random"}));
+  EXPECT_EQ(r.task->policy.allowed_libraries, (std::vector<std::string>{"libc"}));
+  // An output may demand exact results (its own tolerance overrides the task's).
+  EXPECT_EQ(r.task->outputs[0].tolerance.atol, 0);
+  EXPECT_EQ(r.task->outputs[0].tolerance.rtol, 0);
+}
+
+TEST_F(TaskLoadTest, CustomReferenceAndStarterFileNames) {
+  json task = ValidTaskJson("tst/names");
+  task["reference"] = "ref_impl.py";
+  task["starter"] = "naive.cpp";
+  const fs::path dir = Write("names", task, /*with_reference=*/false, /*with_starter=*/false);
+  WriteText(dir / "ref_impl.py", kReference);
+  WriteText(dir / "naive.cpp", kStarter);
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_EQ(r.task->reference_source, kReference);
+  EXPECT_EQ(r.task->starter_source, kStarter);
+}
+
+TEST_F(TaskLoadTest, MissingRequiredTopLevelField) {
+  for (const char* field :
+       {"category", "description", "sizes", "inputs", "outputs", "tolerance", "flops", "bytes", "signature"}) {
+    SCOPED_TRACE(field);
+    const std::string name = std::string("missing_") + field;
+    ExpectError(WritePatched(name, {{field, nullptr}}), field, "is required");
+  }
+  json no_id = ValidTaskJson("tst/missing_id");
+  no_id.erase("id");
+  ExpectError(Write("missing_id", no_id), "id", "is required");
+}
+
+TEST_F(TaskLoadTest, MissingNestedField) {
+  json task = ValidTaskJson("tst/nested_init");
+  task["inputs"][0].erase("init");
+  ExpectError(Write("nested_init", task), "inputs[0].init", "is required");
+
+  task = ValidTaskJson("tst/nested_dtype");
+  task["inputs"][1].erase("dtype");
+  ExpectError(Write("nested_dtype", task), "inputs[1].dtype", "is required");
+
+  task = ValidTaskJson("tst/nested_shape");
+  task["outputs"][0].erase("shape");
+  ExpectError(Write("nested_shape", task), "outputs[0].shape", "is required");
+
+  task = ValidTaskJson("tst/nested_std");
+  task["inputs"][0]["init"].erase("std");
+  ExpectError(Write("nested_std", task), "inputs[0].init.std", "is required");
+
+  task = ValidTaskJson("tst/nested_value");
+  task["sizes"][1].erase("value");
+  ExpectError(Write("nested_value", task), "sizes[1].value", "is required");
+
+  task = ValidTaskJson("tst/nested_rtol");
+  task["tolerance"].erase("rtol");
+  ExpectError(Write("nested_rtol", task), "tolerance.rtol", "is required");
+}
+
+TEST_F(TaskLoadTest, WrongDtype) {
+  json task = ValidTaskJson("tst/dtype_in");
+  task["inputs"][0]["dtype"] = "float16";
+  ExpectError(Write("dtype_in", task), "inputs[0].dtype", "float16");
+
+  task = ValidTaskJson("tst/dtype_out");
+  task["outputs"][0]["dtype"] = "bfloat16";
+  ExpectError(Write("dtype_out", task), "outputs[0].dtype", "bfloat16");
+
+  task = ValidTaskJson("tst/dtype_num");
+  task["inputs"][0]["dtype"] = 32;
+  ExpectError(Write("dtype_num", task), "inputs[0].dtype", "non-empty string");
+
+  task = ValidTaskJson("tst/dtype_case");
+  task["inputs"][0]["dtype"] = "Float32";
+  ExpectError(Write("dtype_case", task), "inputs[0].dtype", "Float32");
+}
+
+TEST_F(TaskLoadTest, UnknownSizeNameInShape) {
+  json task = ValidTaskJson("tst/unknown_size");
+  task["inputs"][0]["shape"] = json::array({"R", "Q"});
+  ExpectError(Write("unknown_size", task), "inputs[0].shape", "'Q'");
+
+  task = ValidTaskJson("tst/unknown_size_out");
+  task["outputs"][0]["shape"] = json::array({"N"});
+  ExpectError(Write("unknown_size_out", task), "outputs[0].shape", "'N'");
+}
+
+TEST_F(TaskLoadTest, BadShapes) {
+  json task = ValidTaskJson("tst/zero_extent");
+  task["inputs"][0]["shape"] = json::array({"R", 0});
+  ExpectError(Write("zero_extent", task), "inputs[0].shape", "positive");
+
+  task = ValidTaskJson("tst/neg_extent");
+  task["outputs"][0]["shape"] = json::array({"R", -2});
+  ExpectError(Write("neg_extent", task), "outputs[0].shape", "positive");
+
+  task = ValidTaskJson("tst/empty_shape");
+  task["inputs"][0]["shape"] = json::array();
+  ExpectError(Write("empty_shape", task), "inputs[0].shape", "non-empty array");
+
+  task = ValidTaskJson("tst/float_extent");
+  task["inputs"][0]["shape"] = json::array({"R", 2.5});
+  ExpectError(Write("float_extent", task), "inputs[0].shape");
+}
+
+TEST_F(TaskLoadTest, SignatureMismatch) {
+  const std::string expected = "void kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C)";
+  for (const std::string& wrong : {
+           std::string("void kernel(const float* x, const int64_t* idx, double* y, int64_t C, int64_t R)"),
+           std::string("void kernel(const float* x, const int32_t* idx, double* y, int64_t R, int64_t C)"),
+           std::string("void kernel(float* x, const int64_t* idx, double* y, int64_t R, int64_t C)"),
+           std::string("void kernel(const float *x, const int64_t *idx, double *y, int64_t R, int64_t C)"),
+           std::string("void kernel(const float* x, const int64_t* idx, double* y, int64_t R)"),
+           std::string("int kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C)"),
+       }) {
+    SCOPED_TRACE(wrong);
+    ExpectError(WritePatched("sig", {{"signature", wrong}}), "signature", expected);
+  }
+}
+
+TEST_F(TaskLoadTest, IdNotMatchingFolder) {
+  ExpectError(WritePatched("folder_a", {{"id", "tst/folder_b"}}), "id", "'tst/folder_a'");
+  ExpectError(WritePatched("folder_c", {{"id", "other/folder_c"}}), "id", "'tst/folder_c'");
+  ExpectError(WritePatched("folder_d", {{"id", "folder_d"}}), "id", "'tst/folder_d'");
+}
+
+TEST_F(TaskLoadTest, InvalidJson) {
+  const std::string text = ValidTaskJson("tst/bad_json").dump(2);
+  const fs::path truncated = WriteRaw("bad_json", text.substr(0, text.size() / 2));
+  TaskLoadResult r = LoadTask(truncated);
+  EXPECT_FALSE(r.task.has_value());
+  EXPECT_EQ(r.error.rfind((truncated / "task.json").string() + ": ", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("not valid JSON"), std::string::npos) << r.error;
+
+  const fs::path trailing_comma = WriteRaw("bad_json2", R"({"id": "tst/bad_json2", "category": "x",})");
+  r = LoadTask(trailing_comma);
+  EXPECT_FALSE(r.task.has_value());
+  EXPECT_EQ(r.error.rfind((trailing_comma / "task.json").string() + ": ", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("not valid JSON"), std::string::npos) << r.error;
+}
+
+TEST_F(TaskLoadTest, MissingTaskJsonNamesTheFile) {
+  const fs::path dir = tmp_.path() / "tst" / "empty_folder";
+  fs::create_directories(dir);
+  const TaskLoadResult r = LoadTask(dir);
+  EXPECT_FALSE(r.task.has_value());
+  EXPECT_EQ(r.error.rfind((dir / "task.json").string() + ": ", 0), 0u) << r.error;
+}
+
+TEST_F(TaskLoadTest, RandIntWithASingleValue) {
+  json task = ValidTaskJson("tst/randint_one");
+  task["inputs"][1]["init"] = {{"kind", "randint"}, {"low", 3}, {"high", 4}};
+  ExpectError(Write("randint_one", task), "inputs[1].init", "single value");
+
+  task = ValidTaskJson("tst/randint_empty");
+  task["inputs"][1]["init"] = {{"kind", "randint"}, {"low", 3}, {"high", 3}};
+  ExpectError(Write("randint_empty", task), "inputs[1].init.high", "greater than low");
+
+  task = ValidTaskJson("tst/randint_two");  // two values is the smallest non-degenerate range
+  task["inputs"][1]["init"] = {{"kind", "randint"}, {"low", 3}, {"high", 5}};
+  const TaskLoadResult r = LoadTask(Write("randint_two", task));
+  EXPECT_TRUE(r.task.has_value()) << r.error;
+}
+
+TEST_F(TaskLoadTest, NormalStdMustBePositive) {
+  for (double std_value : {0.0, -1.0}) {
+    SCOPED_TRACE(std_value);
+    json task = ValidTaskJson("tst/std");
+    task["inputs"][0]["init"]["std"] = std_value;
+    ExpectError(Write("std", task), "inputs[0].init.std", "> 0");
+  }
+}
+
+TEST_F(TaskLoadTest, UniformHighMustExceedLow) {
+  json task = ValidTaskJson("tst/uniform");
+  task["inputs"][0]["init"] = {{"kind", "uniform"}, {"low", 1.0}, {"high", 1.0}};
+  ExpectError(Write("uniform", task), "inputs[0].init.high", "greater than low");
+}
+
+TEST_F(TaskLoadTest, InitializerMustMatchDtype) {
+  json task = ValidTaskJson("tst/randint_float");
+  task["inputs"][0]["init"] = {{"kind", "randint"}, {"low", 0}, {"high", 10}};
+  ExpectError(Write("randint_float", task), "inputs[0].init.kind", "integer dtypes");
+
+  task = ValidTaskJson("tst/normal_int");
+  task["inputs"][1]["init"] = {{"kind", "normal"}, {"mean", 0}, {"std", 1}};
+  ExpectError(Write("normal_int", task), "inputs[1].init.kind", "randint");
+
+  task = ValidTaskJson("tst/unknown_kind");
+  task["inputs"][0]["init"] = {{"kind", "gaussian"}, {"mean", 0}, {"std", 1}};
+  ExpectError(Write("unknown_kind", task), "inputs[0].init.kind", "gaussian");
+}
+
+TEST_F(TaskLoadTest, MissingReferenceFile) {
+  ExpectError(Write("no_reference", ValidTaskJson("tst/no_reference"), /*with_reference=*/false), "reference",
+              "reference.py");
+
+  json task = ValidTaskJson("tst/no_custom_reference");
+  task["reference"] = "custom_ref.py";
+  ExpectError(Write("no_custom_reference", task), "reference", "custom_ref.py");
+}
+
+TEST_F(TaskLoadTest, ReferenceMustDefineReference) {
+  const fs::path dir = Write("bad_reference", ValidTaskJson("tst/bad_reference"));
+  WriteText(dir / "reference.py", "def ref(x: Tensor) -> Tensor:\n    return x\n");
+  ExpectError(dir, "reference", "def reference(");
+}
+
+TEST_F(TaskLoadTest, NonStringFileNamesNameTheField) {
+  ExpectError(WritePatched("ref_number", {{"reference", 5}}), "reference");
+  ExpectError(WritePatched("starter_array", {{"starter", json::array({"a.cpp"})}}), "starter");
+}
+
+TEST_F(TaskLoadTest, MissingStarterFile) {
+  ExpectError(Write("no_starter", ValidTaskJson("tst/no_starter"), true, /*with_starter=*/false), "starter",
+              "starter.cpp");
+}
+
+TEST_F(TaskLoadTest, SizesValidation) {
+  json task = ValidTaskJson("tst/size_zero");
+  task["sizes"][0]["value"] = 0;
+  ExpectError(Write("size_zero", task), "sizes[0].value", "positive integer");
+
+  task = ValidTaskJson("tst/size_float");
+  task["sizes"][1]["value"] = 8.5;
+  ExpectError(Write("size_float", task), "sizes[1].value", "positive integer");
+
+  task = ValidTaskJson("tst/size_dup");
+  task["sizes"][1]["name"] = "R";
+  ExpectError(Write("size_dup", task), "sizes[1].name", "duplicate");
+
+  ExpectError(WritePatched("size_object", {{"sizes", {{"R", 4}}}}), "sizes", "array");
+}
+
+TEST_F(TaskLoadTest, TensorNamesMustBeUnique) {
+  json task = ValidTaskJson("tst/dup_input");
+  task["inputs"][1]["name"] = "x";
+  ExpectError(Write("dup_input", task), "inputs[1].name", "duplicate");
+
+  task = ValidTaskJson("tst/out_is_input");
+  task["outputs"][0]["name"] = "x";
+  ExpectError(Write("out_is_input", task), "outputs", "'x'");
+}
+
+TEST_F(TaskLoadTest, TensorListsMustBeNonEmpty) {
+  ExpectError(WritePatched("no_inputs", {{"inputs", json::array()}}), "inputs", "non-empty array");
+  ExpectError(WritePatched("no_outputs", {{"outputs", json::array()}}), "outputs", "non-empty array");
+}
+
+TEST_F(TaskLoadTest, ToleranceValidation) {
+  ExpectError(WritePatched("tol_zero", {{"tolerance", {{"atol", 0}, {"rtol", 0}}}}), "tolerance", "both 0");
+  ExpectError(WritePatched("tol_neg", {{"tolerance", {{"atol", -1e-5}, {"rtol", 1e-4}}}}), "tolerance", ">= 0");
+  ExpectError(WritePatched("tol_str", {{"tolerance", {{"atol", "1e-5"}, {"rtol", 1e-4}}}}), "tolerance.atol", "number");
+}
+
+TEST_F(TaskLoadTest, FlopsAndBytesValidation) {
+  ExpectError(WritePatched("neg_flops", {{"flops", -1}}), "flops", ">= 0");
+  ExpectError(WritePatched("zero_bytes", {{"bytes", 0}}), "bytes", "> 0");
+  ExpectError(WritePatched("str_flops", {{"flops", "64"}}), "flops", "number");
+  const TaskLoadResult zero_flops = LoadTask(WritePatched("zero_flops", {{"flops", 0}}));  // e.g. a pure copy
+  EXPECT_TRUE(zero_flops.task.has_value()) << zero_flops.error;
+}
+
+TEST_F(TaskLoadTest, ThreadsAndTrialsValidation) {
+  ExpectError(WritePatched("threads0", {{"threads", 0}}), "threads", ">= 1");
+  ExpectError(WritePatched("threads_str", {{"threads", "2"}}), "threads", ">= 1");
+  ExpectError(WritePatched("trials2", {{"trials", 2}}), "trials", ">= 3");
+}
+
+TEST_F(TaskLoadTest, CompileFlagsValidation) {
+  for (const char* flag : {"-o", "-ofoo", "-lm", "-L/tmp", "-Wl,-rpath,/tmp", "-B/tmp", "-I/tmp", "-include",
+                           "-specs=/tmp/x", "-fplugin=/tmp/x.so", "O3", ""}) {
+    SCOPED_TRACE(flag);
+    ExpectError(WritePatched("flags", {{"compile_flags", json::array({flag})}}), "compile_flags", "not allowed");
+  }
+  ExpectError(WritePatched("flags_type", {{"compile_flags", "-O3"}}), "compile_flags", "array of strings");
+  ExpectError(WritePatched("flags_elem", {{"compile_flags", json::array({"-O3", 3})}}), "compile_flags",
+              "array of strings");
+}
+
+TEST_F(TaskLoadTest, PolicyValidation) {
+  ExpectError(WritePatched("policy_arr", {{"policy", json::array({"random"})}}), "policy", "object");
+  ExpectError(WritePatched("policy_hdr", {{"policy", {{"allowed_headers", "random"}}}}), "policy.allowed_headers",
+              "array of strings");
+  ExpectError(WritePatched("policy_lib", {{"policy", {{"allowed_libraries", json::array({1})}}}}),
+              "policy.allowed_libraries", "array of strings");
+}
+
+TEST(DType, NamesSizesAndKinds) {
+  for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
+    auto parsed = ParseDType(DTypeName(d));
+    ASSERT_TRUE(parsed.has_value()) << DTypeName(d);
+    EXPECT_EQ(*parsed, d);
+  }
+  EXPECT_EQ(DTypeName(DType::kFloat32), "float32");
+  EXPECT_EQ(DTypeName(DType::kInt64), "int64");
+  EXPECT_EQ(DTypeSize(DType::kFloat32), 4u);
+  EXPECT_EQ(DTypeSize(DType::kFloat64), 8u);
+  EXPECT_EQ(DTypeSize(DType::kInt32), 4u);
+  EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
+  EXPECT_TRUE(IsFloating(DType::kFloat32));
+  EXPECT_TRUE(IsFloating(DType::kFloat64));
+  EXPECT_FALSE(IsFloating(DType::kInt32));
+  EXPECT_FALSE(IsFloating(DType::kInt64));
+  EXPECT_FALSE(ParseDType("float").has_value());
+  EXPECT_FALSE(ParseDType("").has_value());
+}
+
+TEST(TensorSpec, ElementsAndBytes) {
+  TensorSpec t;
+  t.dtype = DType::kFloat64;
+  t.shape = {3, 5, 7};
+  EXPECT_EQ(t.NumElements(), 105);
+  EXPECT_EQ(t.NumBytes(), 840u);
+  t.dtype = DType::kInt32;
+  EXPECT_EQ(t.NumBytes(), 420u);
+}
+
+TensorSpec Spec(const std::string& name, DType dtype) {
+  TensorSpec t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = {1};
+  return t;
+}
+
+TEST(ExpectedSignature, InputsThenOutputsThenSizesWithCTypes) {
+  Task task;
+  task.inputs = {Spec("a", DType::kFloat32), Spec("b", DType::kFloat64), Spec("c", DType::kInt32),
+                 Spec("d", DType::kInt64)};
+  task.outputs = {Spec("y", DType::kFloat32), Spec("z", DType::kInt64)};
+  task.sizes = {{"N", 1}, {"M", 2}};
+  EXPECT_EQ(ExpectedSignature(task),
+            "void kernel(const float* a, const double* b, const int32_t* c, const int64_t* d, float* y, int64_t* z, "
+            "int64_t N, int64_t M)");
+
+  Task no_sizes;
+  no_sizes.inputs = {Spec("x", DType::kFloat64)};
+  no_sizes.outputs = {Spec("out", DType::kInt32)};
+  EXPECT_EQ(ExpectedSignature(no_sizes), "void kernel(const double* x, int32_t* out)");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry.
+
+TEST(TaskRegistry, KeepsGoodTasksAndReportsBadOnes) {
+  TempDir tmp;
+  const fs::path good = tmp.path() / "tst" / "good";
+  WriteText(good / "task.json", ValidTaskJson("tst/good").dump());
+  WriteText(good / "reference.py", kReference);
+  WriteText(good / "starter.cpp", kStarter);
+  const fs::path bad = tmp.path() / "tst" / "bad";
+  json bad_task = ValidTaskJson("tst/bad");
+  bad_task["inputs"][0]["dtype"] = "float16";
+  WriteText(bad / "task.json", bad_task.dump());
+  WriteText(bad / "reference.py", kReference);
+  WriteText(bad / "starter.cpp", kStarter);
+  fs::create_directories(tmp.path() / "tst" / "not_a_task");  // no task.json: skipped silently
+  WriteText(tmp.path() / "README.md", "a file next to the suites is ignored\n");
+
+  const TaskRegistry registry = TaskRegistry::LoadFrom(tmp.path());
+  ASSERT_EQ(registry.All().size(), 1u);
+  EXPECT_EQ(registry.All()[0]->id, "tst/good");
+  ASSERT_NE(registry.Find("tst/good"), nullptr);
+  EXPECT_EQ(registry.Find("tst/good")->dir, good);
+  EXPECT_EQ(registry.Find("tst/bad"), nullptr);
+  EXPECT_EQ(registry.Find("tst/not_a_task"), nullptr);
+  ASSERT_EQ(registry.errors().size(), 1u);
+  EXPECT_NE(registry.errors()[0].find((bad / "task.json").string()), std::string::npos) << registry.errors()[0];
+  EXPECT_NE(registry.errors()[0].find("inputs[0].dtype"), std::string::npos) << registry.errors()[0];
+}
+
+TEST(TaskRegistry, MissingRootIsOneError) {
+  TempDir tmp;
+  const TaskRegistry registry = TaskRegistry::LoadFrom(tmp.path() / "does_not_exist");
+  EXPECT_TRUE(registry.All().empty());
+  ASSERT_EQ(registry.errors().size(), 1u);
+  EXPECT_NE(registry.errors()[0].find("does_not_exist"), std::string::npos);
+}
+
+TEST(TaskRegistry, DefaultSuitesRootHonoursEnvironment) {
+  const char* old = std::getenv("KERNELGYM_SUITES");
+  const std::string saved = old ? old : "";
+  ASSERT_EQ(setenv("KERNELGYM_SUITES", "/some/where/else", 1), 0);
+  EXPECT_EQ(DefaultSuitesRoot(), fs::path("/some/where/else"));
+  if (old)
+    setenv("KERNELGYM_SUITES", saved.c_str(), 1);
+  else
+    unsetenv("KERNELGYM_SUITES");
+  if (!old) {
+    const fs::path root = DefaultSuitesRoot();  // the compiled-in source tree path
+    EXPECT_TRUE(root.is_absolute()) << root;
+    EXPECT_TRUE(fs::is_directory(root / "cpu")) << root;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The bundled tasks.
+
+const std::vector<std::string> kCpuTasks{"cpu/attention", "cpu/conv2d",   "cpu/gemm_bias_relu",
+                                         "cpu/rms_norm",  "cpu/silu_mul", "cpu/softmax_rows"};
+
+TEST(BundledTasks, TheSixCpuTasksLoad) {
+  for (const std::string& id : kCpuTasks) {
+    SCOPED_TRACE(id);
+    const TaskLoadResult r = LoadTask(DefaultSuitesRoot() / id);
+    ASSERT_TRUE(r.task.has_value()) << r.error;
+    EXPECT_EQ(r.task->id, id);
+    EXPECT_EQ(r.task->Suite(), "cpu");
+  }
+}
+
+TEST(BundledTasks, SoftmaxRowsMatchesTheDocumentedExample) {
+  const TaskLoadResult r = LoadTask(DefaultSuitesRoot() / "cpu" / "softmax_rows");
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const Task& t = *r.task;
+  EXPECT_EQ(t.signature, "void kernel(const float* x, float* y, int64_t R, int64_t C)");
+  ASSERT_EQ(t.inputs.size(), 1u);
+  EXPECT_EQ(t.inputs[0].shape, (std::vector<int64_t>{512, 1024}));
+  ASSERT_TRUE(t.inputs[0].init.has_value());
+  EXPECT_EQ(t.inputs[0].init->kind, Initializer::Kind::kNormal);
+  EXPECT_DOUBLE_EQ(t.inputs[0].init->b, 3.0);
+  EXPECT_DOUBLE_EQ(t.bytes, 4194304);
+}
+
+// Every task under DefaultSuitesRoot(), whatever suites exist: no load errors and the invariants the
+// runner relies on.
+TEST(TaskConformance, EveryBundledTaskSatisfiesTheInvariants) {
+  const TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
+  for (const std::string& error : registry.errors()) ADD_FAILURE() << "load error: " << error;
+  const std::vector<const Task*> all = registry.All();
+  ASSERT_FALSE(all.empty());
+  for (const std::string& id : kCpuTasks) EXPECT_NE(registry.Find(id), nullptr) << id << " is missing";
+
+  for (const Task* task : all) {
+    SCOPED_TRACE(task->id);
+    EXPECT_EQ(task->signature, ExpectedSignature(*task));
+    EXPECT_GE(task->flops, 0);
+
+    double io_bytes = 0;
+    for (const TensorSpec& t : task->inputs) io_bytes += static_cast<double>(t.NumBytes());
+    for (const TensorSpec& t : task->outputs) io_bytes += static_cast<double>(t.NumBytes());
+    EXPECT_EQ(task->bytes, io_bytes) << "task " << task->id << " declares bytes=" << task->bytes
+                                     << " but its inputs+outputs are " << io_bytes << " bytes";
+
+    EXPECT_TRUE(task->tolerance.atol > 0 || task->tolerance.rtol > 0) << "task tolerance is zero";
+    for (const TensorSpec& out : task->outputs) {
+      if (IsFloating(out.dtype)) {
+        EXPECT_TRUE(out.tolerance.atol > 0 || out.tolerance.rtol > 0) << "output " << out.name << " has zero tolerance";
+      }
+      EXPECT_FALSE(out.init.has_value()) << out.name;
+    }
+    for (const TensorSpec& in : task->inputs) EXPECT_TRUE(in.init.has_value()) << in.name;
+
+    EXPECT_NE(task->starter_source.find("extern \"C\""), std::string::npos) << "starter lacks extern \"C\"";
+    EXPECT_NE(task->starter_source.find("kernel("), std::string::npos) << "starter lacks kernel(";
+    EXPECT_NE(task->reference_source.find("def reference("), std::string::npos);
+    EXPECT_GE(task->threads, 1);
+    EXPECT_GE(task->trials, 3);
+    EXPECT_EQ(task->dir.filename().string(), task->id.substr(task->id.find('/') + 1));
+  }
+}
+
+}  // namespace
+}  // namespace kernelgym

@@ -1,0 +1,323 @@
+// Timing statistics (tpu_runner/timing_stats.h), checked against hand-computed values.
+#include "tpu_runner/timing_stats.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace kernelgym {
+namespace {
+
+std::vector<double> Range(int from, int to) {  // from..to inclusive
+  std::vector<double> v;
+  for (int i = from; i <= to; ++i) v.push_back(i);
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Percentile: numpy.percentile(values, 100 * q) with the default 'linear' method.
+
+TEST(Percentile, LinearInterpolationLikeNumpy) {
+  const std::vector<double> v{1, 2, 3, 4};
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.0), 1.0);
+  EXPECT_DOUBLE_EQ(Percentile(v, 1.0), 4.0);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.5), 2.5);    // pos 1.5
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.1), 1.3);    // pos 0.3
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.9), 3.7);    // pos 2.7
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.25), 1.75);  // pos 0.75
+}
+
+TEST(Percentile, UnsortedInput) {
+  // np.percentile([15, 20, 35, 40, 50], [40, 50, 75]) == [29, 35, 40]
+  const std::vector<double> v{50, 15, 40, 20, 35};
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.4), 29.0);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.5), 35.0);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.75), 40.0);
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.3), 20.0 + 0.2 * 15.0);  // pos 1.2
+}
+
+TEST(Percentile, EvenCountMedianAveragesTheMiddlePair) {
+  const std::vector<double> v{7, 1, 100, 3, 9, 2};  // sorted 1 2 3 7 9 100
+  EXPECT_DOUBLE_EQ(Percentile(v, 0.5), 5.0);
+}
+
+TEST(Percentile, DegenerateInputs) {
+  EXPECT_EQ(Percentile(std::vector<double>{}, 0.5), 0.0);
+  const std::vector<double> one{42.0};
+  EXPECT_DOUBLE_EQ(Percentile(one, 0.0), 42.0);
+  EXPECT_DOUBLE_EQ(Percentile(one, 0.5), 42.0);
+  EXPECT_DOUBLE_EQ(Percentile(one, 1.0), 42.0);
+  const std::vector<double> same{5, 5, 5};
+  EXPECT_DOUBLE_EQ(Percentile(same, 0.37), 5.0);
+}
+
+TEST(Percentile, DoesNotModifyInput) {
+  const std::vector<double> v{3, 1, 2};
+  const std::vector<double> copy = v;
+  (void)Percentile(v, 0.5);
+  EXPECT_EQ(v, copy);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summarize
+
+TEST(Summarize, OneToTen) {
+  std::vector<double> v = Range(1, 10);
+  std::shuffle(v.begin(), v.end(), std::mt19937(7));
+  const TimeStats s = Summarize(v);
+  EXPECT_DOUBLE_EQ(s.median_ns, 5.5);
+  EXPECT_DOUBLE_EQ(s.p10_ns, 1.9);  // pos 0.9
+  EXPECT_DOUBLE_EQ(s.p90_ns, 9.1);  // pos 8.1
+  EXPECT_DOUBLE_EQ(s.min_ns, 1.0);
+  // Sample standard deviation (n - 1): sum((x - 5.5)^2) = 82.5, / 9, sqrt, / mean 5.5.
+  EXPECT_NEAR(s.cv, std::sqrt(82.5 / 9.0) / 5.5, 1e-12);
+  EXPECT_NEAR(s.cv, 0.5504818825631803, 1e-12);
+}
+
+TEST(Summarize, KnownTimings) {
+  const std::vector<double> v{1000, 1200, 1100, 900, 5000};  // one outlier
+  const TimeStats s = Summarize(v);
+  EXPECT_DOUBLE_EQ(s.median_ns, 1100);
+  EXPECT_DOUBLE_EQ(s.min_ns, 900);
+  EXPECT_DOUBLE_EQ(s.p10_ns, 900 + 0.4 * 100);    // pos 0.4 between 900 and 1000
+  EXPECT_DOUBLE_EQ(s.p90_ns, 1200 + 0.6 * 3800);  // pos 3.6 between 1200 and 5000
+  const double mean = 9200.0 / 5;
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  EXPECT_NEAR(s.cv, std::sqrt(ss / 4) / mean, 1e-12);
+}
+
+TEST(Summarize, ConstantAndSingleValuesHaveZeroSpread) {
+  const TimeStats c = Summarize(std::vector<double>{250, 250, 250, 250});
+  EXPECT_DOUBLE_EQ(c.median_ns, 250);
+  EXPECT_DOUBLE_EQ(c.p10_ns, 250);
+  EXPECT_DOUBLE_EQ(c.p90_ns, 250);
+  EXPECT_DOUBLE_EQ(c.min_ns, 250);
+  EXPECT_DOUBLE_EQ(c.cv, 0);
+  const TimeStats one = Summarize(std::vector<double>{123});
+  EXPECT_DOUBLE_EQ(one.median_ns, 123);
+  EXPECT_DOUBLE_EQ(one.min_ns, 123);
+  EXPECT_DOUBLE_EQ(one.cv, 0);
+}
+
+TEST(Summarize, EmptyIsAllZero) {
+  const TimeStats s = Summarize(std::vector<double>{});
+  EXPECT_EQ(s.median_ns, 0);
+  EXPECT_EQ(s.p10_ns, 0);
+  EXPECT_EQ(s.p90_ns, 0);
+  EXPECT_EQ(s.min_ns, 0);
+  EXPECT_EQ(s.cv, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// IsPreempted: wall - cpu > 2% of wall + 3 us.
+
+TEST(IsPreempted, ThresholdIsTwoPercentPlusThreeMicroseconds) {
+  // wall 1 ms: the threshold is 20 us + 3 us = 23 us.
+  EXPECT_FALSE(IsPreempted(1e6, 1e6));
+  EXPECT_FALSE(IsPreempted(1e6, 1e6 - 22999));
+  EXPECT_FALSE(IsPreempted(1e6, 1e6 - 23000));  // exactly at the threshold: not preempted
+  EXPECT_TRUE(IsPreempted(1e6, 1e6 - 23001));
+  EXPECT_TRUE(IsPreempted(1e6, 5e5));
+  // wall 100 ms: threshold 2.003 ms.
+  EXPECT_FALSE(IsPreempted(1e8, 1e8 - 2.0e6));
+  EXPECT_TRUE(IsPreempted(1e8, 1e8 - 2.1e6));
+}
+
+TEST(IsPreempted, ShortCallsGetTheTimerSlack) {
+  EXPECT_FALSE(IsPreempted(2000, 0));      // 2 us gap < 3.04 us
+  EXPECT_FALSE(IsPreempted(3000, 0));      // 3 us gap < 3.06 us
+  EXPECT_TRUE(IsPreempted(10000, 0));      // 10 us gap > 3.2 us
+  EXPECT_FALSE(IsPreempted(10000, 7000));  // 3 us gap < 3.2 us
+}
+
+TEST(IsPreempted, CpuAboveWallIsNotPreemption) {
+  EXPECT_FALSE(IsPreempted(1e6, 1.5e6));  // multithreaded: CPU time exceeds wall time
+}
+
+// ---------------------------------------------------------------------------------------------
+// EstimateMedianRatio: exact order-statistic 95% CI.
+
+TEST(EstimateMedianRatio, TenValuesGiveSecondAndNinthOrderStatistics) {
+  // Binomial(10, 1/2): P(X <= 1) = 11/1024 <= 0.025 < P(X <= 2) = 56/1024, so k = 1: [x(2), x(9)].
+  std::vector<double> v = Range(1, 10);
+  std::shuffle(v.begin(), v.end(), std::mt19937(3));
+  const RatioEstimate e = EstimateMedianRatio(v);
+  EXPECT_DOUBLE_EQ(e.median, 5.5);
+  EXPECT_DOUBLE_EQ(e.low, 2.0);
+  EXPECT_DOUBLE_EQ(e.high, 9.0);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, std::max(5.5 / 2.0, 9.0 / 5.5) - 1.0);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, 1.75);
+}
+
+TEST(EstimateMedianRatio, SixValuesGiveTheFullRange) {
+  // P(X <= 0) = 1/64 <= 0.025 < P(X <= 1) = 7/64: k = 0, the interval is [min, max].
+  const RatioEstimate e = EstimateMedianRatio(std::vector<double>{1.2, 0.9, 1.0, 1.1, 1.3, 0.8});
+  EXPECT_DOUBLE_EQ(e.low, 0.8);
+  EXPECT_DOUBLE_EQ(e.high, 1.3);
+  EXPECT_DOUBLE_EQ(e.median, 1.05);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, std::max(1.05 / 0.8, 1.3 / 1.05) - 1.0);
+}
+
+TEST(EstimateMedianRatio, KnownOrderStatisticsForLargerN) {
+  // Standard tables of the distribution-free 95% CI for the median: n=20 -> ranks (6, 15),
+  // n=100 -> ranks (40, 61).
+  RatioEstimate e = EstimateMedianRatio(Range(1, 20));
+  EXPECT_DOUBLE_EQ(e.low, 6);
+  EXPECT_DOUBLE_EQ(e.high, 15);
+  EXPECT_DOUBLE_EQ(e.median, 10.5);
+  e = EstimateMedianRatio(Range(1, 100));
+  EXPECT_DOUBLE_EQ(e.low, 40);
+  EXPECT_DOUBLE_EQ(e.high, 61);
+  EXPECT_DOUBLE_EQ(e.median, 50.5);
+  // n=7: P(X <= 0) = 1/128 <= 0.025 < 8/128 -> [x(1), x(7)].
+  e = EstimateMedianRatio(Range(1, 7));
+  EXPECT_DOUBLE_EQ(e.low, 1);
+  EXPECT_DOUBLE_EQ(e.high, 7);
+  EXPECT_DOUBLE_EQ(e.median, 4);
+  // n=9: P(X <= 1) = 10/512 <= 0.025 < 46/512 -> [x(2), x(8)].
+  e = EstimateMedianRatio(Range(1, 9));
+  EXPECT_DOUBLE_EQ(e.low, 2);
+  EXPECT_DOUBLE_EQ(e.high, 8);
+}
+
+TEST(EstimateMedianRatio, ExactRanksUpToTheRoundLimit) {
+  // Ranks computed with exact binomial sums (Python fractions and math.comb).
+  struct Case {
+    int n, low_rank, high_rank;
+  };
+  for (const Case& c : {Case{30, 10, 21}, Case{1000, 469, 532}, Case{5000, 2431, 2570}}) {
+    SCOPED_TRACE(c.n);
+    const RatioEstimate e = EstimateMedianRatio(Range(1, c.n));
+    EXPECT_DOUBLE_EQ(e.low, c.low_rank);
+    EXPECT_DOUBLE_EQ(e.high, c.high_rank);
+    EXPECT_DOUBLE_EQ(e.median, (c.n + 1) / 2.0);
+  }
+}
+
+TEST(EstimateMedianRatio, FewerThanSixGivesZeros) {
+  for (int n = 0; n < 6; ++n) {
+    SCOPED_TRACE(n);
+    const RatioEstimate e = EstimateMedianRatio(Range(1, n));
+    EXPECT_EQ(e.median, 0);
+    EXPECT_EQ(e.low, 0);
+    EXPECT_EQ(e.high, 0);
+    EXPECT_EQ(e.relative_half_width, 0);
+  }
+}
+
+TEST(EstimateMedianRatio, MedianInsideIntervalAndWidthDefinition) {
+  std::mt19937_64 rng(12345);
+  std::lognormal_distribution<double> dist(0.3, 0.2);
+  for (int n : {6, 7, 10, 31, 100, 1000}) {
+    SCOPED_TRACE(n);
+    std::vector<double> v(n);
+    for (double& x : v) x = dist(rng);
+    const RatioEstimate e = EstimateMedianRatio(v);
+    EXPECT_DOUBLE_EQ(e.median, Percentile(v, 0.5));
+    EXPECT_LE(e.low, e.median);
+    EXPECT_LE(e.median, e.high);
+    EXPECT_GT(e.low, 0);
+    EXPECT_DOUBLE_EQ(e.relative_half_width, std::max(e.median / e.low, e.high / e.median) - 1.0);
+    EXPECT_GE(e.relative_half_width, 0);
+    // The bounds are sample values.
+    EXPECT_NE(std::find(v.begin(), v.end(), e.low), v.end());
+    EXPECT_NE(std::find(v.begin(), v.end(), e.high), v.end());
+  }
+}
+
+TEST(EstimateMedianRatio, IntervalNarrowsWithMoreSamples) {
+  std::mt19937_64 rng(99);
+  std::normal_distribution<double> dist(2.0, 0.1);
+  auto width = [&](int n) {
+    std::vector<double> v(n);
+    for (double& x : v) x = dist(rng);
+    return EstimateMedianRatio(v).relative_half_width;
+  };
+  const double w20 = width(20), w2000 = width(2000);
+  EXPECT_LT(w2000, w20);
+  EXPECT_LT(w2000, 0.02);
+}
+
+TEST(EstimateMedianRatio, AsymmetricIntervalUsesTheLargerSide) {
+  // Sorted: 1 1 1 1 1 1 1 1 1 10 -> median 1, low x(2) = 1, high x(9) = 1: width 0.
+  std::vector<double> v(9, 1.0);
+  v.push_back(10.0);
+  RatioEstimate e = EstimateMedianRatio(v);
+  EXPECT_DOUBLE_EQ(e.median, 1.0);
+  EXPECT_DOUBLE_EQ(e.high, 1.0);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, 0.0);
+  // 1 2 2 2 2 2 2 2 4 8: median 2, low x(2) = 2, high x(9) = 4 -> width 4/2 - 1 = 1.
+  e = EstimateMedianRatio(std::vector<double>{8, 2, 2, 2, 1, 2, 2, 2, 4, 2});
+  EXPECT_DOUBLE_EQ(e.median, 2.0);
+  EXPECT_DOUBLE_EQ(e.low, 2.0);
+  EXPECT_DOUBLE_EQ(e.high, 4.0);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, 1.0);
+  // 1 1 4 4 4 4 4 4 4 4: median 4, low 1 -> width 4/1 - 1 = 3 from the low side.
+  e = EstimateMedianRatio(std::vector<double>{4, 4, 1, 4, 4, 4, 1, 4, 4, 4});
+  EXPECT_DOUBLE_EQ(e.low, 1.0);
+  EXPECT_DOUBLE_EQ(e.high, 4.0);
+  EXPECT_DOUBLE_EQ(e.relative_half_width, 3.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// EstimateSpeedup
+
+TimingSample Sample(double reference_ns, double candidate_ns, bool discarded = false) {
+  TimingSample s;
+  s.reference_ns = reference_ns;
+  s.candidate_ns = candidate_ns;
+  s.discarded = discarded;
+  return s;
+}
+
+TEST(EstimateSpeedup, RatioOfReferenceToCandidatePerRound) {
+  std::vector<TimingSample> samples;
+  for (int i = 1; i <= 10; ++i) samples.push_back(Sample(1000.0 * i, 1000.0));  // ratios 1..10
+  const RatioEstimate e = EstimateSpeedup(samples);
+  EXPECT_DOUBLE_EQ(e.median, 5.5);
+  EXPECT_DOUBLE_EQ(e.low, 2);
+  EXPECT_DOUBLE_EQ(e.high, 9);
+}
+
+TEST(EstimateSpeedup, SkipsDiscardedSamples) {
+  std::vector<TimingSample> samples;
+  for (int i = 1; i <= 10; ++i) {
+    samples.push_back(Sample(500.0 * i, 500.0));
+    samples.push_back(Sample(1e9, 1.0, /*discarded=*/true));  // absurd, but discarded
+    samples.push_back(Sample(1.0, 1e9, /*discarded=*/true));
+  }
+  const RatioEstimate e = EstimateSpeedup(samples);
+  EXPECT_DOUBLE_EQ(e.median, 5.5);
+  EXPECT_DOUBLE_EQ(e.low, 2);
+  EXPECT_DOUBLE_EQ(e.high, 9);
+}
+
+TEST(EstimateSpeedup, SkipsZeroCandidateTimes) {
+  std::vector<TimingSample> samples;
+  for (int i = 1; i <= 6; ++i) samples.push_back(Sample(2.0 * i, 1.0));
+  samples.push_back(Sample(100.0, 0.0));
+  const RatioEstimate e = EstimateSpeedup(samples);
+  EXPECT_TRUE(std::isfinite(e.high));
+  EXPECT_DOUBLE_EQ(e.high, 12.0);
+  EXPECT_DOUBLE_EQ(e.low, 2.0);
+}
+
+TEST(EstimateSpeedup, TooFewKeptSamplesGiveZeros) {
+  std::vector<TimingSample> samples;
+  for (int i = 0; i < 5; ++i) samples.push_back(Sample(2000, 1000));
+  for (int i = 0; i < 20; ++i) samples.push_back(Sample(2000, 1000, /*discarded=*/true));
+  const RatioEstimate e = EstimateSpeedup(samples);
+  EXPECT_EQ(e.median, 0);
+  EXPECT_EQ(e.low, 0);
+  EXPECT_EQ(e.high, 0);
+  samples.push_back(Sample(2000, 1000));  // the sixth kept one
+  EXPECT_DOUBLE_EQ(EstimateSpeedup(samples).median, 2.0);
+}
+
+}  // namespace
+}  // namespace kernelgym
