@@ -34,6 +34,7 @@ CompilerOutput ParseCompilerStderr(const std::string& stderr_text) {
   bool in_guard_list = false;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
+    if (line.rfind("! ", 0) == 0) continue;  // the precompiled header that was loaded
     if (line.rfind(". ", 0) == 0) {  // depth-1 include: included by the main file
       out.direct_includes.push_back(line.substr(2));
       continue;
