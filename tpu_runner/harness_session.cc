@@ -119,7 +119,10 @@ class Session {
     job.timing = options_.timing;
     job.run_timing = options_.run_timing;
     job.kernel_path = kernel_in;
-    job.sandbox_uid = geteuid() == 0 ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
+    // A uid of its own per runner process (RLIMIT_NPROC counts per uid). Only inside bwrap: the
+    // files the harness opens are bound there readable for anyone; outside, they may sit in a
+    // private home directory.
+    job.sandbox_uid = geteuid() == 0 && sandbox.bwrap ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
     job.cookie = rng() | 1;
     run_.correctness.seeds = job.seeds;
     expected_.assign(job.seeds.size(), std::vector<std::string>(task_.outputs.size()));
@@ -226,7 +229,7 @@ class Session {
         } else if (phase == "timing") {
           SetPhase(phase, -1, options_.timing.budget_seconds + 2 * options_.call_timeout_seconds + 5);
         } else {
-          SetPhase(phase, -1, phase == "trusted" ? 60 : 20);
+          SetPhase(phase, -1, phase == "trusted" ? 60 : options_.call_timeout_seconds + 5);
         }
         return;
       }

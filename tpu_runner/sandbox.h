@@ -10,6 +10,8 @@
 namespace kernelgym {
 
 // What this machine lets us use; probed once per process by running bwrap for real.
+// KERNELGYM_SANDBOX=none turns the namespaces off (for machines where bwrap cannot work, e.g.
+// some containers); every result then says so in `protections`.
 struct SandboxSupport {
   bool bwrap = false;        // bwrap runs with new net/pid/ipc/mount namespaces
   bool root = false;         // we are root: the harness can drop to an unprivileged uid

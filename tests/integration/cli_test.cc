@@ -65,6 +65,22 @@ TEST(CliTest, WrongSignatureIsACompileError) {
   EXPECT_NE(j.at("message").get<std::string>().find("kernel"), std::string::npos) << j.dump();
 }
 
+TEST(CliTest, WithoutNamespacesItStillEvaluatesAndSaysWhatWasOff) {
+  setenv("KERNELGYM_SANDBOX", "none", 1);
+  const auto starter = (SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp").string();
+  const ProcessResult ok_run = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--budget", "0.2"});
+  const auto socket_case = (SourceDir() / "tests/adversarial/socket_raw_syscall/kernel.cpp").string();
+  const ProcessResult attack = Cli({"eval", "--task", "cpu/silu_mul", "--source", socket_case, "--json"});
+  unsetenv("KERNELGYM_SANDBOX");
+  const auto j = nlohmann::json::parse(ok_run.stdout_text);
+  EXPECT_EQ(j.at("status"), "ok") << j.dump();
+  EXPECT_FALSE(j.at("protections").at("network_namespace").get<bool>());
+  EXPECT_FALSE(j.at("protections").at("mount_namespace_readonly_view").get<bool>());
+  EXPECT_TRUE(j.at("protections").at("seccomp").get<bool>());
+  // seccomp does not depend on namespaces
+  EXPECT_EQ(nlohmann::json::parse(attack.stdout_text).at("status"), "sandbox_violation");
+}
+
 TEST(CliTest, BadArgumentsGiveClearErrors) {
   const ProcessResult unknown = Cli({"eval", "--task", "cpu/no_such_task", "--source", "/dev/null"});
   EXPECT_EQ(unknown.exit_code, 2);

@@ -105,7 +105,7 @@ void TightenLimits(int threads) {
 }
 
 bool DropPrivileges(uint32_t uid) {
-  if (uid == 0 || geteuid() != 0) return geteuid() != 0;
+  if (uid == 0 || geteuid() != 0) return geteuid() != 0;  // already unprivileged, or told not to
   const bool ok = setgroups(0, nullptr) == 0 && setresgid(uid, uid, uid) == 0 && setresuid(uid, uid, uid) == 0;
   return ok && geteuid() == uid;
 }

@@ -1,0 +1,54 @@
+// A broken task is the environment's fault, not the kernel's: its evaluations end in
+// internal_error with a message that names the problem, and the runner carries on.
+#include <gtest/gtest.h>
+
+#include "eval_fixture.h"
+
+namespace kernelgym::testing {
+namespace {
+
+// A copy of cpu/softmax_rows under a temporary suites root, with reference.py replaced.
+Task SoftmaxWithReference(const std::string& name, const std::string& reference) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("kernelgym-task-errors-" + std::to_string(getpid()));
+  const fs::path dir = root / "cpu" / "softmax_rows";
+  fs::create_directories(dir);
+  const fs::path original = SourceDir() / "datasets/suites/cpu/softmax_rows";
+  for (const char* file : {"task.json", "starter.cpp"})
+    fs::copy_file(original / file, dir / file, fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "reference.py") << reference;
+  TaskLoadResult loaded = LoadTask(dir);
+  EXPECT_TRUE(loaded.task.has_value()) << name << ": " << loaded.error;
+  return *loaded.task;
+}
+
+TEST(TaskErrorsTest, ReferenceThatDoesNotCompileIsAnInternalError) {
+  const Task task = SoftmaxWithReference("syntax", "def reference(x: Tensor) -> Tensor:\n    return torch.softmax(x, dim=\n");
+  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kInternalError) << r.message;
+  EXPECT_NE(r.message.find("TorchScript"), std::string::npos) << r.message;
+}
+
+TEST(TaskErrorsTest, ReferenceWithTheWrongShapeIsAnInternalError) {
+  const Task task = SoftmaxWithReference("shape", "def reference(x: Tensor) -> Tensor:\n    return torch.softmax(x, dim=1).t()\n");
+  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kInternalError) << r.message;
+  EXPECT_NE(r.message.find("shape"), std::string::npos) << r.message;
+}
+
+TEST(TaskErrorsTest, ReferenceThatRaisesIsAnInternalError) {
+  const Task task = SoftmaxWithReference("raises", "def reference(x: Tensor) -> Tensor:\n    return x @ x\n");
+  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kInternalError) << r.message;
+  EXPECT_NE(r.message.find("reference raised"), std::string::npos) << r.message;
+}
+
+TEST(TaskErrorsTest, TheRunnerCarriesOnAfterABrokenTask) {
+  const Task* good = Tasks().Find("cpu/softmax_rows");
+  ASSERT_NE(good, nullptr);
+  const EvalResult r = Cpu().Evaluate(*good, good->starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kOk) << r.message;
+}
+
+}  // namespace
+}  // namespace kernelgym::testing
