@@ -96,6 +96,9 @@ CompileResult Compiler::Compile(const std::string& source, const Task& task) con
                                      config_.precompiled_headers ? PrecompiledHeaderSource() : std::string()};
   key_parts.insert(key_parts.end(), task.compile_flags.begin(), task.compile_flags.end());
   for (const auto& h : task.policy.extra_allowed_headers) key_parts.push_back("header:" + h);
+  // An object built without the sandbox (which could read any file) must never be served to a
+  // sandboxed evaluation.
+  key_parts.push_back(ProbeSandbox().bwrap ? "sandbox:bwrap" : "sandbox:none");
   const std::string key = Sha256Hex(key_parts);
   const fs::path entry = config_.cache_dir / "compile" / key.substr(0, 2) / key;
 

@@ -7,10 +7,23 @@
 namespace kernelgym::testing {
 namespace {
 
+namespace fs = std::filesystem;
+
+// Removed when the test binary exits.
+const fs::path& TempRoot() {
+  static const struct Root {
+    fs::path path = fs::temp_directory_path() / ("kernelgym-task-errors-" + std::to_string(getpid()));
+    ~Root() {
+      std::error_code ec;
+      fs::remove_all(path, ec);
+    }
+  } root;
+  return root.path;
+}
+
 // A copy of cpu/softmax_rows under a temporary suites root, with reference.py replaced.
 Task SoftmaxWithReference(const std::string& name, const std::string& reference) {
-  namespace fs = std::filesystem;
-  const fs::path root = fs::temp_directory_path() / ("kernelgym-task-errors-" + std::to_string(getpid()));
+  const fs::path root = TempRoot() / name;
   const fs::path dir = root / "cpu" / "softmax_rows";
   fs::create_directories(dir);
   const fs::path original = SourceDir() / "datasets/suites/cpu/softmax_rows";
