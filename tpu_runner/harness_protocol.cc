@@ -1,5 +1,6 @@
 #include "tpu_runner/harness_protocol.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -49,8 +50,15 @@ std::optional<Frame> FrameDecoder::Next() {
 
 bool WriteAll(int fd, const std::string& bytes) {
   std::size_t done = 0;
+  bool socket = true;
   while (done < bytes.size()) {
-    const ssize_t n = write(fd, bytes.data() + done, bytes.size() - done);
+    // On a socket, MSG_NOSIGNAL turns a vanished peer into EPIPE instead of SIGPIPE.
+    ssize_t n = socket ? send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL) : -1;
+    if (n < 0 && socket && errno == ENOTSOCK) {
+      socket = false;
+      continue;
+    }
+    if (!socket) n = write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     done += static_cast<std::size_t>(n);

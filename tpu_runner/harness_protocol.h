@@ -59,7 +59,8 @@ class FrameDecoder {
   std::string error_;
 };
 
-// Blocking write of a whole buffer; false on error (EPIPE when the peer died).
+// Blocking write of a whole buffer; false on error (EPIPE when the peer died — on a socket
+// without raising SIGPIPE).
 bool WriteAll(int fd, const std::string& bytes);
 
 struct TimingOptions {

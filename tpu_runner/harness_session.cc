@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -59,16 +60,17 @@ class Session {
       : task_(task), paths_(paths), options_(options) {}
 
   HarnessRun Run() {
-    if (!Start()) return std::move(run_);
-    Loop();
+    if (Start()) Loop();
     Finish();
     return std::move(run_);
   }
 
  private:
   bool Start() {
+    // The control channel is a socket so that the runner's writes can say MSG_NOSIGNAL: a
+    // harness that dies before reading must not take the runner down with SIGPIPE.
     int control[2], report[2];
-    if (pipe2(control, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0 || pipe2(report, O_CLOEXEC) != 0) {
       Fail(Status::kInternalError, std::string("pipe: ") + strerror(errno));
       return false;
     }
@@ -377,16 +379,16 @@ class Session {
   }
 
   void Finish() {
-    // Give the harness a moment to exit on its own (it does right after kDone or a violation),
-    // then make sure nothing is left.
+    if (control_fd_ >= 0) close(control_fd_);
+    if (report_fd_ >= 0) close(report_fd_);
+    control_fd_ = report_fd_ = -1;
+    if (child_.pid() <= 0) return;  // never started: Start() said why
     // After kDone the harness exits by itself; after a verdict it may be blocked (writing more
     // frames, waiting for kProceed): kill it at once, the verdict is already known.
     if (decided_) child_.Kill();
     child_.Wait(Clock::now() + std::chrono::seconds(5));
     child_.Kill();
     child_.Wait(Clock::time_point::max());
-    close(control_fd_);
-    close(report_fd_);
     const std::string stderr_head = HeadLines(child_.stderr_text(), 6);
     if (!stderr_head.empty()) run_.details.push_back("harness stderr: " + stderr_head);
     if (done_ && !decided_) {

@@ -5,8 +5,6 @@
 #include "eval_fixture.h"
 
 namespace kernelgym::testing {
-namespace {
-
 namespace fs = std::filesystem;
 
 // Removed when the test binary exits.
@@ -20,6 +18,8 @@ const fs::path& TempRoot() {
   } root;
   return root.path;
 }
+
+namespace {
 
 // A copy of cpu/softmax_rows under a temporary suites root, with reference.py replaced.
 Task SoftmaxWithReference(const std::string& name, const std::string& reference) {
@@ -61,6 +61,35 @@ TEST(TaskErrorsTest, TheRunnerCarriesOnAfterABrokenTask) {
   ASSERT_NE(good, nullptr);
   const EvalResult r = Cpu().Evaluate(*good, good->starter_source, FastOptions());
   EXPECT_EQ(r.status, Status::kOk) << r.message;
+}
+
+}  // namespace
+}  // namespace kernelgym::testing
+
+namespace kernelgym::testing {
+namespace {
+
+// A harness that dies at once (here: a stand-in that exits 3 without reading its job) is an
+// internal error with the exit status in the message, and the runner process survives it.
+TEST(EnvironmentErrorsTest, AHarnessThatDiesAtOnceIsAnInternalError) {
+  const fs::path tools = TempRoot() / "tools";
+  fs::create_directories(tools);
+  std::ofstream(tools / "kernelgym-harness") << "#!/bin/sh\nexit 3\n";
+  fs::permissions(tools / "kernelgym-harness", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                                   fs::perms::others_read | fs::perms::others_exec);
+  RegisterBuiltinBackends();
+  BackendConfig config = DefaultBackendConfig();
+  config.tools_dir = tools.string();
+  std::unique_ptr<Backend> backend = BackendRegistry::Global().Create("cpu", config);
+  const Task* task = Tasks().Find("cpu/softmax_rows");
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = FastOptions();
+  options.run_timing = false;
+  for (int i = 0; i < 3; ++i) {  // repeatedly (writing the job to a dead harness raised SIGPIPE when the race went that way)
+    const EvalResult r = backend->Evaluate(*task, task->starter_source, options);
+    EXPECT_EQ(r.status, Status::kInternalError) << r.message;
+    EXPECT_NE(r.message.find("status 3"), std::string::npos) << r.message;
+  }
 }
 
 }  // namespace
