@@ -25,8 +25,11 @@ class Reference {
   // Runs the reference on input set `set`. The result stays owned here until the next call;
   // `Outputs()` exposes it. Returns false with `error` on a shape/dtype mismatch or exception.
   bool Run(int set, std::string& error);
-  // Copies the last result into `out` (one buffer per output).
-  void CopyOutputs(const std::vector<std::span<std::byte>>& out) const;
+  // Moves the last result into `out` (one buffer per output): copies it, then zeroes the
+  // reference's tensors and every temporary it freed (libtorch's CPU allocator is replaced by a
+  // pool whose free blocks are zeroed here), so no plain answer or partial answer stays readable while the
+  // kernel runs. Call it outside timed regions.
+  void TakeOutputs(const std::vector<std::span<std::byte>>& out);
 
   // Sets the intra-op thread count again: a kernel may have changed the OpenMP setting.
   void ResetThreads() const;

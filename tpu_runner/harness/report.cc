@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <strings.h>
 
 namespace kernelgym::report {
 namespace {
@@ -69,6 +70,13 @@ uint64_t cookie() { return g_cookie; }
 void Send(const Frame& frame) {
   const std::string bytes = EncodeFrame(frame);
   WriteRaw(bytes.data(), bytes.size());
+}
+
+void SendAndWipe(Frame&& frame) {
+  std::string bytes = EncodeFrame(frame);
+  WriteRaw(bytes.data(), bytes.size());
+  explicit_bzero(bytes.data(), bytes.size());
+  explicit_bzero(frame.data.data(), frame.data.size());
 }
 
 void SendViolation(const char* kind, const char* message, long long value) {

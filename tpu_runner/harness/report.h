@@ -15,6 +15,9 @@ int fd();
 uint64_t cookie();
 
 void Send(const Frame& frame);
+// Sends, then zeroes the frame's data and the encoded bytes: for answers that must not stay in
+// the process's memory once the kernel is loaded.
+void SendAndWipe(Frame&& frame);
 // Async-signal-safe: builds {"kind": kind, "message": message, "value": value} by hand.
 void SendViolation(const char* kind, const char* message, long long value);
 
