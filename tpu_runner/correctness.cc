@@ -83,6 +83,45 @@ OutputCheck CompareOutput(const TensorSpec& spec, std::span<const std::byte> exp
   return check;
 }
 
+namespace {
+
+template <typename T>
+bool WithinTolerance(const T* e, const T* a, std::size_t n, double atol, double rtol) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double ei = static_cast<double>(e[i]), ai = static_cast<double>(a[i]);
+    bad += !(std::fabs(ai - ei) <= atol + rtol * std::fabs(ei));  // NaN compares false: bad
+  }
+  return bad == 0;
+}
+
+template <typename T>
+bool Identical(const T* e, const T* a, std::size_t n) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += e[i] != a[i];
+  return bad == 0;
+}
+
+}  // namespace
+
+bool OutputWithinTolerance(const TensorSpec& spec, std::span<const std::byte> expected,
+                           std::span<const std::byte> actual) {
+  const std::size_t bytes = spec.NumBytes(), n = static_cast<std::size_t>(spec.NumElements());
+  if (expected.size() != bytes || actual.size() != bytes) return false;
+  const double atol = spec.tolerance.atol, rtol = spec.tolerance.rtol;
+  switch (spec.dtype) {
+    case DType::kFloat32:
+      return WithinTolerance(reinterpret_cast<const float*>(expected.data()), reinterpret_cast<const float*>(actual.data()), n, atol, rtol);
+    case DType::kFloat64:
+      return WithinTolerance(reinterpret_cast<const double*>(expected.data()), reinterpret_cast<const double*>(actual.data()), n, atol, rtol);
+    case DType::kInt32:
+      return Identical(reinterpret_cast<const int32_t*>(expected.data()), reinterpret_cast<const int32_t*>(actual.data()), n);
+    case DType::kInt64:
+      return Identical(reinterpret_cast<const int64_t*>(expected.data()), reinterpret_cast<const int64_t*>(actual.data()), n);
+  }
+  return false;
+}
+
 void FillPoison(DType dtype, std::span<std::byte> buffer, int variant) {
   auto fill = [&](auto value) {
     using T = decltype(value);

@@ -140,7 +140,7 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
         out << "  ... " << p.remarks.size() - 8 << " more remarks\n";
         break;
       }
-      out << "  line " << m.line << ": " << (m.vectorized ? "vectorized: " : "not vectorized: ") << m.message << "\n";
+      out << "  line " << m.line << ": " << (m.vectorized ? "optimized: " : "missed: ") << m.message << "\n";
     }
   }
   if (!r.protections.empty()) {

@@ -296,3 +296,33 @@ TEST(FillPoison, PoisonedOutputNeverPassesAgainstFiniteExpected) {
 
 }  // namespace
 }  // namespace kernelgym
+
+namespace kernelgym {
+namespace {
+
+// The timing loop's fast check must agree with CompareOutput on finite data.
+TEST(OutputWithinTolerance, AgreesWithCompareOutput) {
+  TensorSpec spec;
+  spec.name = "y";
+  spec.dtype = DType::kFloat32;
+  spec.shape = {1000};
+  spec.tolerance = {1e-5, 1e-4};
+  std::vector<float> expected(1000), actual(1000);
+  for (int i = 0; i < 1000; ++i) expected[i] = actual[i] = std::sin(0.37f * i) * 10;
+  auto bytes = [](const std::vector<float>& v) {
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(v.data()), v.size() * sizeof(float));
+  };
+  EXPECT_TRUE(OutputWithinTolerance(spec, bytes(expected), bytes(actual)));
+  actual[500] += 1e-5f + 1e-4f * std::fabs(expected[500]) * 2;  // just outside
+  EXPECT_FALSE(OutputWithinTolerance(spec, bytes(expected), bytes(actual)));
+  EXPECT_FALSE(CompareOutput(spec, bytes(expected), bytes(actual)).passed());
+  actual[500] = std::nanf("");
+  EXPECT_FALSE(OutputWithinTolerance(spec, bytes(expected), bytes(actual)));
+  actual[500] = expected[500];
+  EXPECT_TRUE(OutputWithinTolerance(spec, bytes(expected), bytes(actual)));
+  spec.shape = {500};  // a buffer of another size than the spec says is a mismatch
+  EXPECT_FALSE(OutputWithinTolerance(spec, bytes(expected), bytes(actual)));
+}
+
+}  // namespace
+}  // namespace kernelgym
