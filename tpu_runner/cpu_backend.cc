@@ -89,9 +89,10 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   result.compile_cached = compiled.cached;
   result.diagnostics = compiled.diagnostics;
   result.details = compiled.details;
-  ProfileReport profile;
-  profile.remarks = compiled.remarks;
   if (compiled.status != Status::kOk) return finish(compiled.status, Stage::kCompile, compiled.message);
+  // The compiler's vectorization remarks are useful to a policy whatever happens next.
+  result.profile = ProfileReport{};
+  result.profile->remarks = compiled.remarks;
 
   // 3. Symbol policy.
   t = Clock::now();
@@ -160,7 +161,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
 
   // 6. Physical floor and profile.
   t = Clock::now();
-  profile = Roofline(task, *peaks, timing.candidate.median_ns);
+  ProfileReport profile = Roofline(task, *peaks, timing.candidate.median_ns);
   profile.remarks = compiled.remarks;
   profile.counters = run.counters;
   profile.unavailable_counters = run.unavailable_counters;

@@ -61,7 +61,7 @@ struct OutputCheck {
 };
 
 struct CorrectnessReport {
-  int trials_run = 0;
+  int trials_run = 0;  // trials whose outputs were judged (a failing trial counts)
   std::vector<uint64_t> seeds;
   std::vector<OutputCheck> checks;  // the worst (first failing, else last) check per output
   bool deterministic = true;
