@@ -34,6 +34,20 @@ TEST_P(TaskConformanceTest, StarterIsCorrectAndTimed) {
   EXPECT_GT(r.timing->candidate.median_ns, 100'000) << "the starter is too fast to time reliably";
 }
 
+TEST(TimingBudgetTest, ATinyBudgetStillGivesAnInterval) {
+  const Task* task = Tasks().Find("cpu/conv2d");  // ~13 ms per naive call: the budget ends after one round
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = FastOptions();
+  options.timing.budget_seconds = 0.01;
+  const EvalResult r = Cpu().Evaluate(*task, task->starter_source, options);
+  ASSERT_EQ(r.status, Status::kOk) << r.message;
+  ASSERT_TRUE(r.timing);
+  EXPECT_GE(r.timing->rounds, 6);
+  EXPECT_GT(r.timing->speedup_ci_low, 0);
+  EXPECT_LE(r.timing->speedup_ci_low, r.timing->speedup);
+  EXPECT_GE(r.timing->speedup_ci_high, r.timing->speedup);
+}
+
 TEST(TaskRegistryTest, ShipsTheSixCoveredFamilies) {
   EXPECT_TRUE(Tasks().errors().empty()) << Tasks().errors().front();
   std::set<std::string> categories;
