@@ -29,7 +29,10 @@ class TimingLock {
     std::error_code ec;
     fs::create_directories(dir, ec);
     std::string name = "timing-cpus";
-    for (int c : cpus) name += "-" + std::to_string(c);
+    for (int c : cpus) {
+      name += '-';
+      name += std::to_string(c);
+    }
     fd_ = open((dir / (name + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ >= 0) flock(fd_, LOCK_EX);
   }

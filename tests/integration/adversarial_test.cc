@@ -71,12 +71,14 @@ TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
   EXPECT_EQ(StatusName(r.status), want_status) << c.name << " (" << expected.value("attack", "") << ")\n  verdict: "
                                                << StatusName(r.status) << " at " << StageName(r.stage) << ": " << VerdictText(r);
   EXPECT_FALSE(r.message.empty()) << "every verdict names its reason";
-  if (expected.contains("stage") && want_status != "ok")
+  if (expected.contains("stage") && want_status != "ok") {
     EXPECT_EQ(StageName(r.stage), expected["stage"].get<std::string>()) << c.name << ": " << r.message;
+  }
   const std::string reason = expected.value("reason", "");
-  if (!reason.empty())
+  if (!reason.empty()) {
     EXPECT_NE(Lower(VerdictText(r)).find(Lower(reason)), std::string::npos)
         << c.name << ": expected '" << reason << "' in: " << VerdictText(r);
+  }
   if (expected.contains("max_speedup_vs_starter") && r.status == Status::kOk) {
     ASSERT_TRUE(r.timing.has_value());
     const double starter = StarterSpeedup(*task);
