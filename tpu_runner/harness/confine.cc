@@ -130,7 +130,7 @@ bool InstallStage1(const Arena& arena, int report_fd, uint64_t cookie, std::stri
         "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module", "personality", "setuid",
         "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setgroups", "reboot", "swapon", "swapoff",
         "kill", "tkill", "rt_sigaction", "sigaltstack", "sched_setaffinity", "sched_setscheduler", "sched_setparam",
-        "setpriority", "setrlimit", "prlimit64", "writev", "pwrite64", "pwritev", "pwritev2", "sendfile", "splice",
+        "setpriority", "setrlimit", "writev", "pwrite64", "pwritev", "pwritev2", "sendfile", "splice",
         "tee", "vmsplice", "copy_file_range", "dup", "dup2", "dup3", "mbind", "migrate_pages", "move_pages",
         "open_by_handle_at", "name_to_handle_at", "pidfd_open", "pidfd_getfd", "pidfd_send_signal"})
     deny(name);
@@ -140,6 +140,8 @@ bool InstallStage1(const Arena& arena, int report_fd, uint64_t cookie, std::stri
   if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   // Signals only to ourselves (abort() uses tgkill).
   if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(tgkill), 1, SCMP_A0(SCMP_CMP_NE, static_cast<uint64_t>(getpid())));
+  // prlimit64 with a new limit raises or lowers limits; without one it is getrlimit().
+  if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(prlimit64), 1, SCMP_A2(SCMP_CMP_NE, 0));
   // fcntl(F_DUPFD*) would copy the report fd to a number the cookie rule does not cover.
   for (int cmd : {F_DUPFD, F_DUPFD_CLOEXEC})
     if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_TRAP, SCMP_SYS(fcntl), 1, SCMP_A1(SCMP_CMP_EQ, static_cast<uint64_t>(cmd)));
