@@ -2,7 +2,7 @@
 // repeatable the speedup is across separate evaluations (separate harness processes).
 //
 //   build/bench/kernelgym_bench_eval [--task cpu/softmax_rows] [--kernel tests/honest/softmax_rows_avx2/kernel.cpp]
-//                                    [--repeats 10]
+//                                    [--repeats 10] [--think-ms 0]
 //
 // Prints a Markdown table (the form docs/benchmarks.md quotes) and, with --json, one JSON object.
 #include <CLI/CLI.hpp>
@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <sstream>
+#include <thread>
 
 #include "datasets/suite.h"
 #include "env/runner_config.h"
@@ -58,6 +59,10 @@ int main(int argc, char** argv) {
   app.add_option("--kernel", kernel_path)->capture_default_str();
   app.add_option("--repeats", repeats)->capture_default_str();
   app.add_option("--budget", budget, "timing budget per evaluation (s)")->capture_default_str();
+  double think_ms = 0;
+  app.add_option("--think-ms", think_ms,
+                 "pause between whole evaluations, as a policy thinking (lets the next harness start meanwhile)")
+      ->capture_default_str();
   app.add_flag("--json", as_json);
   CLI11_PARSE(app, argc, argv);
 
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
   EvalOptions options;
   options.timing.budget_seconds = budget;
   for (int i = 0; i < repeats + 1; ++i) {
+    if (think_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(think_ms));
     const auto t = Clock::now();
     const EvalResult r = backend->Evaluate(*task, source, options);
     const double total = Ms(Clock::now() - t);

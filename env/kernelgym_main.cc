@@ -48,7 +48,9 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   std::ostringstream ss;
   ss << in.rdbuf();
   RegisterBuiltinBackends();
-  std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(backend_name, DefaultBackendConfig());
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;  // one evaluation, then exit: a second harness would be wasted
+  std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(backend_name, config);
   if (!backend) {
     spdlog::error("unknown backend '{}'", backend_name);
     return 2;

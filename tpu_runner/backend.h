@@ -35,6 +35,9 @@ class Backend {
 struct BackendConfig {
   std::string cache_dir;    // compile cache, measured peaks
   std::string tools_dir;    // where kernelgym-harness and kernelgym-peaks live
+  // Start the next harness (loading libtorch takes ~0.45 s) while the caller does something
+  // else between evaluations. Off for one-shot use (the CLI), where it would be wasted.
+  bool prestart_harness = true;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;

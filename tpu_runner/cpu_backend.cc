@@ -63,6 +63,22 @@ const MachinePeaks* CpuBackend::Peaks() {
   return peaks_ ? &*peaks_ : nullptr;
 }
 
+std::unique_ptr<HarnessProcess> CpuBackend::TakeHarness(int threads, std::string& error) {
+  {
+    std::lock_guard lock(spare_mutex_);
+    if (spare_ && spare_->threads == threads && spare_->Running()) return std::move(spare_);
+    spare_.reset();
+  }
+  return StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", threads, TimingCpus(threads), error);
+}
+
+void CpuBackend::PrestartHarness() {
+  std::lock_guard lock(spare_mutex_);
+  if (spare_) return;
+  std::string error;
+  spare_ = StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", 1, NonTimingCpus(1), error);
+}
+
 EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, const EvalOptions& options) {
   const auto start = Clock::now();
   EvalResult result;
@@ -113,12 +129,16 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
 
   // 4 + 5. Correctness and timing in the sandboxed harness.
   t = Clock::now();
+  std::string harness_error;
+  std::unique_ptr<HarnessProcess> harness = TakeHarness(task.threads, harness_error);
+  if (!harness) return finish(Status::kInternalError, Stage::kCorrectness, harness_error);
   HarnessRun run;
   {
     const TimingLock lock(fs::path(config_.cache_dir) / "locks", TimingCpus(task.threads));
-    run = RunHarnessSession(task, {harness_program_, compiled.shared_object}, options);
+    run = RunHarnessSession(task, compiled.shared_object, std::move(harness), options);
   }
   result.stage_seconds["harness"] = Since(t);
+  if (config_.prestart_harness) PrestartHarness();
   result.stage_seconds["correctness"] = run.correctness_seconds;
   result.stage_seconds["timing"] = run.timing_seconds;
   result.protections = run.protections;

@@ -9,6 +9,7 @@
 
 #include "tpu_runner/backend.h"
 #include "tpu_runner/compiler.h"
+#include "tpu_runner/harness_session.h"
 #include "tpu_runner/peaks.h"
 
 namespace kernelgym {
@@ -20,13 +21,18 @@ class CpuBackend : public Backend {
   EvalResult Evaluate(const Task& task, const std::string& source, const EvalOptions& options) override;
 
  private:
-  void RunHarness(const Task& task, const std::filesystem::path& shared_object, const EvalOptions& options,
-                  EvalResult& result);
   const MachinePeaks* Peaks();
+  // A harness for `threads`: the pre-started one when it matches and is alive, else a new one.
+  std::unique_ptr<HarnessProcess> TakeHarness(int threads, std::string& error);
+  // Starts the next evaluation's harness now, off the timing CPUs (single-threaded tasks only:
+  // a multi-threaded libtorch may start threads at load, which would keep the wrong CPUs).
+  void PrestartHarness();
 
   BackendConfig config_;
   Compiler compiler_;
   std::filesystem::path harness_program_, peaks_program_;
+  std::mutex spare_mutex_;
+  std::unique_ptr<HarnessProcess> spare_;  // guarded by spare_mutex_
   std::once_flag peaks_once_;  // peaks are measured at most once per backend, by the first caller
   std::optional<MachinePeaks> peaks_;
   std::string peaks_error_;

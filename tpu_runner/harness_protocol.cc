@@ -113,7 +113,10 @@ json JobToJson(const HarnessJob& job) {
           {"run_timing", job.run_timing},
           {"kernel_path", job.kernel_path},
           {"sandbox_uid", job.sandbox_uid},
-          {"cookie", job.cookie}};
+          {"cookie", job.cookie},
+          {"cpus", job.cpus},
+          {"cpu_seconds", job.cpu_seconds},
+          {"address_space", job.address_space}};
 }
 
 HarnessJob JobFromJson(const json& j) {
@@ -136,6 +139,9 @@ HarnessJob JobFromJson(const json& j) {
   job.kernel_path = j.at("kernel_path").get<std::string>();
   job.sandbox_uid = j.at("sandbox_uid").get<uint32_t>();
   job.cookie = j.at("cookie").get<uint64_t>();
+  job.cpus = j.at("cpus").get<std::vector<int>>();
+  job.cpu_seconds = j.at("cpu_seconds").get<double>();
+  job.address_space = j.at("address_space").get<std::size_t>();
   return job;
 }
 

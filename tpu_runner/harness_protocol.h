@@ -84,6 +84,11 @@ struct HarnessJob {
   std::string kernel_path;       // the candidate .so, as seen inside the sandbox
   uint32_t sandbox_uid = 0;      // 0: do not change uid
   uint64_t cookie = 0;
+  // Applied by the harness as soon as it reads the job: a pre-started harness was spawned
+  // before the task (and its CPUs and limits) were known.
+  std::vector<int> cpus;
+  double cpu_seconds = 0;
+  std::size_t address_space = 0;
 };
 
 nlohmann::json JobToJson(const HarnessJob& job);

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -54,10 +55,22 @@ struct Phase {
   Clock::time_point deadline;
 };
 
+// The environment every harness runs with (the task's thread count only changes numbers).
+std::vector<std::string> HarnessEnvironment(int threads) {
+  const std::string n = std::to_string(threads);
+  return {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + n, "OMP_THREAD_LIMIT=" + n,
+          "OPENBLAS_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OMP_DYNAMIC=false",
+          // Steady-state allocation for reference and kernel alike: serve blocks up to 32 MiB
+          // from the heap and never give memory back, so a timed call does not pay page faults
+          // for memory a previous call freed (it did: the reference CV was 20-30%).
+          "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"};
+}
+
 class Session {
  public:
-  Session(const Task& task, const HarnessPaths& paths, const EvalOptions& options)
-      : task_(task), paths_(paths), options_(options) {}
+  Session(const Task& task, const std::filesystem::path& shared_object, std::unique_ptr<HarnessProcess> process,
+          const EvalOptions& options)
+      : task_(task), shared_object_(shared_object), process_(std::move(process)), options_(options) {}
 
   HarnessRun Run() {
     if (Start()) Loop();
@@ -67,44 +80,22 @@ class Session {
 
  private:
   bool Start() {
-    // The control channel is a socket so that the runner's writes can say MSG_NOSIGNAL: a
-    // harness that dies before reading must not take the runner down with SIGPIPE.
-    int control[2], report[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0 || pipe2(report, O_CLOEXEC) != 0) {
-      Fail(Status::kInternalError, std::string("pipe: ") + strerror(errno));
+    run_.protections = NamespaceProtections();
+    if (!process_) {
+      Fail(Status::kInternalError, "no harness process");
       return false;
     }
-    const SandboxSupport& sandbox = ProbeSandbox();
-    const std::string harness_in = sandbox.bwrap ? "/opt/kernelgym/kernelgym-harness" : paths_.harness_program.string();
-    const std::string kernel_in = sandbox.bwrap ? "/opt/kernelgym/kernel.so" : paths_.shared_object.string();
-    SandboxSpec spec;
-    spec.binds = {{paths_.harness_program.string(), harness_in, false}, {paths_.shared_object.string(), kernel_in, false}};
-    spec.keep_setuid_capability = true;
-    spec.cpu_info = true;
-    SpawnOptions spawn;
-    spawn.argv = SandboxCommand(spec, {harness_in, "--control-fd", std::to_string(kControlFd), "--report-fd",
-                                       std::to_string(kReportFd)});
-    const std::string threads = std::to_string(task_.threads);
-    spawn.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + threads, "OMP_THREAD_LIMIT=" + threads,
-                 "OPENBLAS_NUM_THREADS=" + threads, "MKL_NUM_THREADS=" + threads, "OMP_DYNAMIC=false",
-                 // Steady-state allocation for reference and kernel alike: serve blocks up to
-                 // 32 MiB from the heap and never give memory back, so a timed call does not pay
-                 // page faults for memory a previous call freed (it did: the reference CV was 20-30%).
-                 "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"};
-    spawn.limits.address_space = options_.memory_bytes;
-    spawn.limits.cpu_seconds = 120 + 4 * options_.timing.budget_seconds * task_.threads;
-    spawn.limits.open_files = 1024;
-    spawn.cpus = TimingCpus(task_.threads);
-    spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
-    child_ = ChildProcess::Spawn(spawn);
-    close(control[0]);
-    close(report[1]);
-    control_fd_ = control[1];
-    report_fd_ = report[0];
-    fcntl(report_fd_, F_SETFL, O_NONBLOCK);
-    run_.protections = NamespaceProtections();
-    if (child_.pid() <= 0) {
-      Fail(Status::kInternalError, "the harness did not start: " + child_.error());
+    control_fd_ = process_->control_fd;
+    report_fd_ = process_->report_fd;
+    // The kernel enters the harness's view through its slot (a hard link when the cache and the
+    // slot share a filesystem, else a copy).
+    std::error_code ec;
+    const std::filesystem::path target = process_->slot_dir / "kernel.so";
+    std::filesystem::remove(target, ec);
+    std::filesystem::create_hard_link(shared_object_, target, ec);
+    if (ec) std::filesystem::copy_file(shared_object_, target, ec);
+    if (ec) {
+      Fail(Status::kInternalError, "cannot place the kernel in the harness slot: " + ec.message());
       return false;
     }
 
@@ -120,17 +111,20 @@ class Session {
     job.timing_seed = options_.timing_seed ? options_.timing_seed : rng();
     job.timing = options_.timing;
     job.run_timing = options_.run_timing;
-    job.kernel_path = kernel_in;
+    job.kernel_path = process_->slot_in_sandbox + "/kernel.so";
     // A uid of its own per runner process (RLIMIT_NPROC counts per uid). Only inside bwrap: the
     // files the harness opens are bound there readable for anyone; outside, they may sit in a
     // private home directory.
-    job.sandbox_uid = geteuid() == 0 && sandbox.bwrap ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
+    job.sandbox_uid = geteuid() == 0 && ProbeSandbox().bwrap ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
     job.cookie = rng() | 1;
+    job.cpus = TimingCpus(task_.threads);
+    job.cpu_seconds = 120 + 4 * options_.timing.budget_seconds * task_.threads;
+    job.address_space = options_.memory_bytes;
     run_.correctness.seeds = job.seeds;
     expected_.assign(job.seeds.size(), std::vector<std::string>(task_.outputs.size()));
     SetPhase("trusted", -1, 60);
     if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kJob, JobToJson(job), {}}))) {
-      Fail(Status::kInternalError, "could not send the job to the harness");
+      Fail(Status::kInternalError, "could not send the job to the harness (it has exited)");
       return false;
     }
     return true;
@@ -167,7 +161,7 @@ class Session {
     while (!decided_ && !done_ && !eof) {
       const auto now = Clock::now();
       if (now >= phase_.deadline) {
-        child_.Kill();
+        process_->child.Kill();
         const double limit = phase_.name == "timing" ? TimingLimit() : options_.call_timeout_seconds;
         if (CandidatePhase())
           Fail(Status::kTimeout, "the kernel did not return within its time limit (" + Seconds(limit) + " wall clock) during " + Where(),
@@ -176,11 +170,12 @@ class Session {
           Fail(Status::kInternalError, "the harness did not finish " + Where() + " in time");
         break;
       }
-      pollfd fds[3] = {{report_fd_, POLLIN, 0}, {child_.stdout_fd(), POLLIN, 0}, {child_.stderr_fd(), POLLIN, 0}};
+      ChildProcess& child = process_->child;
+      pollfd fds[3] = {{report_fd_, POLLIN, 0}, {child.stdout_fd(), POLLIN, 0}, {child.stderr_fd(), POLLIN, 0}};
       const int wait_ms = static_cast<int>(std::min<long long>(
           200, std::chrono::duration_cast<std::chrono::milliseconds>(phase_.deadline - now).count() + 1));
       poll(fds, 3, wait_ms);
-      child_.DrainOutput();
+      child.DrainOutput();
       for (;;) {
         const ssize_t n = read(report_fd_, buf, sizeof(buf));
         if (n > 0) {
@@ -385,17 +380,15 @@ class Session {
   }
 
   void Finish() {
-    if (control_fd_ >= 0) close(control_fd_);
-    if (report_fd_ >= 0) close(report_fd_);
-    control_fd_ = report_fd_ = -1;
-    if (child_.pid() <= 0) return;  // never started: Start() said why
+    if (!process_ || process_->child.pid() <= 0) return;  // never started: Start() said why
+    ChildProcess& child = process_->child;
     // After kDone the harness exits by itself; after a verdict it may be blocked (writing more
     // frames, waiting for kProceed): kill it at once, the verdict is already known.
-    if (decided_) child_.Kill();
-    child_.Wait(Clock::now() + std::chrono::seconds(5));
-    child_.Kill();
-    child_.Wait(Clock::time_point::max());
-    const std::string stderr_head = HeadLines(child_.stderr_text(), 6);
+    if (decided_) child.Kill();
+    child.Wait(Clock::now() + std::chrono::seconds(5));
+    child.Kill();
+    child.Wait(Clock::time_point::max());
+    const std::string stderr_head = HeadLines(child.stderr_text(), 6);
     if (!stderr_head.empty()) run_.details.push_back("harness stderr: " + stderr_head);
     if (done_ && !decided_) {
       decided_ = true;
@@ -406,26 +399,26 @@ class Session {
     }
     if (decided_) return;
     const Stage stage = phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness;
-    if (child_.signal() == SIGXCPU) {
+    if (child.signal() == SIGXCPU) {
       Fail(Status::kTimeout, "the CPU-time limit was hit during " + Where(), stage);
-    } else if (child_.signal() != 0) {
+    } else if (child.signal() != 0) {
       Fail(CandidatePhase() ? Status::kCrashed : Status::kInternalError,
-           "the harness was killed by " + SignalName(child_.signal()) + " during " + Where(), stage);
+           "the harness was killed by " + SignalName(child.signal()) + " during " + Where(), stage);
     } else if (CandidatePhase()) {
-      Fail(Status::kCrashed, "the process ended (exit status " + std::to_string(child_.exit_code()) + ") during " + Where() +
+      Fail(Status::kCrashed, "the process ended (exit status " + std::to_string(child.exit_code()) + ") during " + Where() +
                                  " before reporting: the kernel exited or killed it",
            stage);
     } else {
-      Fail(Status::kInternalError, "the harness exited with status " + std::to_string(child_.exit_code()) + " during " +
+      Fail(Status::kInternalError, "the harness exited with status " + std::to_string(child.exit_code()) + " during " +
                                        Where() + (stderr_head.empty() ? "" : ": " + stderr_head));
     }
   }
 
   const Task& task_;
-  const HarnessPaths& paths_;
+  const std::filesystem::path& shared_object_;
+  std::unique_ptr<HarnessProcess> process_;
   const EvalOptions& options_;
   HarnessRun run_;
-  ChildProcess child_;
   int control_fd_ = -1, report_fd_ = -1;
   Phase phase_;
   bool decided_ = false, done_ = false, trusted_done_ = false;
@@ -436,8 +429,80 @@ class Session {
 
 }  // namespace
 
-HarnessRun RunHarnessSession(const Task& task, const HarnessPaths& paths, const EvalOptions& options) {
-  return Session(task, paths, options).Run();
+HarnessProcess::~HarnessProcess() {
+  if (control_fd >= 0) close(control_fd);
+  if (report_fd >= 0) close(report_fd);
+  child.Kill();  // no-op when it already exited; ChildProcess reaps it
+  std::error_code ec;
+  if (!slot_dir.empty()) std::filesystem::remove_all(slot_dir, ec);
+}
+
+bool HarnessProcess::Running() { return child.pid() > 0 && !child.Wait(Clock::now()); }
+
+std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harness_program,
+                                             const std::filesystem::path& scratch_root, int threads,
+                                             const std::vector<int>& cpus, std::string& error) {
+  static std::atomic<uint64_t> counter{0};
+  auto process = std::make_unique<HarnessProcess>();
+  process->threads = threads;
+  std::error_code ec;
+  process->slot_dir = scratch_root / ("slot-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(process->slot_dir, ec);
+  std::filesystem::permissions(process->slot_dir,
+                               std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                   std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                                   std::filesystem::perms::others_exec,
+                               ec);
+  if (ec) {
+    error = "cannot create the harness slot " + process->slot_dir.string() + ": " + ec.message();
+    return nullptr;
+  }
+  // The control channel is a socket so that the runner's writes can say MSG_NOSIGNAL: a
+  // harness that dies before reading must not take the runner down with SIGPIPE.
+  int control[2], report[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    error = std::string("socketpair: ") + strerror(errno);
+    return nullptr;
+  }
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + strerror(errno);
+    close(control[0]);
+    close(control[1]);
+    return nullptr;
+  }
+  const bool sandboxed = ProbeSandbox().bwrap;
+  const std::string harness_in = sandboxed ? "/opt/kernelgym/kernelgym-harness" : harness_program.string();
+  process->slot_in_sandbox = sandboxed ? "/opt/kernelgym/slot" : process->slot_dir.string();
+  SandboxSpec spec;
+  spec.binds = {{harness_program.string(), harness_in, false}, {process->slot_dir.string(), process->slot_in_sandbox, false}};
+  spec.keep_setuid_capability = true;
+  spec.cpu_info = true;
+  SpawnOptions spawn;
+  spawn.argv = SandboxCommand(spec, {harness_in, "--control-fd", std::to_string(kControlFd), "--report-fd",
+                                     std::to_string(kReportFd)});
+  spawn.env = HarnessEnvironment(threads);
+  // Generous until the job says otherwise (the harness lowers both when it reads it).
+  spawn.limits.address_space = std::size_t{16} << 30;
+  spawn.limits.cpu_seconds = 3600;
+  spawn.limits.open_files = 1024;
+  spawn.cpus = cpus;
+  spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
+  process->child = ChildProcess::Spawn(spawn);
+  close(control[0]);
+  close(report[1]);
+  process->control_fd = control[1];
+  process->report_fd = report[0];
+  fcntl(process->report_fd, F_SETFL, O_NONBLOCK);
+  if (process->child.pid() <= 0) {
+    error = "the harness did not start: " + process->child.error();
+    return nullptr;
+  }
+  return process;
+}
+
+HarnessRun RunHarnessSession(const Task& task, const std::filesystem::path& shared_object,
+                             std::unique_ptr<HarnessProcess> process, const EvalOptions& options) {
+  return Session(task, shared_object, std::move(process), options).Run();
 }
 
 }  // namespace kernelgym

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "datasets/task.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/result.h"
+#include "tpu_runner/subprocess.h"
 
 namespace kernelgym {
 
@@ -31,11 +33,35 @@ struct HarnessRun {
   double correctness_seconds = 0;
 };
 
-struct HarnessPaths {
-  std::filesystem::path harness_program;
-  std::filesystem::path shared_object;
+// A started harness waiting for its job: libtorch loaded, nothing else in the process yet.
+// Starting one costs ~0.45 s (the dynamic loader, mostly), so the backend starts the next one
+// while the caller is busy elsewhere (compiling, thinking) and hands it the next evaluation.
+// The candidate's shared object arrives later through `slot_dir`, which is bound into the
+// sandbox. Owned by one thread; destroying it kills the process and removes the slot.
+struct HarnessProcess {
+  HarnessProcess() = default;
+  HarnessProcess(const HarnessProcess&) = delete;
+  HarnessProcess& operator=(const HarnessProcess&) = delete;
+  ~HarnessProcess();
+
+  bool Running();  // false when it has died since it started
+
+  ChildProcess child;
+  int control_fd = -1;  // runner -> harness (a socket, so writes cannot raise SIGPIPE)
+  int report_fd = -1;   // harness -> runner
+  std::filesystem::path slot_dir;  // the kernel goes here as kernel.so
+  std::string slot_in_sandbox;     // the same folder as the harness sees it
+  int threads = 1;
 };
 
-HarnessRun RunHarnessSession(const Task& task, const HarnessPaths& paths, const EvalOptions& options);
+// Starts a harness pinned to `cpus` (it moves itself to the job's CPUs when the job arrives).
+// nullptr with `error` set when it cannot start.
+std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harness_program,
+                                             const std::filesystem::path& scratch_root, int threads,
+                                             const std::vector<int>& cpus, std::string& error);
+
+// Runs one evaluation's correctness trials (and timing) in `process`, which it consumes.
+HarnessRun RunHarnessSession(const Task& task, const std::filesystem::path& shared_object,
+                             std::unique_ptr<HarnessProcess> process, const EvalOptions& options);
 
 }  // namespace kernelgym

@@ -9,6 +9,8 @@
 //   timing     after the runner says kProceed: reference and candidate interleaved, every
 //              timed output checked against the reference's output for the same inputs.
 #include <dlfcn.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <immintrin.h>
 #include <omp.h>
 #include <time.h>
@@ -68,6 +70,27 @@ Frame ReadFrame(int fd) {
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) _exit(0);  // the runner went away or decided to stop: nothing to report
     decoder.Feed(buf, static_cast<std::size_t>(n));
+  }
+}
+
+// The CPUs and limits of this job. A pre-started harness waited for its job on other CPUs
+// (loading libtorch must not disturb a measurement in progress); no thread exists yet but this
+// one, so every thread started later (OpenMP, libtorch) inherits the placement.
+void ApplyPlacementAndLimits(const HarnessJob& job) {
+  if (!job.cpus.empty()) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : job.cpus) CPU_SET(c, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) != 0) Fatal(std::string("sched_setaffinity: ") + strerror(errno));
+  }
+  if (job.cpu_seconds > 0) {
+    const rlim_t cpu = static_cast<rlim_t>(job.cpu_seconds);
+    struct rlimit limit{cpu, cpu};
+    setrlimit(RLIMIT_CPU, &limit);
+  }
+  if (job.address_space > 0) {
+    struct rlimit limit{job.address_space, job.address_space};
+    setrlimit(RLIMIT_AS, &limit);
   }
 }
 
@@ -402,6 +425,7 @@ int main(int argc, char** argv) {
     kernelgym::Fatal(std::string("bad job: ") + e.what());
   }
   kernelgym::report::Init(report_fd, job.cookie);
+  kernelgym::ApplyPlacementAndLimits(job);
   kernelgym::Harness harness(std::move(job));
   harness.control_fd = control_fd;
   harness.Run();
