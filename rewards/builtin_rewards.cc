@@ -1,0 +1,250 @@
+// The built-in rewards. Each is a few lines of policy over the result record; the shared parts
+// (reading a config strictly, penalties per outcome, the measured speedup) are at the top.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "rewards/reward.h"
+
+namespace kernelgym {
+namespace {
+
+using nlohmann::json;
+
+// Reads a reward's JSON config: typed fields with defaults and bounds; any field it does not
+// know is an error, so a typo in a config never silently falls back to a default.
+class ConfigReader {
+ public:
+  ConfigReader(const json& config, std::string reward, std::string& error)
+      : config_(config), reward_(std::move(reward)), error_(error) {}
+
+  double Number(const std::string& key, double fallback, double min, double max) {
+    known_.insert(key);
+    if (!config_.contains(key)) return fallback;
+    const json& v = config_[key];
+    if (!v.is_number()) return Fail(key, "must be a number"), fallback;
+    const double x = v.get<double>();
+    if (!std::isfinite(x) || x < min || x > max)
+      return Fail(key, "must be within [" + Str(min) + ", " + Str(max) + "]"), fallback;
+    return x;
+  }
+
+  // Penalties per failure outcome, each <= 0, under "penalties": {...}.
+  std::map<Outcome, double> Penalties(double compile, double incorrect, double crash, double violation,
+                                      double implausible) {
+    std::map<Outcome, double> p{{Outcome::kCompileFailure, compile}, {Outcome::kIncorrect, incorrect},
+                                {Outcome::kCrash, crash},            {Outcome::kViolation, violation},
+                                {Outcome::kImplausible, implausible}};
+    known_.insert("penalties");
+    if (!config_.contains("penalties")) return p;
+    const json& given = config_["penalties"];
+    if (!given.is_object()) return Fail("penalties", "must be an object"), p;
+    for (const auto& [key, value] : given.items()) {
+      bool matched = false;
+      for (auto& [outcome, penalty] : p) {
+        if (OutcomeName(outcome) != key) continue;
+        matched = true;
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() > 0)
+          Fail("penalties." + key, "must be a number <= 0");
+        else
+          penalty = value.get<double>();
+      }
+      if (!matched) Fail("penalties." + key, "is not an outcome (compile_failure, incorrect, crash, violation, implausible)");
+    }
+    return p;
+  }
+
+  // True when the config was valid; reports the first unknown field otherwise.
+  bool Finish() {
+    for (const auto& [key, value] : config_.items())
+      if (!known_.count(key)) Fail(key, "is not a field of this reward");
+    return error_.empty();
+  }
+
+ private:
+  void Fail(const std::string& field, const std::string& message) {
+    if (error_.empty()) error_ = "reward '" + reward_ + "': " + field + ": " + message;
+  }
+  static std::string Str(double x) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", x);
+    return buf;
+  }
+
+  const json& config_;
+  std::string reward_;
+  std::string& error_;
+  std::set<std::string> known_;
+};
+
+constexpr double kMaxCap = 1e6;
+
+// The measured speedup of a correct, timed result; 0 when there is none.
+double MeasuredSpeedup(const EvalResult& r) {
+  if (r.status != Status::kOk || !r.timing) return 0;
+  const double s = r.timing->speedup;
+  return std::isfinite(s) && s > 0 ? s : 0;
+}
+
+double MinPenalty(const std::map<Outcome, double>& penalties) {
+  double m = 0;
+  for (const auto& [o, p] : penalties) m = std::min(m, p);
+  return m;
+}
+
+// A penalty for failures, 0 for environment errors (not the policy's fault).
+double PenaltyFor(const std::map<Outcome, double>& penalties, Outcome outcome) {
+  auto it = penalties.find(outcome);
+  return it == penalties.end() ? 0 : it->second;
+}
+
+class Speedup final : public Reward {
+ public:
+  explicit Speedup(double cap) : cap_(cap) {}
+  double Compute(const RewardContext& c) const override { return std::min(MeasuredSpeedup(c.result), cap_); }
+  RewardRange range() const override { return {0, cap_}; }
+
+ private:
+  double cap_;
+};
+
+class LogSpeedup final : public Reward {
+ public:
+  LogSpeedup(double cap, std::map<Outcome, double> penalties) : log_cap_(std::log(cap)), penalties_(std::move(penalties)) {}
+  double Compute(const RewardContext& c) const override {
+    const Outcome o = OutcomeOf(c.result);
+    if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
+    const double s = MeasuredSpeedup(c.result);
+    return s > 0 ? std::clamp(std::log(s), -log_cap_, log_cap_) : 0;
+  }
+  RewardRange range() const override { return {std::min(MinPenalty(penalties_), -log_cap_), log_cap_}; }
+
+ private:
+  double log_cap_;
+  std::map<Outcome, double> penalties_;
+};
+
+// Improvement over the best so far, in log-speedup, never negative: the sum over an episode is
+// the log of the final best over the starting point, whatever the path.
+class LogSpeedupGain final : public Reward {
+ public:
+  LogSpeedupGain(double cap, std::map<Outcome, double> penalties) : log_cap_(std::log(cap)), penalties_(std::move(penalties)) {}
+  double Compute(const RewardContext& c) const override {
+    const Outcome o = OutcomeOf(c.result);
+    if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
+    const double s = MeasuredSpeedup(c.result);
+    if (s <= 0 || c.best_speedup <= 0 || !std::isfinite(c.best_speedup)) return 0;
+    return std::clamp(std::log(s) - std::log(c.best_speedup), 0.0, log_cap_);
+  }
+  RewardRange range() const override { return {MinPenalty(penalties_), log_cap_}; }
+
+ private:
+  double log_cap_;
+  std::map<Outcome, double> penalties_;
+};
+
+class FastP final : public Reward {
+ public:
+  explicit FastP(double p) : p_(p) {}
+  double Compute(const RewardContext& c) const override { return MeasuredSpeedup(c.result) > p_ ? 1 : 0; }
+  RewardRange range() const override { return {0, 1}; }
+
+ private:
+  double p_;
+};
+
+class Piecewise final : public Reward {
+ public:
+  Piecewise(std::map<Outcome, double> penalties, double slower, double faster, double per_speedup, double cap)
+      : penalties_(std::move(penalties)), slower_(slower), faster_(faster), per_speedup_(per_speedup), cap_(cap) {}
+  double Compute(const RewardContext& c) const override {
+    const Outcome o = OutcomeOf(c.result);
+    if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
+    const double s = MeasuredSpeedup(c.result);
+    if (s <= 1) return slower_;
+    return faster_ + per_speedup_ * (std::min(s, cap_) - 1);
+  }
+  RewardRange range() const override {
+    return {std::min({MinPenalty(penalties_), slower_, faster_}),
+            std::max(slower_, faster_ + per_speedup_ * (cap_ - 1))};
+  }
+
+ private:
+  std::map<Outcome, double> penalties_;
+  double slower_, faster_, per_speedup_, cap_;
+};
+
+// Per-turn score for discounted multi-turn training (as Kevin-32B's: a bonus for a correct
+// kernel plus its speedup); the trainer discounts and sums over turns.
+class Kevin final : public Reward {
+ public:
+  Kevin(double correct_weight, double cap) : correct_weight_(correct_weight), cap_(cap) {}
+  double Compute(const RewardContext& c) const override {
+    if (OutcomeOf(c.result) != Outcome::kCorrect) return 0;
+    return correct_weight_ + std::min(MeasuredSpeedup(c.result), cap_);
+  }
+  RewardRange range() const override { return {0, correct_weight_ + cap_}; }
+
+ private:
+  double correct_weight_, cap_;
+};
+
+}  // namespace
+
+void RegisterBuiltinRewards() {
+  RewardRegistry& r = RewardRegistry::Global();
+  r.Register("log_speedup_gain",
+             "gain in log-speedup over the best so far (>= 0); penalties for failures. The default.",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "log_speedup_gain", error);
+               const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
+               auto penalties = c.Penalties(-0.1, -0.1, -0.2, -1, -1);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<LogSpeedupGain>(cap, std::move(penalties));
+             });
+  r.Register("speedup", "the speedup over the reference when correct, else 0; capped",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "speedup", error);
+               const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<Speedup>(cap);
+             });
+  r.Register("log_speedup", "log of the speedup when correct (clamped to +-log cap), else a penalty",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "log_speedup", error);
+               const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
+               auto penalties = c.Penalties(-1, -1, -1, -2, -2);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<LogSpeedup>(cap, std::move(penalties));
+             });
+  r.Register("fast_p", "1 when correct and faster than p times the reference, else 0",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "fast_p", error);
+               const double p = c.Number("p", 1.0, 0, kMaxCap);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<FastP>(p);
+             });
+  r.Register("piecewise", "a schedule: penalties for failures, `slower` when correct but not faster, "
+                          "`faster` + per_speedup * (speedup - 1) when faster (speedup capped)",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "piecewise", error);
+               auto penalties = c.Penalties(-1, -0.5, -1, -1, -1);
+               const double slower = c.Number("slower", 0.1, -1e3, 1e3);
+               const double faster = c.Number("faster", 1.0, -1e3, 1e3);
+               const double per_speedup = c.Number("per_speedup", 1.0, 0, 1e3);
+               const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<Piecewise>(std::move(penalties), slower, faster, per_speedup, cap);
+             });
+  r.Register("kevin", "per-turn score for multi-turn training: correct_weight + speedup when correct, else 0",
+             [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
+               ConfigReader c(config, "kevin", error);
+               const double weight = c.Number("correct_weight", 0.3, 0, 1e3);
+               const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
+               if (!c.Finish()) return nullptr;
+               return std::make_unique<Kevin>(weight, cap);
+             });
+}
+
+}  // namespace kernelgym
