@@ -4,6 +4,13 @@ find_package(PkgConfig REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)        # nlohmann_json::nlohmann_json (task files, result JSON)
 find_package(CLI11 REQUIRED)                     # CLI11::CLI11 (command line)
 find_package(spdlog REQUIRED)                    # spdlog::spdlog (logging)
+find_package(msgpack-cxx CONFIG QUIET)           # upstream name for msgpack-cxx >= 6
+if(msgpack-cxx_FOUND)
+  set(KERNELGYM_MSGPACK_TARGET msgpack-cxx)
+else()
+  find_package(msgpack 4 CONFIG REQUIRED)         # Debian 12 (4.1.3): target msgpackc-cxx
+  set(KERNELGYM_MSGPACK_TARGET msgpackc-cxx)
+endif()
 find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256 for the compile cache)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)   # PkgConfig::SECCOMP
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)        # PkgConfig::LIBELF (symbol policy)

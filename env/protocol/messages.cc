@@ -1,0 +1,49 @@
+#include "env/protocol/messages.h"
+
+#include <array>
+#include <utility>
+
+namespace kernelgym::protocol {
+namespace {
+
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kCodes{{
+    {ErrorCode::kBadRequest, "BAD_REQUEST"},
+    {ErrorCode::kUnsupportedVersion, "UNSUPPORTED_VERSION"},
+    {ErrorCode::kUnknownOp, "UNKNOWN_OP"},
+    {ErrorCode::kUnknownEnv, "UNKNOWN_ENV"},
+    {ErrorCode::kUnknownTask, "UNKNOWN_TASK"},
+    {ErrorCode::kUnknownReward, "UNKNOWN_REWARD"},
+    {ErrorCode::kUnknownBackend, "UNKNOWN_BACKEND"},
+    {ErrorCode::kInvalidAction, "INVALID_ACTION"},
+    {ErrorCode::kNoRunner, "NO_RUNNER"},
+    {ErrorCode::kRunnerLost, "RUNNER_LOST"},
+    {ErrorCode::kOverloaded, "OVERLOADED"},
+    {ErrorCode::kInternal, "INTERNAL"},
+}};
+
+}  // namespace
+
+std::string_view ErrorCodeName(ErrorCode code) {
+  for (const auto& [c, name] : kCodes)
+    if (c == code) return name;
+  return "INTERNAL";
+}
+
+std::optional<ErrorCode> ParseErrorCode(std::string_view name) {
+  for (const auto& [c, n] : kCodes)
+    if (n == name) return c;
+  return std::nullopt;
+}
+
+std::string_view ActionKind(const Action& action) {
+  static constexpr std::string_view kKinds[] = {"replace", "edit", "patch", "knobs", "revert", "submit"};
+  return kKinds[action.index()];
+}
+
+std::string_view OpName(const RequestBody& body) {
+  static constexpr std::string_view kOps[] = {"hello",    "tasks.list", "tasks.get", "env.make", "env.reset",
+                                              "env.step", "env.fork",   "env.close", "stats"};
+  return kOps[body.index()];
+}
+
+}  // namespace kernelgym::protocol

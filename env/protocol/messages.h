@@ -1,0 +1,132 @@
+// The client protocol's messages as plain C++ types (docs/protocol.md is the contract). msgpack
+// never leaves this folder: the codec (codec.h) turns bytes into these types and back.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kernelgym::protocol {
+
+inline constexpr int kVersion = 1;
+inline constexpr std::size_t kMaxMessageBytes = std::size_t{8} << 20;
+
+// One enum on the wire (as its name, e.g. "UNKNOWN_ENV"), mirrored as typed exceptions in the
+// Python client.
+enum class ErrorCode {
+  kBadRequest,          // malformed bytes, wrong types, missing or unknown fields, too large
+  kUnsupportedVersion,  // `v` is not a version this server speaks
+  kUnknownOp,
+  kUnknownEnv,
+  kUnknownTask,
+  kUnknownReward,
+  kUnknownBackend,
+  kInvalidAction,       // an action that cannot be applied (in env.step it is an observation instead)
+  kNoRunner,            // no connected runner serves the backend
+  kRunnerLost,          // the runner died and the retries are spent
+  kOverloaded,          // queues full: retry after `details.retry_after_s`
+  kInternal,
+};
+
+std::string_view ErrorCodeName(ErrorCode code);
+std::optional<ErrorCode> ParseErrorCode(std::string_view name);
+
+struct Error {
+  ErrorCode code = ErrorCode::kInternal;
+  std::string message;
+  std::map<std::string, std::string> details;
+  bool operator==(const Error&) const = default;
+};
+
+// ---- actions (the `action` of env.step) ----
+struct ReplaceAction {
+  std::string source;
+  bool operator==(const ReplaceAction&) const = default;
+};
+struct EditBlock {
+  std::string search, replace;
+  bool operator==(const EditBlock&) const = default;
+};
+struct EditAction {
+  std::vector<EditBlock> edits;
+  bool operator==(const EditAction&) const = default;
+};
+struct PatchAction {
+  std::string diff;  // unified diff against the current source
+  bool operator==(const PatchAction&) const = default;
+};
+using KnobValue = std::variant<int64_t, double, std::string>;
+struct KnobsAction {
+  std::map<std::string, KnobValue> values;
+  bool operator==(const KnobsAction&) const = default;
+};
+struct RevertAction {
+  int64_t to_step = 0;
+  bool operator==(const RevertAction&) const = default;
+};
+struct SubmitAction {
+  bool operator==(const SubmitAction&) const = default;
+};
+using Action = std::variant<ReplaceAction, EditAction, PatchAction, KnobsAction, RevertAction, SubmitAction>;
+std::string_view ActionKind(const Action& action);
+
+// ---- requests ----
+struct HelloRequest {
+  bool operator==(const HelloRequest&) const = default;
+};
+struct TasksListRequest {
+  std::string suite;  // empty: all
+  bool operator==(const TasksListRequest&) const = default;
+};
+struct TasksGetRequest {
+  std::string task;
+  bool operator==(const TasksGetRequest&) const = default;
+};
+struct EnvMakeRequest {
+  std::string task;
+  std::string backend = "cpu";
+  std::string reward = "log_speedup_gain";
+  nlohmann::json reward_config = nlohmann::json::object();  // the reward's own config (JSON-like map)
+  int64_t max_steps = 0;     // 0: the server's default
+  double time_budget_s = 0;  // 0: the server's default
+  bool record = false;
+  bool operator==(const EnvMakeRequest&) const = default;
+};
+struct EnvResetRequest {
+  std::string env;
+  std::optional<uint64_t> seed;  // none: the server draws one
+  bool operator==(const EnvResetRequest&) const = default;
+};
+struct EnvStepRequest {
+  std::string env;
+  Action action;
+  bool operator==(const EnvStepRequest&) const = default;
+};
+struct EnvForkRequest {
+  std::string env;
+  bool operator==(const EnvForkRequest&) const = default;
+};
+struct EnvCloseRequest {
+  std::string env;
+  bool operator==(const EnvCloseRequest&) const = default;
+};
+struct StatsRequest {
+  bool operator==(const StatsRequest&) const = default;
+};
+
+using RequestBody = std::variant<HelloRequest, TasksListRequest, TasksGetRequest, EnvMakeRequest, EnvResetRequest,
+                                 EnvStepRequest, EnvForkRequest, EnvCloseRequest, StatsRequest>;
+std::string_view OpName(const RequestBody& body);
+
+struct Request {
+  int v = kVersion;
+  uint64_t id = 0;  // chosen by the client; echoed in the reply (replies may come out of order)
+  RequestBody body;
+  bool operator==(const Request&) const = default;
+};
+
+}  // namespace kernelgym::protocol
