@@ -9,7 +9,7 @@ PACKAGES=(
   libtorch-dev libopenblas0-pthread            # OpenBLAS: without it libtorch runs on netlib BLAS, ~25x slower
   libgtest-dev libgmock-dev libbenchmark-dev
   libseccomp-dev bubblewrap libelf-dev libssl-dev
-  libcli11-dev libspdlog-dev
+  libcli11-dev libspdlog-dev patch              # patch: applies unified-diff actions
 )
 
 missing=()
