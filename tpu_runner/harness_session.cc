@@ -52,6 +52,7 @@ std::string DescribeMismatch(const OutputCheck& c) {
 struct Phase {
   std::string name = "start";
   int trial = -1;
+  double seconds = 0;  // the phase's wall-clock allowance
   Clock::time_point deadline;
 };
 
@@ -133,6 +134,7 @@ class Session {
   void SetPhase(const std::string& name, int trial, double seconds) {
     phase_.name = name;
     phase_.trial = trial;
+    phase_.seconds = seconds;
     phase_.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
 
@@ -162,9 +164,8 @@ class Session {
       const auto now = Clock::now();
       if (now >= phase_.deadline) {
         process_->child.Kill();
-        const double limit = phase_.name == "timing" ? TimingLimit() : options_.call_timeout_seconds;
         if (CandidatePhase())
-          Fail(Status::kTimeout, "the kernel did not return within its time limit (" + Seconds(limit) + " wall clock) during " + Where(),
+          Fail(Status::kTimeout, "the kernel did not return within its time limit (" + Seconds(phase_.seconds) + " wall clock) during " + Where(),
                phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness);
         else
           Fail(Status::kInternalError, "the harness did not finish " + Where() + " in time");
@@ -326,7 +327,6 @@ class Session {
       s.discarded = row.at(6).get<bool>();
       run_.samples.push_back(s);
     }
-    run_.timing_converged = f.meta.value("converged", false);
     run_.timing_seconds = f.meta.value("seconds", 0.0);
     const json& mismatch = f.meta["mismatch"];
     if (!mismatch.is_null()) {

@@ -24,7 +24,6 @@ struct HarnessRun {
   std::vector<std::string> details;
   CorrectnessReport correctness;
   std::vector<TimingSample> samples;
-  bool timing_converged = false;
   double timing_seconds = 0;
   double reference_alone_ns = 0;
   std::map<std::string, double> counters;

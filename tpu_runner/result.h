@@ -65,7 +65,6 @@ struct CorrectnessReport {
   std::vector<uint64_t> seeds;
   std::vector<OutputCheck> checks;  // the worst (first failing, else last) check per output
   bool deterministic = true;
-  int timed_outputs_verified = 0;   // outputs of timed calls compared against the reference
 };
 
 struct TimingSample {

@@ -17,17 +17,8 @@ ProcessResult Cli(const std::vector<std::string>& args) {
   return RunProcess(options, 120);
 }
 
-// A source file in a temporary folder removed when the test binary exits.
 std::string TempSource(const std::string& name, const std::string& text) {
-  static const struct Folder {
-    std::filesystem::path path = std::filesystem::temp_directory_path() / ("kernelgym-cli-test-" + std::to_string(getpid()));
-    Folder() { std::filesystem::create_directories(path); }
-    ~Folder() {
-      std::error_code ec;
-      std::filesystem::remove_all(path, ec);
-    }
-  } folder;
-  const auto path = folder.path / (name + ".cpp");
+  const auto path = TestTempDir() / (name + ".cpp");
   std::ofstream(path) << text;
   return path.string();
 }

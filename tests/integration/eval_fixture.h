@@ -7,6 +7,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <unistd.h>
 
 #include "datasets/suite.h"
 #include "env/runner_config.h"
@@ -43,5 +44,20 @@ inline std::string ReadText(const std::filesystem::path& path) {
 }
 
 inline std::filesystem::path SourceDir() { return KERNELGYM_SOURCE_DIR; }
+
+// A folder of this test process's own under the system temp folder, created on first use and
+// removed when the test binary exits.
+inline const std::filesystem::path& TestTempDir() {
+  static const struct Folder {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("kernelgym-test-" + std::to_string(getpid()));
+    Folder() { std::filesystem::create_directories(path); }
+    ~Folder() {
+      std::error_code ec;
+      std::filesystem::remove_all(path, ec);
+    }
+  } folder;
+  return folder.path;
+}
 
 }  // namespace kernelgym::testing

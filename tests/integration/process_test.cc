@@ -69,15 +69,7 @@ TEST(SubprocessTest, AMissingProgramIsAnError) {
 // Builds a shared object the way the compiler stage does (version script included, unless
 // `hide` is false) and returns its path.
 fs::path BuildSo(const std::string& name, const std::string& source, bool hide = true) {
-  static const struct Folder {  // removed when the test binary exits
-    fs::path path = fs::temp_directory_path() / ("kernelgym-symbols-" + std::to_string(getpid()));
-    Folder() { fs::create_directories(path); }
-    ~Folder() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } folder;
-  const fs::path& dir = folder.path;
+  const fs::path& dir = TestTempDir();
   std::ofstream(dir / (name + ".cpp")) << source;
   std::ofstream(dir / "exports.map") << "{ global: kernel; local: *; };\n";
   const fs::path so = dir / (name + ".so");

@@ -7,23 +7,11 @@
 namespace kernelgym::testing {
 namespace fs = std::filesystem;
 
-// Removed when the test binary exits.
-const fs::path& TempRoot() {
-  static const struct Root {
-    fs::path path = fs::temp_directory_path() / ("kernelgym-task-errors-" + std::to_string(getpid()));
-    ~Root() {
-      std::error_code ec;
-      fs::remove_all(path, ec);
-    }
-  } root;
-  return root.path;
-}
-
 namespace {
 
 // A copy of cpu/softmax_rows under a temporary suites root, with reference.py replaced.
 Task SoftmaxWithReference(const std::string& name, const std::string& reference) {
-  const fs::path root = TempRoot() / name;
+  const fs::path root = TestTempDir() / name;
   const fs::path dir = root / "cpu" / "softmax_rows";
   fs::create_directories(dir);
   const fs::path original = SourceDir() / "datasets/suites/cpu/softmax_rows";
@@ -72,7 +60,7 @@ namespace {
 // A harness that dies at once (here: a stand-in that exits 3 without reading its job) is an
 // internal error with the exit status in the message, and the runner process survives it.
 TEST(EnvironmentErrorsTest, AHarnessThatDiesAtOnceIsAnInternalError) {
-  const fs::path tools = TempRoot() / "tools";
+  const fs::path tools = TestTempDir() / "tools";
   fs::create_directories(tools);
   std::ofstream(tools / "kernelgym-harness") << "#!/bin/sh\nexit 3\n";
   fs::permissions(tools / "kernelgym-harness", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
