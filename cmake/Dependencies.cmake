@@ -11,6 +11,7 @@ else()
   find_package(msgpack 4 CONFIG REQUIRED)         # Debian 12 (4.1.3): target msgpackc-cxx
   set(KERNELGYM_MSGPACK_TARGET msgpackc-cxx)
 endif()
+find_package(cppzmq REQUIRED)                    # cppzmq (ZeroMQ C++ bindings over libzmq: client/server transport)
 find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256 for the compile cache)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)   # PkgConfig::SECCOMP
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)        # PkgConfig::LIBELF (symbol policy)

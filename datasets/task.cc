@@ -1,5 +1,6 @@
 #include "datasets/task.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <fstream>
@@ -141,6 +142,89 @@ std::vector<std::string> StringList(const json& v, const std::string& path) {
   return out;
 }
 
+bool IsKnobName(const std::string& name) {
+  if (name.empty() || !std::isupper(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
+    if (!std::isupper(static_cast<unsigned char>(c)) && !std::isdigit(static_cast<unsigned char>(c)) && c != '_')
+      return false;
+  return true;
+}
+
+// True when `word` occurs in `text` as a whole identifier.
+bool UsesIdentifier(const std::string& text, const std::string& word) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t pos = text.find(word); pos != std::string::npos; pos = text.find(word, pos + 1)) {
+    const bool left = pos == 0 || !ident(text[pos - 1]);
+    const bool right = pos + word.size() == text.size() || !ident(text[pos + word.size()]);
+    if (left && right) return true;
+  }
+  return false;
+}
+
+std::string ListValues(const std::vector<Knob::Value>& values) {
+  std::string out;
+  for (const Knob::Value& v : values) out += (out.empty() ? "" : ", ") + KnobValueText(v);
+  return out;
+}
+
+// A value of the kind `ints` says, or a FieldError at `path`.
+Knob::Value ParseKnobValue(const json& v, bool ints, const std::string& path) {
+  if (ints) {
+    if (!v.is_number_integer()) Fail(path, "must be an integer (the knob's values are integers)");
+    return v.get<int64_t>();
+  }
+  if (!v.is_string()) Fail(path, "must be a string (the knob's values are strings)");
+  const std::string text = v.get<std::string>();
+  if (text.empty()) Fail(path, "must be a non-empty string");
+  // The value becomes the rest of a #define line: one line, no continuation, no comment.
+  for (char c : text)
+    if (std::iscntrl(static_cast<unsigned char>(c)) || c == '\\')
+      Fail(path, "'" + text + "' must be printable, on one line, without backslashes");
+  if (text.find("//") != std::string::npos || text.find("/*") != std::string::npos)
+    Fail(path, "'" + text + "' must not contain a comment");
+  return text;
+}
+
+std::vector<Knob> ParseKnobs(const json& v, const Task& task) {
+  if (!v.is_object() || v.empty())
+    Fail("knobs", "must be a non-empty object {\"NAME\": {\"values\": [...], \"default\": value}, ...}");
+  std::vector<Knob> knobs;
+  for (const auto& [name, spec] : v.items()) {
+    const std::string path = "knobs." + name;
+    if (!IsKnobName(name))
+      Fail(path, "knob names must be UPPER_CASE C identifiers (A-Z, 0-9, _; starting with a letter)");
+    for (const SizeParam& s : task.sizes)
+      if (s.name == name) Fail(path, "is also a size name: its #define would rewrite the kernel's signature");
+    for (const auto* list : {&task.inputs, &task.outputs})
+      for (const TensorSpec& t : *list)
+        if (t.name == name) Fail(path, "is also a tensor name: its #define would rewrite the kernel's signature");
+    if (!spec.is_object()) Fail(path, "must be an object {\"values\": [...], \"default\": value}");
+    for (const auto& [key, unused] : spec.items())
+      if (key != "values" && key != "default") Fail(path + "." + key, "unknown field (values, default)");
+    Knob knob;
+    knob.name = name;
+    const json& values = Require(spec, "values", path);
+    if (!values.is_array() || values.empty())
+      Fail(path + ".values", "must be a non-empty array of integers or of strings");
+    if (!values[0].is_number_integer() && !values[0].is_string())
+      Fail(path + ".values[0]", "must be an integer or a string");
+    const bool ints = values[0].is_number_integer();
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      Knob::Value value = ParseKnobValue(values[i], ints, path + ".values[" + std::to_string(i) + "]");
+      for (const Knob::Value& prev : knob.values)
+        if (prev == value) Fail(path + ".values", "duplicate value " + KnobValueText(value));
+      knob.values.push_back(std::move(value));
+    }
+    knob.default_value = ParseKnobValue(Require(spec, "default", path), ints, path + ".default");
+    if (std::find(knob.values.begin(), knob.values.end(), knob.default_value) == knob.values.end())
+      Fail(path + ".default",
+           KnobValueText(knob.default_value) + " is not one of the values (" + ListValues(knob.values) + ")");
+    knobs.push_back(std::move(knob));
+  }
+  std::sort(knobs.begin(), knobs.end(), [](const Knob& a, const Knob& b) { return a.name < b.name; });
+  return knobs;
+}
+
 Task ParseTask(const json& root, const std::filesystem::path& dir) {
   Task task;
   task.dir = dir;
@@ -219,6 +303,23 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
   }
   if (task.reference_source.find("def reference(") == std::string::npos)
     Fail("reference", "'" + reference_file + "' must define `def reference(...)`");
+
+  if (root.contains("knobs")) {
+    task.knobs = ParseKnobs(root["knobs"], task);
+    const std::string template_file = root.contains("template") ? RequireString(root, "template", "") : "template.cpp";
+    if (template_file.find('/') != std::string::npos || template_file == "." || template_file == "..")
+      Fail("template", "must be a file name inside the task folder, not a path");
+    try {
+      task.template_source = ReadFile(dir / template_file);
+    } catch (const FieldError&) {
+      Fail("template", "file '" + template_file + "' cannot be read (a task with knobs needs its template)");
+    }
+    for (const Knob& knob : task.knobs)
+      if (!UsesIdentifier(task.template_source, knob.name))
+        Fail("knobs." + knob.name, "'" + template_file + "' never uses it");
+  } else if (root.contains("template")) {
+    Fail("template", "is given but the task declares no knobs");
+  }
   return task;
 }
 
@@ -250,6 +351,11 @@ const char* CType(DType dtype) {
 }
 
 }  // namespace
+
+std::string KnobValueText(const Knob::Value& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
+  return std::get<std::string>(value);
+}
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace kernelgym {
@@ -52,6 +53,19 @@ struct KernelPolicy {
   std::vector<std::string> allowed_libraries{"libc", "libm", "libgomp", "libstdc++", "libgcc_s"};
 };
 
+// One parameter of a task's knob template (the `knobs` action): a finite domain of integers or of
+// strings, all of one kind. A chosen value reaches the template as the line `#define NAME value`.
+struct Knob {
+  using Value = std::variant<int64_t, std::string>;
+  std::string name;           // an UPPER_CASE C identifier, not a size or tensor name of the task
+  std::vector<Value> values;  // the domain, in task.json's order; non-empty, no duplicates
+  Value default_value;        // one of `values`: what a knob not given in an action takes
+};
+
+// How a knob value is written after `#define NAME ` (and in messages): an integer in decimal, a
+// string as it is (a token such as `std::exp`, not a C string literal).
+std::string KnobValueText(const Knob::Value& value);
+
 struct Task {
   std::string id;  // "suite/name"
   std::string category;
@@ -71,6 +85,8 @@ struct Task {
   std::filesystem::path dir;
   std::string reference_source;  // TorchScript defining `reference`
   std::string starter_source;    // naive C++ kernel
+  std::vector<Knob> knobs;       // sorted by name; empty: the task has no knob template
+  std::string template_source;   // the kernel the knobs' #define lines are prepended to (when knobs)
 
   std::string Suite() const { return id.substr(0, id.find('/')); }
 };

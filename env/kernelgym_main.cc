@@ -1,17 +1,23 @@
 // kernelgym: the command line.
 //   kernelgym eval --task cpu/softmax_rows --source my_kernel.cpp [--json]
 //   kernelgym tasks [--json]
+//   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5]
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
+#include <csignal>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "datasets/suite.h"
 #include "env/runner_config.h"
+#include "env/serve_command.h"
+#include "datasets/trajectory/dataset_command.h"
 #include "tpu_runner/backend.h"
+#include "tpu_runner/host/runner_host.h"
 #include "tpu_runner/result_json.h"
 
 namespace {
@@ -64,6 +70,23 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   return result.status == Status::kOk ? 0 : 1;
 }
 
+// Set by SIGTERM/SIGINT: the runner finishes its current job, sends the result and exits 0.
+std::atomic<bool> g_stop_runner{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "a signal handler may only touch a lock-free atomic");
+extern "C" void StopRunner(int) { g_stop_runner.store(true); }
+
+int Runner(RunnerHostOptions options) {
+  struct sigaction action {};
+  action.sa_handler = StopRunner;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;  // evaluations in progress keep their system calls
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  RegisterBuiltinBackends();
+  options.backend_config = DefaultBackendConfig();
+  return RunRunnerHost(options, g_stop_runner);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -91,7 +114,46 @@ int main(int argc, char** argv) {
   eval->add_option("--budget", budget, "timing budget in seconds")->capture_default_str()->check(CLI::Range(0.05, 600.0));
   eval->add_flag("--no-timing", no_timing, "stop after correctness");
 
+  RunnerHostOptions runner_options;
+  CLI::App* runner = app.add_subcommand("runner", "evaluate jobs for a kernelgym server (until SIGTERM)");
+  runner->add_option("--connect", runner_options.endpoint, "the server's runner endpoint, e.g. tcp://10.0.0.2:5556")
+      ->required();
+  runner->add_option("--backend", runner_options.backends, "a backend to serve (repeatable)")->capture_default_str();
+  runner->add_option("--id", runner_options.runner_id, "runner id (default host:pid:random)");
+  runner->add_option("--heartbeat-s", runner_options.heartbeat_interval_s,
+                     "heartbeat interval until the server's welcome sets one")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 60.0));
+  runner->add_option("--server-silence-s", runner_options.server_silence_s,
+                     "reconnect and say hello again after hearing nothing from the server this long")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  runner->add_option("--slots", runner_options.slots, "jobs evaluated at once")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+
+  ServeCommand serve;
+  AddServeCommand(app, serve);
+
+  std::string store, format = "transitions", out = "-";
+  CLI::App* dataset = app.add_subcommand("dataset", "read a trajectory store (docs/dataset.md)");
+  dataset->require_subcommand(1);
+  CLI::App* dataset_export = dataset->add_subcommand("export", "write the store's records in a standard format");
+  dataset_export->add_option("--store", store, "the trajectory store folder")->required();
+  dataset_export->add_option("--format", format, "transitions | sft")->capture_default_str();
+  dataset_export->add_option("--out", out, "output file (JSON lines); - for stdout")->capture_default_str();
+  CLI::App* dataset_stats = dataset->add_subcommand("stats", "summarize a store");
+  dataset_stats->add_option("--store", store, "the trajectory store folder")->required();
+  dataset_stats->add_flag("--json", as_json, "print JSON");
+
   CLI11_PARSE(app, argc, argv);
+  if (serve.app->parsed()) return RunServeCommand(serve, suites);
+  if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr);
+  if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
+  if (runner->parsed()) {
+    runner_options.suites_root = suites;
+    return Runner(runner_options);
+  }
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);
   if (tasks->parsed()) return ListTasks(registry, as_json);
   return Eval(registry, task_id, source, backend, as_json, samples, budget, no_timing);

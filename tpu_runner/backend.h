@@ -2,6 +2,7 @@
 // See docs/adding_a_backend.md.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -33,11 +34,16 @@ class Backend {
 };
 
 struct BackendConfig {
-  std::string cache_dir;    // compile cache, measured peaks
+  std::string cache_dir;    // compile cache, measured peaks, the host's timing lock: runners on one
+                            // host share it (that is what makes the timing lock host-wide)
   std::string tools_dir;    // where kernelgym-harness and kernelgym-peaks live
   // Start the next harness (loading libtorch takes ~0.45 s) while the caller does something
   // else between evaluations. Off for one-shot use (the CLI), where it would be wasted.
   bool prestart_harness = true;
+  // Called on the evaluating thread, while the host's timing lock is still held, with the window
+  // in which this backend held it (see CpuBackend). For tests and diagnostics; empty: not called.
+  std::function<void(std::chrono::steady_clock::time_point locked, std::chrono::steady_clock::time_point released)>
+      on_timing_window;
 };
 
 using BackendFactory = std::function<std::unique_ptr<Backend>(const BackendConfig&)>;

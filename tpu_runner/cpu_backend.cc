@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 
 #include "tpu_runner/harness_session.h"
 #include "tpu_runner/machine.h"
@@ -21,27 +23,38 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Only one evaluation times on a CPU set at once, across processes: a second timing run on the
-// same cores would be the "busy loop on the same core" case (wall times x5).
-class TimingLock {
+// Correctness and timing (the harness session) run one at a time per host, across runner
+// processes: a second session next to a timing one disturbs its measurements (PLATFORM.md: a
+// busy loop on the same core multiplies wall times by 5; other cores still share caches and
+// memory bandwidth). Compiles run in parallel. flock(2) on <cache_dir>/timing.lock: the runners
+// of a host share the cache folder, and the kernel drops the lock when its holder dies.
+class HostTimingLock {
  public:
-  TimingLock(const fs::path& dir, const std::vector<int>& cpus) {
+  explicit HostTimingLock(const fs::path& cache_dir) {
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    std::string name = "timing-cpus";
-    for (int c : cpus) {
-      name += '-';
-      name += std::to_string(c);
+    fs::create_directories(cache_dir, ec);
+    const fs::path file = cache_dir / "timing.lock";
+    fd_ = open(file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      error_ = "cannot open " + file.string() + ": " + std::strerror(errno);
+      return;
     }
-    fd_ = open((dir / (name + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ >= 0) flock(fd_, LOCK_EX);
+    int rc;
+    do rc = flock(fd_, LOCK_EX); while (rc != 0 && errno == EINTR);
+    if (rc != 0) error_ = "cannot lock " + file.string() + ": " + std::strerror(errno);
   }
-  ~TimingLock() {
-    if (fd_ >= 0) close(fd_);
+  ~HostTimingLock() {
+    if (fd_ >= 0) close(fd_);  // releases the lock
   }
+  HostTimingLock(const HostTimingLock&) = delete;
+  HostTimingLock& operator=(const HostTimingLock&) = delete;
+
+  // Empty when held; otherwise the session runs unserialized and the result says so.
+  const std::string& error() const { return error_; }
 
  private:
   int fd_ = -1;
+  std::string error_;
 };
 
 std::string Format(const char* fmt, double a, double b = 0, double c = 0) {
@@ -69,7 +82,10 @@ std::unique_ptr<HarnessProcess> CpuBackend::TakeHarness(int threads, std::string
     if (spare_ && spare_->threads == threads && spare_->Running()) return std::move(spare_);
     spare_.reset();
   }
-  return StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", threads, TimingCpus(threads), error);
+  // One thread: start off the timing CPU, as PrestartHarness does (the harness moves to the job's
+  // CPUs when the job arrives), so that starting it never disturbs another runner's timing.
+  return StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", threads,
+                      threads <= 1 ? NonTimingCpus(1) : TimingCpus(threads), error);
 }
 
 void CpuBackend::PrestartHarness() {
@@ -122,20 +138,29 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
     return finish(Status::kRejected, Stage::kSymbolCheck, symbols.message);
   }
 
-  // Peaks are measured once per machine, outside any timing window.
-  const MachinePeaks* peaks = options.run_timing ? Peaks() : nullptr;
-  if (options.run_timing && !peaks)
-    return finish(Status::kInternalError, Stage::kTiming, "cannot measure this machine's peaks: " + peaks_error_);
-
-  // 4 + 5. Correctness and timing in the sandboxed harness.
+  // 4 + 5. Correctness and timing in the sandboxed harness, one session per host at a time.
   t = Clock::now();
   std::string harness_error;
-  std::unique_ptr<HarnessProcess> harness = TakeHarness(task.threads, harness_error);
-  if (!harness) return finish(Status::kInternalError, Stage::kCorrectness, harness_error);
+  std::unique_ptr<HarnessProcess> harness;
+  // A single-threaded harness starts off the timing CPU (like the pre-started one), so it needs
+  // no lock; a multi-threaded one starts on the timing CPUs, so only once the lock is held.
+  if (task.threads <= 1) harness = TakeHarness(task.threads, harness_error);
   HarnessRun run;
+  const MachinePeaks* peaks = nullptr;
   {
-    const TimingLock lock(fs::path(config_.cache_dir) / "locks", TimingCpus(task.threads));
+    const auto wait_start = Clock::now();
+    const HostTimingLock lock(config_.cache_dir);
+    const auto locked = Clock::now();
+    result.stage_seconds["timing_lock_wait"] = Since(wait_start);
+    if (!lock.error().empty()) result.details.push_back("timing is not serialized with other runners: " + lock.error());
+    // Peaks are measured once per machine, on the timing CPU: under the lock, like a session.
+    peaks = options.run_timing ? Peaks() : nullptr;
+    if (options.run_timing && !peaks)
+      return finish(Status::kInternalError, Stage::kTiming, "cannot measure this machine's peaks: " + peaks_error_);
+    if (!harness && harness_error.empty()) harness = TakeHarness(task.threads, harness_error);
+    if (!harness) return finish(Status::kInternalError, Stage::kCorrectness, harness_error);
     run = RunHarnessSession(task, compiled.shared_object, std::move(harness), options);
+    if (config_.on_timing_window) config_.on_timing_window(locked, Clock::now());
   }
   result.stage_seconds["harness"] = Since(t);
   if (config_.prestart_harness) PrestartHarness();

@@ -14,6 +14,9 @@
 
 namespace kernelgym {
 
+// Evaluations in any number of threads and processes that share `cache_dir` compile in parallel
+// but run their harness sessions (correctness + timing) one at a time (HostTimingLock in
+// cpu_backend.cc); the wait is reported as stage_seconds["timing_lock_wait"].
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendConfig& config);
@@ -22,7 +25,8 @@ class CpuBackend : public Backend {
 
  private:
   const MachinePeaks* Peaks();
-  // A harness for `threads`: the pre-started one when it matches and is alive, else a new one.
+  // A harness for `threads`: the pre-started one when it matches and is alive, else a new one
+  // (a multi-threaded one starts on the timing CPUs: call it only under the host's timing lock).
   std::unique_ptr<HarnessProcess> TakeHarness(int threads, std::string& error);
   // Starts the next evaluation's harness now, off the timing CPUs (single-threaded tasks only:
   // a multi-threaded libtorch may start threads at load, which would keep the wrong CPUs).

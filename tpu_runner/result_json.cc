@@ -1,6 +1,9 @@
 #include "tpu_runner/result_json.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
+#include <set>
 #include <sstream>
 
 namespace kernelgym {
@@ -27,7 +30,266 @@ std::string SourceLine(const std::string& source, int line) {
   return {};
 }
 
+// Thrown inside ResultFromJson only, which turns it into `problem`.
+struct ReadFailure {
+  std::string message;
+};
+
+std::string TypeName(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a float";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "binary";
+  }
+}
+
+[[noreturn]] void Fail(const std::string& where, const std::string& what) { throw ReadFailure{where + ": " + what}; }
+
+// The fields of one JSON object, read strictly: every field read is required unless looked up
+// with Find, wrong types fail, and Finish fails on any field nobody read.
+class Fields {
+ public:
+  Fields(const json& object, std::string where) : object_(object), where_(std::move(where)) {
+    if (!object.is_object()) Fail(where_, "must be an object, not " + TypeName(object));
+  }
+
+  const json* Find(const std::string& key) {
+    used_.insert(key);
+    auto it = object_.find(key);
+    return it == object_.end() ? nullptr : &*it;
+  }
+  const json& Require(const std::string& key) {
+    const json* j = Find(key);
+    if (!j) Fail(where_, "needs the field '" + key + "'");
+    return *j;
+  }
+  std::string Path(const std::string& key) const { return where_ + "." + key; }
+
+  void Finish() const {
+    for (const auto& [key, value] : object_.items())
+      if (!used_.count(key)) Fail(where_, "has an unknown field '" + key + "'");
+  }
+
+ private:
+  const json& object_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+std::string ReadString(const json& j, const std::string& where) {
+  if (!j.is_string()) Fail(where, "must be a string, not " + TypeName(j));
+  return j.get<std::string>();
+}
+bool ReadBool(const json& j, const std::string& where) {
+  if (!j.is_boolean()) Fail(where, "must be a boolean, not " + TypeName(j));
+  return j.get<bool>();
+}
+double ReadNumber(const json& j, const std::string& where) {
+  if (j.is_null()) return std::numeric_limits<double>::quiet_NaN();
+  if (!j.is_number()) Fail(where, "must be a number, not " + TypeName(j));
+  return j.get<double>();
+}
+int64_t ReadInt64(const json& j, const std::string& where) {
+  if (j.is_number_unsigned()) {
+    if (j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) Fail(where, "is out of range");
+    return static_cast<int64_t>(j.get<uint64_t>());
+  }
+  if (!j.is_number_integer()) Fail(where, "must be an integer, not " + TypeName(j));
+  return j.get<int64_t>();
+}
+int ReadInt(const json& j, const std::string& where) {
+  const int64_t v = ReadInt64(j, where);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) Fail(where, "is out of range");
+  return static_cast<int>(v);
+}
+uint64_t ReadUnsigned(const json& j, const std::string& where) {
+  if (!j.is_number_unsigned() && !(j.is_number_integer() && j.get<int64_t>() >= 0))
+    Fail(where, "must be a non-negative integer, not " + TypeName(j));
+  return j.get<uint64_t>();
+}
+
+template <typename Read>
+auto ReadArray(const json& j, const std::string& where, Read read) {
+  if (!j.is_array()) Fail(where, "must be an array, not " + TypeName(j));
+  std::vector<decltype(read(j, where))> values;
+  for (std::size_t i = 0; i < j.size(); ++i) values.push_back(read(j[i], where + "[" + std::to_string(i) + "]"));
+  return values;
+}
+template <typename Read>
+auto ReadMap(const json& j, const std::string& where, Read read) {
+  if (!j.is_object()) Fail(where, "must be an object, not " + TypeName(j));
+  std::map<std::string, decltype(read(j, where))> values;
+  for (const auto& [key, value] : j.items()) values[key] = read(value, where + "." + key);
+  return values;
+}
+
+TimeStats ReadStats(const json& j, const std::string& where) {
+  Fields f(j, where);
+  TimeStats s;
+  s.median_ns = ReadNumber(f.Require("median_ns"), f.Path("median_ns"));
+  s.p10_ns = ReadNumber(f.Require("p10_ns"), f.Path("p10_ns"));
+  s.p90_ns = ReadNumber(f.Require("p90_ns"), f.Path("p90_ns"));
+  s.min_ns = ReadNumber(f.Require("min_ns"), f.Path("min_ns"));
+  s.cv = ReadNumber(f.Require("cv"), f.Path("cv"));
+  f.Finish();
+  return s;
+}
+
+Diagnostic ReadDiagnostic(const json& j, const std::string& where) {
+  Fields f(j, where);
+  Diagnostic d;
+  d.file = ReadString(f.Require("file"), f.Path("file"));
+  d.line = ReadInt(f.Require("line"), f.Path("line"));
+  d.column = ReadInt(f.Require("column"), f.Path("column"));
+  d.severity = ReadString(f.Require("severity"), f.Path("severity"));
+  d.message = ReadString(f.Require("message"), f.Path("message"));
+  f.Finish();
+  return d;
+}
+
+OutputCheck ReadCheck(const json& j, const std::string& where) {
+  Fields f(j, where);
+  OutputCheck c;
+  c.output = ReadString(f.Require("output"), f.Path("output"));
+  c.elements = ReadInt64(f.Require("elements"), f.Path("elements"));
+  c.mismatches = ReadInt64(f.Require("mismatches"), f.Path("mismatches"));
+  c.non_finite = ReadInt64(f.Require("non_finite"), f.Path("non_finite"));
+  c.max_abs_error = ReadNumber(f.Require("max_abs_error"), f.Path("max_abs_error"));
+  c.max_rel_error = ReadNumber(f.Require("max_rel_error"), f.Path("max_rel_error"));
+  c.first_mismatch_index = ReadArray(f.Require("first_mismatch"), f.Path("first_mismatch"), ReadInt64);
+  // Absent in results written before the flat index was exported.
+  if (const json* flat = f.Find("first_mismatch_flat"))
+    c.first_mismatch = ReadInt64(*flat, f.Path("first_mismatch_flat"));
+  c.expected = ReadNumber(f.Require("expected"), f.Path("expected"));
+  c.actual = ReadNumber(f.Require("actual"), f.Path("actual"));
+  f.Finish();
+  return c;
+}
+
+CorrectnessReport ReadCorrectness(const json& j, const std::string& where) {
+  Fields f(j, where);
+  CorrectnessReport r;
+  r.trials_run = ReadInt(f.Require("trials"), f.Path("trials"));
+  r.seeds = ReadArray(f.Require("seeds"), f.Path("seeds"), ReadUnsigned);
+  r.deterministic = ReadBool(f.Require("deterministic"), f.Path("deterministic"));
+  r.checks = ReadArray(f.Require("checks"), f.Path("checks"), ReadCheck);
+  f.Finish();
+  return r;
+}
+
+TimingSample ReadSample(const json& j, const std::string& where) {
+  Fields f(j, where);
+  TimingSample s;
+  s.reference_ns = ReadNumber(f.Require("reference_ns"), f.Path("reference_ns"));
+  s.candidate_ns = ReadNumber(f.Require("candidate_ns"), f.Path("candidate_ns"));
+  s.reference_cpu_ns = ReadNumber(f.Require("reference_cpu_ns"), f.Path("reference_cpu_ns"));
+  s.candidate_cpu_ns = ReadNumber(f.Require("candidate_cpu_ns"), f.Path("candidate_cpu_ns"));
+  s.input_set = ReadInt(f.Require("input_set"), f.Path("input_set"));
+  s.candidate_first = ReadBool(f.Require("candidate_first"), f.Path("candidate_first"));
+  s.discarded = ReadBool(f.Require("discarded"), f.Path("discarded"));
+  f.Finish();
+  return s;
+}
+
+TimingReport ReadTiming(const json& j, const std::string& where) {
+  Fields f(j, where);
+  TimingReport t;
+  t.reference = ReadStats(f.Require("reference"), f.Path("reference"));
+  t.candidate = ReadStats(f.Require("candidate"), f.Path("candidate"));
+  t.speedup = ReadNumber(f.Require("speedup"), f.Path("speedup"));
+  const std::vector<double> ci = ReadArray(f.Require("speedup_ci95"), f.Path("speedup_ci95"), ReadNumber);
+  if (ci.size() != 2) Fail(f.Path("speedup_ci95"), "must hold 2 numbers, not " + std::to_string(ci.size()));
+  t.speedup_ci_low = ci[0];
+  t.speedup_ci_high = ci[1];
+  t.converged = ReadBool(f.Require("converged"), f.Path("converged"));
+  t.rounds = ReadInt(f.Require("rounds"), f.Path("rounds"));
+  t.discarded = ReadInt(f.Require("discarded"), f.Path("discarded"));
+  t.seconds = ReadNumber(f.Require("seconds"), f.Path("seconds"));
+  t.reference_alone_median_ns = ReadNumber(f.Require("reference_alone_median_ns"), f.Path("reference_alone_median_ns"));
+  if (const json* samples = f.Find("samples")) t.samples = ReadArray(*samples, f.Path("samples"), ReadSample);
+  f.Finish();
+  return t;
+}
+
+Remark ReadRemark(const json& j, const std::string& where) {
+  Fields f(j, where);
+  Remark m;
+  m.line = ReadInt(f.Require("line"), f.Path("line"));
+  m.column = ReadInt(f.Require("column"), f.Path("column"));
+  m.vectorized = ReadBool(f.Require("vectorized"), f.Path("vectorized"));
+  m.message = ReadString(f.Require("message"), f.Path("message"));
+  f.Finish();
+  return m;
+}
+
+ProfileReport ReadProfile(const json& j, const std::string& where) {
+  Fields f(j, where);
+  ProfileReport p;
+  p.achieved_gflops = ReadNumber(f.Require("achieved_gflops"), f.Path("achieved_gflops"));
+  p.achieved_gbps = ReadNumber(f.Require("achieved_gbps"), f.Path("achieved_gbps"));
+  p.peak_gflops = ReadNumber(f.Require("peak_gflops"), f.Path("peak_gflops"));
+  p.peak_gbps = ReadNumber(f.Require("peak_gbps"), f.Path("peak_gbps"));
+  p.fraction_of_peak = ReadNumber(f.Require("fraction_of_peak"), f.Path("fraction_of_peak"));
+  p.bound = ReadString(f.Require("bound"), f.Path("bound"));
+  p.arithmetic_intensity = ReadNumber(f.Require("arithmetic_intensity"), f.Path("arithmetic_intensity"));
+  p.floor_ns = ReadNumber(f.Require("floor_ns"), f.Path("floor_ns"));
+  p.counters = ReadMap(f.Require("counters"), f.Path("counters"), ReadNumber);
+  p.unavailable_counters = ReadArray(f.Require("unavailable_counters"), f.Path("unavailable_counters"), ReadString);
+  p.remarks = ReadArray(f.Require("vectorization_remarks"), f.Path("vectorization_remarks"), ReadRemark);
+  f.Finish();
+  return p;
+}
+
+EvalResult ReadResult(const json& j) {
+  Fields f(j, "result");
+  EvalResult r;
+  r.task_id = ReadString(f.Require("task"), f.Path("task"));
+  r.backend = ReadString(f.Require("backend"), f.Path("backend"));
+  const std::string status = ReadString(f.Require("status"), f.Path("status"));
+  const std::optional<Status> parsed_status = ParseStatus(status);
+  if (!parsed_status) Fail(f.Path("status"), "unknown status '" + status + "'");
+  r.status = *parsed_status;
+  const std::string stage = ReadString(f.Require("stage"), f.Path("stage"));
+  const std::optional<Stage> parsed_stage = ParseStage(stage);
+  if (!parsed_stage) Fail(f.Path("stage"), "unknown stage '" + stage + "'");
+  r.stage = *parsed_stage;
+  r.message = ReadString(f.Require("message"), f.Path("message"));
+  r.details = ReadArray(f.Require("details"), f.Path("details"), ReadString);
+  r.diagnostics = ReadArray(f.Require("diagnostics"), f.Path("diagnostics"), ReadDiagnostic);
+  r.compile_cached = ReadBool(f.Require("compile_cached"), f.Path("compile_cached"));
+  if (const json* c = f.Find("correctness")) r.correctness = ReadCorrectness(*c, f.Path("correctness"));
+  if (const json* t = f.Find("timing")) r.timing = ReadTiming(*t, f.Path("timing"));
+  // The top-level speedup repeats timing.speedup for readers of the JSON; it carries nothing else.
+  if (const json* s = f.Find("speedup")) {
+    if (!r.timing) Fail(f.Path("speedup"), "is present without 'timing'");
+    ReadNumber(*s, f.Path("speedup"));
+  }
+  if (const json* p = f.Find("profile")) r.profile = ReadProfile(*p, f.Path("profile"));
+  r.protections = ReadMap(f.Require("protections"), f.Path("protections"), ReadBool);
+  r.stage_seconds = ReadMap(f.Require("stage_seconds"), f.Path("stage_seconds"), ReadNumber);
+  r.seconds = ReadNumber(f.Require("seconds"), f.Path("seconds"));
+  f.Finish();
+  return r;
+}
+
 }  // namespace
+
+std::optional<EvalResult> ResultFromJson(const json& j, std::string& problem) {
+  try {
+    return ReadResult(j);
+  } catch (const ReadFailure& failure) {
+    problem = failure.message;
+  } catch (const std::exception& e) {  // a bug here must still be an answer, not a crash
+    problem = std::string("result: cannot be read: ") + e.what();
+  }
+  return std::nullopt;
+}
 
 json ResultToJson(const EvalResult& r, bool include_samples) {
   json j{{"task", r.task_id},
@@ -50,7 +312,7 @@ json ResultToJson(const EvalResult& r, bool include_samples) {
       checks.push_back({{"output", c.output}, {"elements", c.elements}, {"mismatches", c.mismatches},
                         {"non_finite", c.non_finite}, {"max_abs_error", c.max_abs_error},
                         {"max_rel_error", c.max_rel_error}, {"first_mismatch", c.first_mismatch_index},
-                        {"expected", c.expected}, {"actual", c.actual}});
+                        {"first_mismatch_flat", c.first_mismatch}, {"expected", c.expected}, {"actual", c.actual}});
     j["correctness"] = {{"trials", r.correctness->trials_run}, {"seeds", r.correctness->seeds},
                         {"deterministic", r.correctness->deterministic}, {"checks", checks}};
   }

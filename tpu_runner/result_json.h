@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "tpu_runner/result.h"
@@ -11,6 +12,14 @@ namespace kernelgym {
 
 // `include_samples`: the raw timing samples (large) are included only when asked.
 nlohmann::json ResultToJson(const EvalResult& result, bool include_samples);
+
+// The exact inverse of ResultToJson(result, /*include_samples=*/true): how a result crosses a
+// process boundary (the runner protocol) and comes back from the trajectory store. Strict: a
+// missing, unknown or wrongly typed field is nullopt with `problem` naming its path
+// ("result.timing.samples[3].candidate_ns: ..."). `samples` may be absent (include_samples =
+// false gives no samples). A number may be null, read as NaN: JSON text cannot hold NaN or
+// infinity and nlohmann writes them as null. Never throws.
+[[nodiscard]] std::optional<EvalResult> ResultFromJson(const nlohmann::json& j, std::string& problem);
 
 // A report for a person: status, diagnostics with the offending source lines, correctness,
 // timing with its interval, roofline and remarks.

@@ -139,7 +139,9 @@ json ToJson(const msgpack::object& o, const std::string& where) {
       for (uint32_t i = 0; i < o.via.map.size; ++i) {
         const msgpack::object_kv& kv = o.via.map.ptr[i];
         if (kv.key.type != msgpack::type::STR) throw DecodeFailure{ErrorCode::kBadRequest, where + ": map keys must be strings"};
-        m[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = ToJson(kv.val, where);
+        std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
+        if (m.contains(key)) throw DecodeFailure{ErrorCode::kBadRequest, where + ": has the key '" + key + "' twice"};
+        m[std::move(key)] = ToJson(kv.val, where);
       }
       return m;
     }
@@ -391,24 +393,26 @@ std::string EncodeErrorReply(uint64_t id, const Error& error) {
   return std::string(buffer.data(), buffer.size());
 }
 
-std::string EncodeHelloReply(uint64_t id, const HelloResult& result) {
+std::string EncodeResultReply(uint64_t id, const nlohmann::json& result) {
   msgpack::sbuffer buffer;
   Packer pk(buffer);
   pk.pack_map(4);
   pk.pack("v"), pk.pack(kVersion), pk.pack("id"), pk.pack(id), pk.pack("ok"), pk.pack(true), pk.pack("result");
-  pk.pack_map(5);
-  pk.pack("protocol"), pk.pack(result.protocol), pk.pack("server"), pk.pack(result.server);
-  pk.pack("backends"), pk.pack(result.backends), pk.pack("rewards"), pk.pack(result.rewards);
-  pk.pack("action_kinds"), pk.pack(result.action_kinds);
+  PackJson(pk, result);
   return std::string(buffer.data(), buffer.size());
 }
+
+std::string EncodeHelloReply(uint64_t id, const HelloResult& result) { return EncodeResultReply(id, ToWire(result)); }
 
 DecodedReply DecodeReply(std::string_view bytes) {
   DecodedReply out;
   try {
     std::size_t offset = 0;
     msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
+    if (offset != bytes.size()) throw DecodeFailure{ErrorCode::kBadRequest, "trailing bytes after the reply"};
     Fields f(handle.get(), "reply");
+    // The id first, so that a reply that is wrong further on can still be matched to its request.
+    if (const msgpack::object* id = f.Find("id"); id && id->type == msgpack::type::POSITIVE_INTEGER) out.id = id->via.u64;
     if (f.Int("v", true) != kVersion) f.Fail("unsupported protocol version");
     out.id = f.Unsigned("id", true);
     out.ok = f.Bool("ok", false);
@@ -444,25 +448,36 @@ DecodedReply DecodeReply(std::string_view bytes) {
   return out;
 }
 
-std::optional<HelloResult> DecodeHelloResult(std::string_view bytes) {
+std::optional<json> DecodeResultTree(std::string_view result_bytes, std::string& problem) {
   try {
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size());
-    Fields f(handle.get(), "hello");
-    HelloResult r;
-    r.protocol = static_cast<int>(f.Int("protocol", true));
-    r.server = f.String("server", true);
-    for (const char* key : {"backends", "rewards", "action_kinds"}) {
-      const msgpack::object& list = f.Require(key);
-      std::vector<std::string> values = list.as<std::vector<std::string>>();
-      if (std::string(key) == "backends") r.backends = values;
-      else if (std::string(key) == "rewards") r.rewards = values;
-      else r.action_kinds = values;
+    std::size_t offset = 0;
+    msgpack::object_handle handle;
+    try {
+      handle = msgpack::unpack(result_bytes.data(), result_bytes.size(), offset, nullptr, nullptr, kLimits);
+    } catch (const std::exception& e) {
+      throw DecodeFailure{ErrorCode::kBadRequest, std::string("result: not valid msgpack: ") + e.what()};
     }
-    f.Finish();
-    return r;
-  } catch (...) {
-    return std::nullopt;
+    if (offset != result_bytes.size()) throw DecodeFailure{ErrorCode::kBadRequest, "result: trailing bytes"};
+    if (handle.get().type != msgpack::type::MAP)
+      throw DecodeFailure{ErrorCode::kBadRequest, "result: must be a map, not " + TypeName(handle.get())};
+    return ToJson(handle.get(), "result");
+  } catch (const DecodeFailure& failure) {
+    problem = failure.message;
+  } catch (const std::exception& e) {
+    problem = std::string("result: ") + e.what();
   }
+  return std::nullopt;
+}
+
+std::optional<HelloResult> DecodeHelloResult(std::string_view bytes, std::string& problem) {
+  const std::optional<json> tree = DecodeResultTree(bytes, problem);
+  if (!tree) return std::nullopt;
+  return HelloResultFromWire(*tree, problem);
+}
+
+std::optional<HelloResult> DecodeHelloResult(std::string_view bytes) {
+  std::string problem;
+  return DecodeHelloResult(bytes, problem);
 }
 
 }  // namespace kernelgym::protocol

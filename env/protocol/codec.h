@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "env/protocol/messages.h"
+#include "env/protocol/results.h"
 
 namespace kernelgym::protocol {
 
@@ -20,27 +21,33 @@ struct DecodedRequest {
 std::string EncodeRequest(const Request& request);
 
 // Replies: {v, id, ok: false, error: {code, message, details}} or {v, id, ok: true, result}.
+// The envelope's and the error's keys are packed in the order shown, every map inside `result`
+// (and `details`) with its keys in sorted (byte) order: one encoding per value, which the golden
+// fixtures pin down.
 std::string EncodeErrorReply(uint64_t id, const Error& error);
-
-struct HelloResult {
-  int protocol = kVersion;
-  std::string server;                 // "kernelgym <version>"
-  std::vector<std::string> backends;  // with at least one connected runner
-  std::vector<std::string> rewards;
-  std::vector<std::string> action_kinds;
-  bool operator==(const HelloResult&) const = default;
-};
+// A success reply carrying any op's result tree (results.h's ToWire, or a map the op builds).
+// Precondition: `result` is a map (object) holding only nil, booleans, numbers, strings, arrays
+// and maps.
+std::string EncodeResultReply(uint64_t id, const nlohmann::json& result);
+// hello's reply: EncodeResultReply(id, ToWire(result)).
 std::string EncodeHelloReply(uint64_t id, const HelloResult& result);
 
 struct DecodedReply {
   bool valid = false;
   std::string problem;        // why it is not valid
-  uint64_t id = 0;
+  uint64_t id = 0;            // 0 when it could not be read
   bool ok = false;
   Error error;                // when !ok
   std::string result;         // when ok: the result map, still msgpack (decoded per op)
 };
 [[nodiscard]] DecodedReply DecodeReply(std::string_view bytes);
+
+// A DecodedReply's `result` bytes -> the result tree. nullopt, with `problem`, when the bytes
+// are not one msgpack map (too large, too deep, a non-string key, a key twice, binary data).
+[[nodiscard]] std::optional<nlohmann::json> DecodeResultTree(std::string_view result_bytes, std::string& problem);
+
+// DecodeResultTree + HelloResultFromWire.
+[[nodiscard]] std::optional<HelloResult> DecodeHelloResult(std::string_view result, std::string& problem);
 [[nodiscard]] std::optional<HelloResult> DecodeHelloResult(std::string_view result);
 
 }  // namespace kernelgym::protocol

@@ -6,7 +6,7 @@
 namespace kernelgym::protocol {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kCodes{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 14> kCodes{{
     {ErrorCode::kBadRequest, "BAD_REQUEST"},
     {ErrorCode::kUnsupportedVersion, "UNSUPPORTED_VERSION"},
     {ErrorCode::kUnknownOp, "UNKNOWN_OP"},
@@ -15,6 +15,8 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 12> kCodes{{
     {ErrorCode::kUnknownReward, "UNKNOWN_REWARD"},
     {ErrorCode::kUnknownBackend, "UNKNOWN_BACKEND"},
     {ErrorCode::kInvalidAction, "INVALID_ACTION"},
+    {ErrorCode::kEnvBusy, "ENV_BUSY"},
+    {ErrorCode::kEpisodeOver, "EPISODE_OVER"},
     {ErrorCode::kNoRunner, "NO_RUNNER"},
     {ErrorCode::kRunnerLost, "RUNNER_LOST"},
     {ErrorCode::kOverloaded, "OVERLOADED"},

@@ -26,6 +26,8 @@ enum class ErrorCode {
   kUnknownReward,
   kUnknownBackend,
   kInvalidAction,       // an action that cannot be applied (in env.step it is an observation instead)
+  kEnvBusy,             // the env already has a reset or step in flight: wait for its reply
+  kEpisodeOver,         // env.step before env.reset, or after the episode terminated or was truncated
   kNoRunner,            // no connected runner serves the backend
   kRunnerLost,          // the runner died and the retries are spent
   kOverloaded,          // queues full: retry after `details.retry_after_s`

@@ -15,7 +15,7 @@ Task SoftmaxWithReference(const std::string& name, const std::string& reference)
   const fs::path dir = root / "cpu" / "softmax_rows";
   fs::create_directories(dir);
   const fs::path original = SourceDir() / "datasets/suites/cpu/softmax_rows";
-  for (const char* file : {"task.json", "starter.cpp"})
+  for (const char* file : {"task.json", "starter.cpp", "template.cpp"})
     fs::copy_file(original / file, dir / file, fs::copy_options::overwrite_existing);
   std::ofstream(dir / "reference.py") << reference;
   TaskLoadResult loaded = LoadTask(dir);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
 #include <msgpack.hpp>
 #include <random>
 #include <sstream>
@@ -19,6 +20,14 @@ std::string Fixture(const std::string& name) {
   return ss.str();
 }
 
+// A message built field by field, for the malformed cases.
+std::string Pack(const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write) {
+  msgpack::sbuffer buffer;
+  msgpack::packer<msgpack::sbuffer> pk(buffer);
+  write(pk);
+  return std::string(buffer.data(), buffer.size());
+}
+
 TEST(ProtocolGolden, EveryRequestFixtureDecodesToItsMessageAndBack) {
   for (const auto& f : golden::Requests()) {
     const std::string bytes = Fixture(f.name);
@@ -30,21 +39,199 @@ TEST(ProtocolGolden, EveryRequestFixtureDecodesToItsMessageAndBack) {
   }
 }
 
-TEST(ProtocolGolden, ReplyFixturesMatchAndDecode) {
-  for (const auto& f : golden::Replies()) EXPECT_EQ(Fixture(f.name), f.bytes) << f.name;
-  const DecodedReply error = DecodeReply(Fixture("reply_error_unknown_env"));
-  ASSERT_TRUE(error.valid) << error.problem;
-  EXPECT_FALSE(error.ok);
-  EXPECT_EQ(error.id, 21u);
-  EXPECT_EQ(error.error.code, ErrorCode::kUnknownEnv);
-  EXPECT_EQ(error.error.details.at("env"), "env-9");
-  const DecodedReply hello = DecodeReply(Fixture("reply_hello"));
-  ASSERT_TRUE(hello.valid && hello.ok) << hello.problem;
-  const auto result = DecodeHelloResult(hello.result);
-  ASSERT_TRUE(result);
-  EXPECT_EQ(result->protocol, kVersion);
-  EXPECT_EQ(result->backends, std::vector<std::string>{"cpu"});
-  EXPECT_EQ(result->action_kinds.size(), 6u);
+TEST(ProtocolGolden, ReplyFixturesAreTheCanonicalEncoding) {
+  for (const auto& f : golden::Replies()) {
+    const std::string bytes = Fixture(f.name);
+    ASSERT_FALSE(bytes.empty()) << f.name << ".msgpack is missing: run kernelgym-protocol-fixtures";
+    EXPECT_EQ(bytes, f.bytes) << f.name << ": the encoding changed; regenerate the fixtures on purpose";
+  }
+}
+
+TEST(ProtocolGolden, EveryReplyFixtureDecodesToItsValueAndBack) {
+  int ok_replies = 0;
+  for (const auto& f : golden::Replies()) {
+    const std::string bytes = Fixture(f.name);
+    const DecodedReply reply = DecodeReply(bytes);
+    ASSERT_TRUE(reply.valid) << f.name << ": " << reply.problem;
+    EXPECT_EQ(reply.id, f.id) << f.name;
+    ASSERT_EQ(reply.ok, f.ok) << f.name;
+    if (!f.ok) {
+      EXPECT_EQ(reply.error, f.error) << f.name;
+      EXPECT_EQ(EncodeErrorReply(reply.id, reply.error), bytes) << f.name;
+      continue;
+    }
+    ++ok_replies;
+    std::string problem;
+    const std::optional<nlohmann::json> tree = DecodeResultTree(reply.result, problem);
+    ASSERT_TRUE(tree) << f.name << ": " << problem;
+    EXPECT_TRUE(tree->is_object()) << f.name;
+    EXPECT_EQ(*tree, f.result) << f.name;
+    EXPECT_EQ(EncodeResultReply(reply.id, *tree), bytes) << f.name << ": the decoded tree re-encodes differently";
+  }
+  EXPECT_GE(ok_replies, 9);
+}
+
+// Decodes a reply fixture to its result tree (asserting on the way).
+nlohmann::json ResultTree(const std::string& name) {
+  const DecodedReply reply = DecodeReply(Fixture(name));
+  EXPECT_TRUE(reply.valid && reply.ok) << name << ": " << reply.problem;
+  std::string problem;
+  const auto tree = DecodeResultTree(reply.result, problem);
+  EXPECT_TRUE(tree) << name << ": " << problem;
+  return tree.value_or(nlohmann::json());
+}
+
+TEST(ProtocolGolden, TypedResultsDecodeExactlyAndReencodeToTheirBytes) {
+  std::string problem;
+  const auto hello = HelloResultFromWire(ResultTree("reply_hello"), problem);
+  ASSERT_TRUE(hello) << problem;
+  EXPECT_EQ(*hello, golden::Hello());
+  EXPECT_EQ(hello->feature_names.size(), golden::Step().observation.features.size());
+  EXPECT_EQ(hello->max_message_bytes, kMaxMessageBytes);
+  EXPECT_EQ(EncodeHelloReply(1, *hello), Fixture("reply_hello"));
+  const DecodedReply hello_reply = DecodeReply(Fixture("reply_hello"));
+  EXPECT_EQ(DecodeHelloResult(hello_reply.result), golden::Hello());
+
+  const auto made = EnvInfoFromWire(ResultTree("reply_env_make"), problem);
+  ASSERT_TRUE(made) << problem;
+  EXPECT_EQ(*made, golden::MadeEnv());
+  EXPECT_EQ(EncodeResultReply(4, ToWire(*made)), Fixture("reply_env_make"));
+  const auto forked = EnvInfoFromWire(ResultTree("reply_env_fork"), problem);
+  ASSERT_TRUE(forked) << problem;
+  EXPECT_EQ(forked->env, "env-2");
+
+  const auto reset = ResetResultFromWire(ResultTree("reply_env_reset"), problem);
+  ASSERT_TRUE(reset) << problem;
+  EXPECT_EQ(*reset, golden::Reset());
+  EXPECT_EQ(EncodeResultReply(5, ToWire(*reset)), Fixture("reply_env_reset"));
+
+  const auto step = StepResultFromWire(ResultTree("reply_env_step"), problem);
+  ASSERT_TRUE(step) << problem;
+  EXPECT_EQ(*step, golden::Step());
+  EXPECT_EQ(EncodeResultReply(7, ToWire(*step)), Fixture("reply_env_step"));
+  // The fixture is realistic: a map report, a text rendering, one feature per name.
+  EXPECT_EQ(step->observation.report.at("timing").at("speedup"), 3.13);
+  EXPECT_NE(step->observation.text.find("3.13x"), std::string::npos);
+  const auto observation = ObservationFromWire(ResultTree("reply_env_step").at("observation"), problem);
+  ASSERT_TRUE(observation) << problem;
+  EXPECT_EQ(*observation, golden::Step().observation);
+
+  EXPECT_EQ(ResultTree("reply_tasks_list").at("tasks").size(), 2u);
+  EXPECT_EQ(ResultTree("reply_env_close"), nlohmann::json::object());
+}
+
+// Checks that `from_wire` refuses `tree` with a problem mentioning every one of `mentions`.
+template <typename FromWire>
+void ExpectBadResult(FromWire from_wire, const nlohmann::json& tree, const std::vector<std::string>& mentions) {
+  std::string problem;
+  EXPECT_FALSE(from_wire(tree, problem)) << tree.dump();
+  EXPECT_FALSE(problem.empty());
+  for (const std::string& m : mentions) EXPECT_NE(problem.find(m), std::string::npos) << "'" << m << "' not in: " << problem;
+}
+
+TEST(ProtocolResults, BadTreesNameTheField) {
+  const nlohmann::json step = ToWire(golden::Step());
+  auto without = [](nlohmann::json tree, const nlohmann::json::json_pointer& field) {
+    tree[field.parent_pointer()].erase(field.back());
+    return tree;
+  };
+  auto with = [](nlohmann::json tree, const nlohmann::json::json_pointer& field, nlohmann::json value) {
+    tree[field] = std::move(value);
+    return tree;
+  };
+  ExpectBadResult(StepResultFromWire, without(step, "/reward"_json_pointer), {"missing", "'reward'"});
+  ExpectBadResult(StepResultFromWire, with(step, "/reward"_json_pointer, "1.5"), {"'reward'", "number", "string"});
+  ExpectBadResult(StepResultFromWire, with(step, "/terminated"_json_pointer, 1), {"'terminated'", "boolean", "integer"});
+  ExpectBadResult(StepResultFromWire, without(step, "/observation/features"_json_pointer), {"'observation.features'"});
+  ExpectBadResult(StepResultFromWire, with(step, "/observation/features/2"_json_pointer, "x"),
+                  {"'observation.features[2]'", "number"});
+  ExpectBadResult(StepResultFromWire, with(step, "/observation/step"_json_pointer, 1.5), {"'observation.step'", "integer", "float"});
+  ExpectBadResult(StepResultFromWire, with(step, "/observation/report"_json_pointer, "ok"), {"'observation.report'", "map"});
+  ExpectBadResult(StepResultFromWire, with(step, "/observation"_json_pointer, nlohmann::json::array()), {"'observation'", "map", "array"});
+  ExpectBadResult(StepResultFromWire, with(step, "/info"_json_pointer, nullptr), {"'info'", "map", "nil"});
+  ExpectBadResult(StepResultFromWire, nlohmann::json::array(), {"result", "map"});
+  ExpectBadResult(ResetResultFromWire, without(ToWire(golden::Reset()), "/observation/source"_json_pointer),
+                  {"'observation.source'"});
+  ExpectBadResult(EnvInfoFromWire, without(ToWire(golden::MadeEnv()), "/max_steps"_json_pointer), {"'max_steps'"});
+  ExpectBadResult(EnvInfoFromWire, with(ToWire(golden::MadeEnv()), "/max_steps"_json_pointer, uint64_t{1} << 63),
+                  {"'max_steps'", "range"});
+  ExpectBadResult(HelloResultFromWire, with(ToWire(golden::Hello()), "/max_message_bytes"_json_pointer, -1),
+                  {"'max_message_bytes'", "non-negative"});
+  ExpectBadResult(HelloResultFromWire, with(ToWire(golden::Hello()), "/feature_names/1"_json_pointer, 7),
+                  {"'feature_names[1]'", "string"});
+  ExpectBadResult(HelloResultFromWire, without(ToWire(golden::Hello()), "/feature_names"_json_pointer), {"'feature_names'"});
+}
+
+TEST(ProtocolResults, UnknownFieldsAreToleratedAndNumbersMayBeIntegers) {
+  // A newer server may add fields; an older client reads what it knows.
+  nlohmann::json step = ToWire(golden::Step());
+  step["added_later"] = {{"x", 1}};
+  step["observation"]["also_new"] = "y";
+  std::string problem;
+  const auto decoded = StepResultFromWire(step, problem);
+  ASSERT_TRUE(decoded) << problem;
+  EXPECT_EQ(*decoded, golden::Step());
+  // A server in another language may send 2 for 2.0.
+  step["reward"] = 2;
+  step["observation"]["features"] = {0, 1, 2};
+  const auto integers = StepResultFromWire(step, problem);
+  ASSERT_TRUE(integers) << problem;
+  EXPECT_EQ(integers->reward, 2.0);
+  EXPECT_EQ(integers->observation.features, (std::vector<double>{0, 1, 2}));
+  // nil report: no evaluation record to show.
+  step["observation"]["report"] = nullptr;
+  ASSERT_TRUE(StepResultFromWire(step, problem)) << problem;
+}
+
+TEST(ProtocolResults, ResultTreesRoundTripThroughTheCodec) {
+  const StepResult step = golden::Step();
+  const DecodedReply reply = DecodeReply(EncodeResultReply(99, ToWire(step)));
+  ASSERT_TRUE(reply.valid && reply.ok) << reply.problem;
+  EXPECT_EQ(reply.id, 99u);
+  std::string problem;
+  const auto tree = DecodeResultTree(reply.result, problem);
+  ASSERT_TRUE(tree) << problem;
+  EXPECT_EQ(StepResultFromWire(*tree, problem), step) << problem;
+}
+
+TEST(ProtocolResults, BadResultBytesAreRefusedWithAProblem) {
+  auto expect_refused = [](const std::string& bytes, const std::string& mention) {
+    std::string problem;
+    EXPECT_FALSE(DecodeResultTree(bytes, problem));
+    EXPECT_NE(problem.find(mention), std::string::npos) << "'" << mention << "' not in: " << problem;
+  };
+  expect_refused("", "msgpack");
+  expect_refused("\xc1", "msgpack");
+  expect_refused(Pack([](auto& pk) { pk.pack_array(1), pk.pack(1); }), "map");
+  expect_refused(Pack([](auto& pk) { pk.pack_map(0); }) + "x", "trailing");
+  expect_refused(Pack([](auto& pk) { pk.pack_map(2), pk.pack("a"), pk.pack(1), pk.pack("a"), pk.pack(2); }), "twice");
+  expect_refused(Pack([](auto& pk) { pk.pack_map(1), pk.pack(1), pk.pack(1); }), "keys");
+  expect_refused(Pack([](auto& pk) {
+                   pk.pack_map(1), pk.pack("blob");
+                   pk.pack_bin(2), pk.pack_bin_body("ab", 2);
+                 }),
+                 "bytes");
+  std::string problem;
+  EXPECT_FALSE(DecodeHelloResult(Pack([](auto& pk) { pk.pack_map(1), pk.pack("protocol"), pk.pack(1); }), problem));
+  EXPECT_NE(problem.find("'server'"), std::string::npos) << problem;
+}
+
+TEST(ProtocolReplies, MalformedRepliesAreInvalidNotCrashes) {
+  EXPECT_FALSE(DecodeReply("").valid);
+  EXPECT_FALSE(DecodeReply("\xc1").valid);
+  const std::string hello = Fixture("reply_hello");
+  EXPECT_FALSE(DecodeReply(hello + "x").valid);
+  const DecodedReply truncated = DecodeReply(hello.substr(0, hello.size() / 2));
+  EXPECT_FALSE(truncated.valid);
+  EXPECT_FALSE(truncated.problem.empty());
+  // An unknown error code still names the request it answers, so a client can fail that call.
+  const DecodedReply unknown_code = DecodeReply(Pack([](auto& pk) {
+    pk.pack_map(4), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(31), pk.pack("ok"), pk.pack(false);
+    pk.pack("error"), pk.pack_map(2), pk.pack("code"), pk.pack("NEW_CODE"), pk.pack("message"), pk.pack("m");
+  }));
+  EXPECT_FALSE(unknown_code.valid);
+  EXPECT_EQ(unknown_code.id, 31u);
+  EXPECT_NE(unknown_code.problem.find("NEW_CODE"), std::string::npos) << unknown_code.problem;
 }
 
 TEST(ProtocolErrors, EveryCodeHasAWireName) {
@@ -53,14 +240,6 @@ TEST(ProtocolErrors, EveryCodeHasAWireName) {
     EXPECT_EQ(ParseErrorCode(ErrorCodeName(code)), code);
   }
   EXPECT_FALSE(ParseErrorCode("NOT_A_CODE"));
-}
-
-// A request map built field by field, for the malformed cases.
-std::string Pack(const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& write) {
-  msgpack::sbuffer buffer;
-  msgpack::packer<msgpack::sbuffer> pk(buffer);
-  write(pk);
-  return std::string(buffer.data(), buffer.size());
 }
 
 void ExpectError(const std::string& bytes, ErrorCode code, const std::vector<std::string>& mentions) {

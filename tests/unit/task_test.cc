@@ -467,6 +467,158 @@ TEST_F(TaskLoadTest, PolicyValidation) {
               "policy.allowed_libraries", "array of strings");
 }
 
+// ---------------------------------------------------------------------------------------------
+// Knobs: task.json's `knobs` and the template beside it.
+
+const char* kTemplate =
+    "#include <cstdint>\n"
+    "extern \"C\" void kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C) {\n"
+    "  for (int64_t r = 0; r < R; ++r) { double s = 0;\n"
+    "    for (int64_t c = 0; c < C; c += BLOCK)\n"
+    "      for (int64_t b = 0; b < BLOCK && c + b < C; ++b) s += x[r * C + c + b];\n"
+    "    y[2 * r] = SCALE(s); y[2 * r + 1] = SCALE(s); }\n"
+    "}\n";
+
+json ValidKnobs() {
+  return json::parse(R"JSON({
+    "BLOCK": {"values": [1, 4, 8], "default": 4},
+    "SCALE": {"values": ["+", "1.0 *"], "default": "+"}
+  })JSON");
+}
+
+class TaskKnobsTest : public TaskLoadTest {
+ protected:
+  // A valid task with `knobs` (ValidKnobs() when null) and, unless told otherwise, template.cpp.
+  fs::path WriteWithKnobs(const std::string& name, const json& knobs, bool with_template = true) {
+    json task = ValidTaskJson("tst/" + name);
+    task["knobs"] = knobs;
+    const fs::path dir = Write(name, task);
+    if (with_template) WriteText(dir / "template.cpp", kTemplate);
+    return dir;
+  }
+  // ValidKnobs() with `patch` merged into it (RFC 7386).
+  fs::path WriteKnobsPatched(const std::string& name, const json& patch) {
+    json knobs = ValidKnobs();
+    knobs.merge_patch(patch);
+    return WriteWithKnobs(name, knobs);
+  }
+};
+
+TEST_F(TaskKnobsTest, TasksWithoutKnobsHaveNone) {
+  const TaskLoadResult r = LoadTask(Write("plain", ValidTaskJson("tst/plain")));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_TRUE(r.task->knobs.empty());
+  EXPECT_TRUE(r.task->template_source.empty());
+}
+
+TEST_F(TaskKnobsTest, KnobsAndTemplateAreRead) {
+  json knobs = ValidKnobs();
+  knobs["SCALE"] = {{"values", json::array({"1.0 *", "2.0 *"})}, {"default", "1.0 *"}};
+  const TaskLoadResult r = LoadTask(WriteWithKnobs("knobs", knobs));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const Task& t = *r.task;
+  ASSERT_EQ(t.knobs.size(), 2u);
+  EXPECT_EQ(t.knobs[0].name, "BLOCK");  // sorted by name
+  EXPECT_EQ(t.knobs[0].values, (std::vector<Knob::Value>{int64_t{1}, int64_t{4}, int64_t{8}}));
+  EXPECT_EQ(t.knobs[0].default_value, Knob::Value{int64_t{4}});
+  EXPECT_EQ(t.knobs[1].name, "SCALE");
+  EXPECT_EQ(t.knobs[1].values, (std::vector<Knob::Value>{std::string("1.0 *"), std::string("2.0 *")}));
+  EXPECT_EQ(t.knobs[1].default_value, Knob::Value{std::string("1.0 *")});
+  EXPECT_EQ(t.template_source, kTemplate);
+  EXPECT_EQ(t.starter_source, kStarter);  // the starter stays what an episode starts from
+}
+
+TEST_F(TaskKnobsTest, CustomTemplateFileName) {
+  json task = ValidTaskJson("tst/custom_template");
+  task["knobs"] = ValidKnobs();
+  task["template"] = "tuned.cpp";
+  const fs::path dir = Write("custom_template", task);
+  WriteText(dir / "tuned.cpp", kTemplate);
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_EQ(r.task->template_source, kTemplate);
+
+  task["template"] = "../tuned.cpp";
+  ExpectError(Write("custom_template", task), "template", "not a path");
+}
+
+TEST_F(TaskKnobsTest, KnobValueTextIsWhatTheDefineSays) {
+  EXPECT_EQ(KnobValueText(Knob::Value{int64_t{-16}}), "-16");
+  EXPECT_EQ(KnobValueText(Knob::Value{std::string("std::exp")}), "std::exp");
+}
+
+TEST_F(TaskKnobsTest, TheKnobsFieldMustBeANonEmptyObject) {
+  ExpectError(WriteWithKnobs("knobs_array", json::array({"BLOCK"})), "knobs", "non-empty object");
+  ExpectError(WriteWithKnobs("knobs_empty", json::object()), "knobs", "non-empty object");
+  ExpectError(WriteKnobsPatched("knob_number", {{"BLOCK", 4}}), "knobs.BLOCK", "must be an object");
+}
+
+TEST_F(TaskKnobsTest, KnobNamesAreUpperCaseIdentifiersThatRewriteNothing) {
+  for (const char* name : {"block", "Block", "1BLOCK", "_BLOCK", "BLOCK-SIZE", "BLÖCK"}) {
+    SCOPED_TRACE(name);
+    json knobs = ValidKnobs();
+    knobs[name] = knobs["BLOCK"];
+    ExpectError(WriteWithKnobs("knob_name", knobs), std::string("knobs.") + name, "UPPER_CASE");
+  }
+  json knobs = ValidKnobs();
+  knobs["R"] = {{"values", json::array({1, 2})}, {"default", 1}};  // R is a size of the task
+  ExpectError(WriteWithKnobs("knob_size", knobs), "knobs.R", "size name");
+  const TaskLoadResult ok = LoadTask(WriteKnobsPatched("knob_digits", {{"BLOCK_2D", ValidKnobs()["BLOCK"]}}));
+  EXPECT_FALSE(ok.task.has_value());  // valid name, but the template never uses BLOCK_2D
+  EXPECT_NE(ok.error.find("knobs.BLOCK_2D: 'template.cpp' never uses it"), std::string::npos) << ok.error;
+}
+
+TEST_F(TaskKnobsTest, KnobFieldsAreChecked) {
+  ExpectError(WriteKnobsPatched("knob_extra", {{"BLOCK", {{"step", 2}}}}), "knobs.BLOCK.step", "unknown field");
+  ExpectError(WriteKnobsPatched("knob_no_values", {{"BLOCK", {{"values", nullptr}}}}), "knobs.BLOCK.values",
+              "is required");
+  ExpectError(WriteKnobsPatched("knob_no_default", {{"BLOCK", {{"default", nullptr}}}}), "knobs.BLOCK.default",
+              "is required");
+  ExpectError(WriteKnobsPatched("knob_values_empty", {{"BLOCK", {{"values", json::array()}}}}), "knobs.BLOCK.values",
+              "non-empty array");
+  ExpectError(WriteKnobsPatched("knob_values_scalar", {{"BLOCK", {{"values", 4}}}}), "knobs.BLOCK.values",
+              "non-empty array");
+}
+
+TEST_F(TaskKnobsTest, KnobValuesAreIntegersOrStringsOfOneKind) {
+  ExpectError(WriteKnobsPatched("mixed", {{"BLOCK", {{"values", json::array({1, "4"})}}}}), "knobs.BLOCK.values[1]",
+              "must be an integer");
+  ExpectError(WriteKnobsPatched("mixed_str", {{"SCALE", {{"values", json::array({"+", 2})}}}}), "knobs.SCALE.values[1]",
+              "must be a string");
+  ExpectError(WriteKnobsPatched("float", {{"BLOCK", {{"values", json::array({2.5, 4})}}}}), "knobs.BLOCK.values[0]",
+              "an integer or a string");
+  ExpectError(WriteKnobsPatched("bool", {{"BLOCK", {{"values", json::array({true, false})}}}}), "knobs.BLOCK.values[0]",
+              "an integer or a string");
+  ExpectError(WriteKnobsPatched("dup", {{"BLOCK", {{"values", json::array({4, 8, 4})}}}}), "knobs.BLOCK.values",
+              "duplicate value 4");
+  ExpectError(WriteKnobsPatched("newline", {{"SCALE", {{"values", json::array({"+", "+\n#include <cstdio>"})}}}}),
+              "knobs.SCALE.values[1]", "one line");
+  ExpectError(WriteKnobsPatched("backslash", {{"SCALE", {{"values", json::array({"+", "+ \\"})}}}}),
+              "knobs.SCALE.values[1]", "backslash");
+  ExpectError(WriteKnobsPatched("comment", {{"SCALE", {{"values", json::array({"+", "+ // x"})}}}}),
+              "knobs.SCALE.values[1]", "comment");
+}
+
+TEST_F(TaskKnobsTest, TheDefaultIsOneOfTheValues) {
+  ExpectError(WriteKnobsPatched("default_out", {{"BLOCK", {{"default", 16}}}}), "knobs.BLOCK.default",
+              "16 is not one of the values (1, 4, 8)");
+  ExpectError(WriteKnobsPatched("default_kind", {{"BLOCK", {{"default", "4"}}}}), "knobs.BLOCK.default",
+              "must be an integer");
+  ExpectError(WriteKnobsPatched("default_str", {{"SCALE", {{"default", "-"}}}}), "knobs.SCALE.default",
+              "- is not one of the values (+, 1.0 *)");
+}
+
+TEST_F(TaskKnobsTest, KnobsNeedTheirTemplate) {
+  ExpectError(WriteWithKnobs("no_template", ValidKnobs(), /*with_template=*/false), "template", "'template.cpp'");
+  json task = ValidTaskJson("tst/template_alone");
+  task["template"] = "template.cpp";
+  ExpectError(Write("template_alone", task), "template", "no knobs");
+
+  const fs::path dir = WriteWithKnobs("unused", ValidKnobs());
+  WriteText(dir / "template.cpp", "// uses BLOCKS and SCALE_, not the knobs\n");
+  ExpectError(dir, "knobs.BLOCK", "never uses it");
+}
+
 TEST(DType, NamesSizesAndKinds) {
   for (DType d : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64}) {
     auto parsed = ParseDType(DTypeName(d));
@@ -602,6 +754,13 @@ TEST(BundledTasks, SoftmaxRowsMatchesTheDocumentedExample) {
   EXPECT_EQ(t.inputs[0].init->kind, Initializer::Kind::kNormal);
   EXPECT_DOUBLE_EQ(t.inputs[0].init->b, 3.0);
   EXPECT_DOUBLE_EQ(t.bytes, 4194304);
+  // Its knob template (the knobs' behaviour is tested end to end in integration/knobs_test).
+  ASSERT_EQ(t.knobs.size(), 3u);
+  EXPECT_EQ(t.knobs[0].name, "EXP");
+  EXPECT_EQ(t.knobs[0].default_value, Knob::Value{std::string("std::exp")});
+  EXPECT_EQ(t.knobs[1].name, "RECOMPUTE");
+  EXPECT_EQ(t.knobs[2].name, "SIMD");
+  EXPECT_NE(t.template_source.find("extern \"C\" void kernel("), std::string::npos);
 }
 
 // Every task under DefaultSuitesRoot(), whatever suites exist: no load errors and the invariants the

@@ -1,0 +1,342 @@
+#include "env/client/client.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <list>
+#include <map>
+#include <random>
+#include <vector>
+#include <zmq.hpp>
+
+#include "env/protocol/codec.h"
+
+namespace kernelgym::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(std::max(0.0, s)));
+}
+
+int Milliseconds(double s) { return static_cast<int>(std::clamp(std::ceil(s * 1000), 1.0, 2.0e9)); }
+
+std::string FormatSeconds(double s) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g s", s);
+  return buffer;
+}
+
+// A reply as it came off the wire: either a Reply, or why it could not be read.
+struct Arrived {
+  Reply reply;
+  std::string problem;  // non-empty: malformed
+};
+
+template <typename T>
+T Typed(const Reply& reply, std::optional<T> (*from_wire)(const json&, std::string&)) {
+  const json& result = ResultOf(reply);
+  std::string problem;
+  std::optional<T> typed = from_wire(result, problem);
+  if (!typed)
+    throw ProtocolError(reply.op + " reply " + std::to_string(reply.id) + " has a malformed result: " + problem,
+                        reply.id);
+  return *std::move(typed);
+}
+
+}  // namespace
+
+const json& ResultOf(const Reply& reply) {
+  if (!reply.ok) throw ServerError(reply.op, reply.error);
+  return reply.result;
+}
+protocol::HelloResult AsHelloResult(const Reply& reply) { return Typed(reply, &protocol::HelloResultFromWire); }
+protocol::EnvInfo AsEnvInfo(const Reply& reply) { return Typed(reply, &protocol::EnvInfoFromWire); }
+protocol::ResetResult AsResetResult(const Reply& reply) { return Typed(reply, &protocol::ResetResultFromWire); }
+protocol::StepResult AsStepResult(const Reply& reply) { return Typed(reply, &protocol::StepResultFromWire); }
+
+bool IsIdempotent(std::string_view op) {
+  return op == "hello" || op == "tasks.list" || op == "tasks.get" || op == "stats";
+}
+
+// Owns the ZeroMQ context and the connections. Invariants:
+//   - connections_.back() is the current connection: every new request is sent on it. Older
+//     ones (left by a retry) stay open while a request sent on them is pending, so that their
+//     replies still arrive, and are closed when none is.
+//   - every id is in at most one of pending_ (waiting for a reply), abandoned_ (given up on: its
+//     reply is dropped), sync_arrived_ / ready_ (arrived, not yet handed out).
+//   - at most one sync call is in progress (one thread), so every sync entry of pending_ and
+//     sync_arrived_ belongs to it.
+struct Client::Impl {
+  struct Connection {
+    zmq::socket_t socket;
+  };
+  struct Pending {
+    std::string op;
+    Connection* connection;
+    bool sync;
+  };
+
+  explicit Impl(ClientOptions o) : options(std::move(o)), rng(std::random_device{}()) { OpenConnection(); }
+
+  void OpenConnection() {
+    zmq::socket_t socket(context, zmq::socket_type::dealer);
+    socket.set(zmq::sockopt::linger, 0);
+    socket.set(zmq::sockopt::reconnect_ivl, Milliseconds(options.backoff_initial_s));
+    socket.set(zmq::sockopt::reconnect_ivl_max,
+               Milliseconds(std::max(options.backoff_max_s, options.backoff_initial_s)));
+    socket.set(zmq::sockopt::sndtimeo, Milliseconds(options.request_timeout_s));
+    try {
+      socket.connect(options.endpoint);
+    } catch (const zmq::error_t& e) {
+      throw TransportError("cannot connect to '" + options.endpoint + "': " + e.what());
+    }
+    connections.push_back(Connection{std::move(socket)});
+  }
+
+  uint64_t SendOn(const protocol::RequestBody& body, bool sync) {
+    const uint64_t id = next_id++;
+    const std::string op(protocol::OpName(body));
+    const std::string bytes = protocol::EncodeRequest({protocol::kVersion, id, body});
+    Connection& connection = connections.back();
+    try {
+      if (!connection.socket.send(zmq::buffer(bytes), zmq::send_flags::none))
+        throw TransportError(op + ": could not queue the request for " + options.endpoint + " within " +
+                             FormatSeconds(options.request_timeout_s) + " (send buffer full)");
+    } catch (const zmq::error_t& e) {
+      throw TransportError(op + ": sending to " + options.endpoint + " failed: " + e.what());
+    }
+    pending[id] = Pending{op, &connection, sync};
+    if (!sync) ++async_outstanding;
+    return id;
+  }
+
+  // Reads every message that is waiting, until `done()` or `deadline` (none: wait as long as it
+  // takes).
+  template <typename Done>
+  void Pump(std::optional<Clock::time_point> deadline, Done done) {
+    while (!done()) {
+      long timeout_ms = -1;
+      if (deadline) {
+        const auto left = *deadline - Clock::now();
+        if (left <= Clock::duration::zero()) return;
+        timeout_ms = std::max<long>(1, std::chrono::ceil<std::chrono::milliseconds>(left).count());
+      }
+      std::vector<zmq::pollitem_t> items;
+      for (Connection& c : connections) items.push_back({c.socket.handle(), 0, ZMQ_POLLIN, 0});
+      try {
+        zmq::poll(items, std::chrono::milliseconds(timeout_ms));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        throw TransportError(std::string("waiting for replies from ") + options.endpoint + " failed: " + e.what());
+      }
+      std::size_t i = 0;
+      for (Connection& c : connections) {
+        if (items[i++].revents & ZMQ_POLLIN) Drain(c);
+      }
+    }
+  }
+
+  void Drain(Connection& connection) {
+    while (true) {
+      zmq::message_t message;
+      if (!connection.socket.recv(message, zmq::recv_flags::dontwait)) return;
+      if (!message.more()) {
+        Dispatch(message.to_string_view());
+        continue;
+      }
+      // A reply is one message part; read the rest of a multi-part one and refuse it.
+      while (message.more() && connection.socket.recv(message, zmq::recv_flags::dontwait)) {
+      }
+      Deliver(0, "", Arrived{{}, "a reply in several message parts (the protocol sends one)"});
+    }
+  }
+
+  void Dispatch(std::string_view bytes) {
+    const protocol::DecodedReply decoded = protocol::DecodeReply(bytes);
+    auto it = decoded.id ? pending.find(decoded.id) : pending.end();
+    if (it == pending.end()) {
+      if (decoded.id && abandoned.erase(decoded.id)) return;  // a late reply nobody waits for
+      if (decoded.valid) {
+        ++stray;
+        return;
+      }
+      // Malformed and not attributable: whoever is waiting hears of it.
+      Deliver(0, "", Arrived{{}, "malformed reply from " + options.endpoint + ": " + decoded.problem});
+      return;
+    }
+    const Pending p = it->second;
+    pending.erase(it);
+    Arrived arrived;
+    arrived.reply.id = decoded.id;
+    arrived.reply.op = p.op;
+    const std::string what = p.op + " reply " + std::to_string(decoded.id);
+    if (!decoded.valid) {
+      arrived.problem = what + " is malformed: " + decoded.problem;
+    } else if (!decoded.ok) {
+      arrived.reply.error = decoded.error;
+    } else if (std::string problem; auto tree = protocol::DecodeResultTree(decoded.result, problem)) {
+      arrived.reply.ok = true;
+      arrived.reply.result = *std::move(tree);
+    } else {
+      arrived.problem = what + " is malformed: " + problem;
+    }
+    Deliver(decoded.id, p.sync ? "sync" : "async", std::move(arrived));
+  }
+
+  // `kind` is how the id was sent ("sync", "async"), or "" when the reply's request is unknown:
+  // then it goes to the sync call in progress, if any, else to Recv().
+  void Deliver(uint64_t id, const std::string& kind, Arrived arrived) {
+    arrived.reply.id = id;
+    if (kind == "sync" || (kind.empty() && sync_in_progress)) {
+      sync_arrived.push_back(std::move(arrived));
+      return;
+    }
+    if (kind == "async") --async_outstanding;
+    ready.push_back(std::move(arrived));
+  }
+
+  void Abandon(uint64_t id) {
+    auto it = pending.find(id);
+    if (it == pending.end()) return;
+    abandoned[id] = it->second.connection;
+    if (!it->second.sync) --async_outstanding;
+    pending.erase(it);
+  }
+
+  // Closes the retired connections nothing is pending on; their abandoned ids can no longer
+  // be answered, so they are forgotten too.
+  void CloseIdle() {
+    for (auto c = connections.begin(); std::next(c) != connections.end();) {
+      Connection* connection = &*c;
+      const bool busy = std::any_of(pending.begin(), pending.end(),
+                                    [&](const auto& entry) { return entry.second.connection == connection; });
+      if (busy) {
+        ++c;
+        continue;
+      }
+      std::erase_if(abandoned, [&](const auto& entry) { return entry.second == connection; });
+      c = connections.erase(c);
+    }
+  }
+
+  Clock::duration Backoff(int retry) {
+    const double base = std::min(options.backoff_max_s, options.backoff_initial_s * std::pow(2.0, retry - 1));
+    return Seconds(base * std::uniform_real_distribution<double>(0.5, 1.0)(rng));
+  }
+
+  Reply Call(const protocol::RequestBody& body) {
+    const std::string op(protocol::OpName(body));
+    const int attempts = IsIdempotent(op) ? 1 + std::max(0, options.retries) : 1;
+    std::vector<uint64_t> ids;
+    sync_in_progress = true;
+    // Whatever way the call ends, its other attempts are given up on.
+    struct End {
+      Impl& impl;
+      std::vector<uint64_t>& ids;
+      ~End() {
+        for (uint64_t id : ids) impl.Abandon(id);
+        impl.sync_arrived.clear();
+        impl.sync_in_progress = false;
+        impl.CloseIdle();
+      }
+    } end{*this, ids};
+    auto arrived = [&] { return !sync_arrived.empty(); };
+    for (int attempt = 0; attempt < attempts && !arrived(); ++attempt) {
+      if (attempt > 0) {
+        Pump(Clock::now() + Backoff(attempt), arrived);  // an earlier attempt may still answer
+        if (arrived()) break;
+        OpenConnection();
+      }
+      ids.push_back(SendOn(body, /*sync=*/true));
+      Pump(Clock::now() + Seconds(options.request_timeout_s), arrived);
+    }
+    if (!arrived()) {
+      throw TransportError(op + ": no reply from " + options.endpoint + " within " +
+                           FormatSeconds(options.request_timeout_s) +
+                           (attempts > 1 ? " in each of " + std::to_string(attempts) + " attempts"
+                                         : " (not retried: " + op + " is not idempotent)"));
+    }
+    Arrived a = std::move(sync_arrived.front());
+    if (!a.problem.empty()) throw ProtocolError(a.problem, a.reply.id);
+    if (a.reply.op.empty()) a.reply.op = op;
+    return std::move(a.reply);
+  }
+
+  std::optional<Reply> Recv(double timeout_s) {
+    if (ready.empty() && async_outstanding > 0) {
+      std::optional<Clock::time_point> deadline;
+      if (timeout_s >= 0) deadline = Clock::now() + Seconds(timeout_s);
+      Pump(deadline, [&] { return !ready.empty(); });
+      CloseIdle();
+    }
+    if (ready.empty()) return std::nullopt;
+    Arrived a = std::move(ready.front());
+    ready.pop_front();
+    if (!a.problem.empty()) throw ProtocolError(a.problem, a.reply.id);
+    return std::move(a.reply);
+  }
+
+  ClientOptions options;
+  std::mt19937_64 rng;
+  zmq::context_t context;             // declared before the sockets: destroyed after them
+  std::list<Connection> connections;  // back(): current; list: stable addresses for Pending
+  std::map<uint64_t, Pending> pending;
+  std::map<uint64_t, Connection*> abandoned;
+  std::deque<Arrived> sync_arrived;   // replies for the sync call in progress
+  std::deque<Arrived> ready;          // replies for Send(), in arrival order
+  std::size_t async_outstanding = 0;  // Send()s not yet in `ready`
+  bool sync_in_progress = false;
+  uint64_t next_id = 1;  // 0 is "unknown" on the wire
+  uint64_t stray = 0;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Client::~Client() = default;
+
+protocol::HelloResult Client::Hello() { return AsHelloResult(impl_->Call(protocol::HelloRequest{})); }
+
+json Client::ListTasks(const std::string& suite) {
+  const Reply reply = impl_->Call(protocol::TasksListRequest{suite});
+  const json& result = ResultOf(reply);
+  auto tasks = result.find("tasks");
+  if (tasks == result.end() || !tasks->is_array())
+    throw ProtocolError(
+        "tasks.list reply " + std::to_string(reply.id) + " has a malformed result: field 'tasks' must be an array",
+        reply.id);
+  return *tasks;
+}
+
+json Client::GetTask(const std::string& task) { return ResultOf(impl_->Call(protocol::TasksGetRequest{task})); }
+
+protocol::EnvInfo Client::Make(const protocol::EnvMakeRequest& request) { return AsEnvInfo(impl_->Call(request)); }
+
+protocol::ResetResult Client::Reset(const std::string& env, std::optional<uint64_t> seed) {
+  return AsResetResult(impl_->Call(protocol::EnvResetRequest{env, seed}));
+}
+
+protocol::StepResult Client::Step(const std::string& env, const protocol::Action& action) {
+  return AsStepResult(impl_->Call(protocol::EnvStepRequest{env, action}));
+}
+
+protocol::EnvInfo Client::Fork(const std::string& env) { return AsEnvInfo(impl_->Call(protocol::EnvForkRequest{env})); }
+
+void Client::Close(const std::string& env) { ResultOf(impl_->Call(protocol::EnvCloseRequest{env})); }
+
+json Client::Stats() { return ResultOf(impl_->Call(protocol::StatsRequest{})); }
+
+uint64_t Client::Send(protocol::RequestBody body) { return impl_->SendOn(body, /*sync=*/false); }
+
+std::optional<Reply> Client::Recv(double timeout_s) { return impl_->Recv(timeout_s); }
+
+std::size_t Client::outstanding() const { return impl_->async_outstanding + impl_->ready.size(); }
+
+uint64_t Client::stray_replies() const { return impl_->stray; }
+
+const ClientOptions& Client::options() const { return impl_->options; }
+
+}  // namespace kernelgym::client

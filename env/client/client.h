@@ -1,0 +1,112 @@
+// The C++ client of `kernelgym serve` (docs/protocol.md, "C++ client"). Policies link this
+// library (kernelgym_client) and the protocol's plain types, never server code.
+//
+// Two ways to use one Client, which mix freely:
+//   sync   Hello(), Make(), Reset(), Step(), ... send one request and wait for its reply.
+//   async  Send(body) returns the request id at once; Recv(timeout) returns whichever reply
+//          arrives first (EnvPool style: keep many envs stepping, handle replies as they come);
+//          AsStepResult(reply) etc. turn a Reply into its typed result.
+// Replies are matched by id, so a sync call made while async requests are outstanding works:
+// the async replies that arrive meanwhile are kept for Recv(), never lost.
+//
+// Timeouts and retries. A sync call waits `request_timeout_s` for its reply. When none comes:
+//   - the idempotent ops (hello, tasks.list, tasks.get, stats) are sent again on a fresh socket
+//     (a new connection), after an exponential backoff with jitter, up to `retries` more times;
+//     a reply to any of the attempts answers the call. Then TransportError.
+//   - the env.* ops are not retried: TransportError at once. Re-sending env.step could apply an
+//     action twice, env.make could create a second env, so whether the request took effect is
+//     unknown; the caller decides (e.g. close the env and make a new one). A reply that comes
+//     after the timeout is dropped.
+// Async requests (Send) are never retried and have no deadline of their own: Recv's timeout is
+// the caller's.
+//
+// Between requests the socket reconnects by itself when the server goes away and comes back
+// (ZMQ_RECONNECT_IVL = backoff_initial_s, doubling up to ZMQ_RECONNECT_IVL_MAX = backoff_max_s).
+//
+// Threads: a Client is used by one thread at a time (like the ZeroMQ socket inside it). Use one
+// Client per thread, or guard it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "env/client/errors.h"
+#include "env/protocol/messages.h"
+#include "env/protocol/results.h"
+
+namespace kernelgym::client {
+
+struct ClientOptions {
+  std::string endpoint;                               // the server's client endpoint, e.g. "tcp://127.0.0.1:5555"
+  double request_timeout_s = 600;                     // per attempt of a sync call (an evaluation can take minutes)
+  int retries = 3;                                    // further attempts of an idempotent op after a timeout
+  double backoff_initial_s = 0.1, backoff_max_s = 5;  // retry backoff and reconnect interval
+};
+
+// One reply, as Recv() returns it.
+struct Reply {
+  uint64_t id = 0;
+  std::string op;  // the op of the request it answers
+  bool ok = false;
+  protocol::Error error;  // when !ok
+  nlohmann::json result;  // when ok: the result map (docs/protocol.md, per op)
+};
+
+// Reply -> typed result. Throw ServerError when the reply is an error, ProtocolError (naming the
+// field) when the result does not have the op's format.
+const nlohmann::json& ResultOf(const Reply& reply);
+protocol::HelloResult AsHelloResult(const Reply& reply);
+protocol::EnvInfo AsEnvInfo(const Reply& reply);  // env.make, env.fork
+protocol::ResetResult AsResetResult(const Reply& reply);
+protocol::StepResult AsStepResult(const Reply& reply);
+
+// hello, tasks.list, tasks.get and stats: the ops a sync call retries after a timeout.
+bool IsIdempotent(std::string_view op);
+
+class Client {
+ public:
+  // Connects lazily: nothing is sent until the first request, and a server that is not up yet
+  // is waited for (within the request timeout). Throws TransportError for a malformed endpoint.
+  explicit Client(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // ---- sync: each throws ServerError, TransportError or ProtocolError (errors.h) ----
+  protocol::HelloResult Hello();
+  nlohmann::json ListTasks(const std::string& suite = "");  // the `tasks` array
+  nlohmann::json GetTask(const std::string& task);          // the task's map
+  protocol::EnvInfo Make(const protocol::EnvMakeRequest& request);
+  protocol::ResetResult Reset(const std::string& env, std::optional<uint64_t> seed = std::nullopt);
+  protocol::StepResult Step(const std::string& env, const protocol::Action& action);
+  protocol::EnvInfo Fork(const std::string& env);
+  void Close(const std::string& env);
+  nlohmann::json Stats();
+
+  // ---- async ----
+  // Sends one request and returns its id (the Reply's id). Throws TransportError when the
+  // request cannot even be queued (the send buffer stayed full for request_timeout_s).
+  uint64_t Send(protocol::RequestBody body);
+  // The next reply to a Send(), in arrival order: a reply that already arrived (also during a
+  // sync call) at once, otherwise waits up to `timeout_s` (< 0: no limit). nullopt when none
+  // came in time, or at once when no Send() is outstanding. Throws ProtocolError for a reply that
+  // cannot be read (its id() names the request when it could be told).
+  std::optional<Reply> Recv(double timeout_s);
+  // Send()s whose reply Recv() has not returned yet.
+  std::size_t outstanding() const;
+
+  // Replies that answered no request of this client (neither outstanding nor given up on); they
+  // are dropped. Non-zero means a server bug.
+  uint64_t stray_replies() const;
+  const ClientOptions& options() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kernelgym::client

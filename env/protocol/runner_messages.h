@@ -1,0 +1,83 @@
+// The runner protocol: what `kernelgym serve` and its runners (`kernelgym runner`, local or on
+// other hosts) say to each other, as plain C++ types. The server binds a ROUTER for runners; each
+// runner connects one DEALER. docs/protocol.md ("Runner protocol") is the contract.
+//
+//   runner -> server: runner.hello (once per connection, and again when asked), heartbeat, result
+//   server -> runner: welcome (answers hello), job, ack (answers heartbeat), reregister (the server
+//                     does not know this runner, e.g. after a server restart: send hello again)
+//
+// A runner evaluates one job at a time per slot. Heartbeats flow while a job runs, so a runner
+// that stops heartbeating is dead (or cut off) and its jobs are re-queued by the server.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "tpu_runner/result.h"
+
+namespace kernelgym::protocol::runner {
+
+inline constexpr int kRunnerProtocolVersion = 1;
+
+// ---- runner -> server ----
+struct RunnerHello {
+  int v = kRunnerProtocolVersion;
+  std::string runner_id;                          // unique per runner process (host:pid:random)
+  std::vector<std::string> backends;              // backends this runner evaluates
+  std::map<std::string, std::string> fingerprint; // host, cpu model, cores, compiler, kernel, peaks...
+  int slots = 1;                                  // jobs it evaluates at once
+  int64_t pid = 0;
+  bool operator==(const RunnerHello&) const = default;
+};
+struct Heartbeat {
+  int busy = 0;  // jobs in progress
+  bool operator==(const Heartbeat&) const = default;
+};
+struct JobDone {
+  uint64_t job_id = 0;
+  EvalResult result;  // with raw timing samples
+};
+using FromRunner = std::variant<RunnerHello, Heartbeat, JobDone>;
+
+// ---- server -> runner ----
+struct Welcome {
+  double heartbeat_interval_s = 0.5;  // how often the runner must heartbeat
+  bool operator==(const Welcome&) const = default;
+};
+struct JobOptions {
+  std::vector<uint64_t> seeds;   // correctness seeds (server-chosen: rule 1 of reward integrity)
+  uint64_t timing_seed = 0;
+  bool run_timing = true;
+  double timing_budget_s = 1.0;
+  int min_rounds = 20;
+  double target_relative_ci = 0.03;
+  bool operator==(const JobOptions&) const = default;
+};
+struct Job {
+  uint64_t job_id = 0;
+  std::string backend;
+  std::string task;    // task id; the runner loads the task from its own suites
+  std::string source;  // the candidate
+  JobOptions options;
+  bool operator==(const Job&) const = default;
+};
+struct Ack {
+  bool operator==(const Ack&) const = default;
+};
+struct Reregister {
+  bool operator==(const Reregister&) const = default;
+};
+using ToRunner = std::variant<Welcome, Job, Ack, Reregister>;
+
+// Codec (env/protocol/runner_codec.cc). Decoding never throws: nullopt + `problem`.
+std::string Encode(const FromRunner& message);
+std::string Encode(const ToRunner& message);
+[[nodiscard]] std::optional<FromRunner> DecodeFromRunner(std::string_view bytes, std::string& problem);
+[[nodiscard]] std::optional<ToRunner> DecodeToRunner(std::string_view bytes, std::string& problem);
+
+}  // namespace kernelgym::protocol::runner

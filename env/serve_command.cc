@@ -1,0 +1,66 @@
+#include "env/serve_command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <filesystem>
+#include <sstream>
+
+namespace kernelgym {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }  // lock-free atomic store: async-signal-safe
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, ServeCommand& command) {
+  server::ServerOptions& o = command.options;
+  CLI::App* serve = app.add_subcommand("serve", "run the environment server (clients and runners connect over ZeroMQ)");
+  command.app = serve;
+  serve->add_option("--bind", o.client_endpoint, "client endpoint (tcp://HOST:PORT; port * = any)")->capture_default_str();
+  serve->add_option("--runner-bind", o.runner_endpoint, "runner endpoint")->capture_default_str();
+  serve->add_option("--local-runners", o.local_runners, "runner processes to start on this host")
+      ->capture_default_str()->check(CLI::Range(0, 256));
+  serve->add_option("--backends", command.known_backends, "backends env.make accepts before a runner joins (comma list)")
+      ->capture_default_str();
+  serve->add_flag("--null-backend", o.null_backend, "enable the in-process `null` backend (benchmarks)");
+  serve->add_option("--max-steps", o.default_max_steps, "default steps per episode")->capture_default_str();
+  serve->add_option("--time-budget", o.default_time_budget_s, "default evaluation seconds per episode")
+      ->capture_default_str();
+  serve->add_option("--max-sessions", o.max_sessions, "envs held at once")->capture_default_str();
+  serve->add_option("--idle-timeout", o.session_idle_timeout_s, "seconds after which an idle env is closed")
+      ->capture_default_str();
+  serve->add_option("--record-dir", o.record_dir, "trajectory store (used by envs made with record=true)")
+      ->capture_default_str();
+  serve->add_option("--drain-timeout", o.drain_timeout_s, "on SIGTERM, seconds in-flight steps may take")
+      ->capture_default_str();
+  serve->add_option("--endpoint-file", o.endpoint_file, "write the bound endpoints here as JSON");
+  serve->add_option("--heartbeat", o.scheduler.heartbeat_interval_s, "runner heartbeat interval (s)")
+      ->capture_default_str();
+  serve->add_option("--runner-timeout", o.scheduler.runner_timeout_s, "silence after which a runner is dropped (s)")
+      ->capture_default_str();
+  serve->add_option("--max-queue", o.scheduler.max_queued_jobs, "queued evaluations per backend before OVERLOADED")
+      ->capture_default_str();
+  serve->add_option("--no-runner-wait", o.scheduler.no_runner_wait_s, "seconds a step waits for a runner")
+      ->capture_default_str();
+}
+
+int RunServeCommand(ServeCommand& command, const std::string& suites) {
+  server::ServerOptions& o = command.options;
+  o.suites_root = suites;
+  o.known_backends.clear();
+  std::stringstream list(command.known_backends);
+  for (std::string name; std::getline(list, name, ',');)
+    if (!name.empty()) o.known_backends.push_back(name);
+  // Local runners are this same program: `kernelgym --suites S runner --connect ...`.
+  o.runner_argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--suites", suites, "runner"};
+  struct sigaction action {};
+  action.sa_handler = OnSignal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  return server::RunServer(o, g_stop);
+}
+
+}  // namespace kernelgym

@@ -1,0 +1,42 @@
+// `kernelgym serve`: the environment server. One event loop thread owns every session, the
+// scheduler and both ROUTER sockets (clients, runners); evaluations run in runner processes and
+// come back as messages; the trajectory store writes on its own thread and says when a record is
+// durable, and only then is the reply of a recorded step sent. Nothing a client sends can stop
+// the loop: every request gets a reply (a result or an error naming the op and the field).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "env/server/scheduler.h"
+
+namespace kernelgym::server {
+
+struct ServerOptions {
+  std::string client_endpoint = "tcp://127.0.0.1:5555";  // "tcp://127.0.0.1:*": any free port
+  std::string runner_endpoint = "tcp://127.0.0.1:*";
+  std::filesystem::path suites_root;        // tasks (datasets/suites by default)
+  std::vector<std::string> known_backends{"cpu"};  // accepted by env.make before a runner joins
+  bool null_backend = false;                 // the in-process `null` backend (benchmarks, tests)
+  int local_runners = 1;                     // `kernelgym runner` processes to start and supervise
+  std::vector<std::string> runner_argv;      // the runner command line (without --connect)
+  int64_t default_max_steps = 16;
+  double default_time_budget_s = 600;
+  int64_t max_steps_limit = 10000;
+  std::size_t max_sessions = 100000;
+  double session_idle_timeout_s = 1800;      // an env with no request for this long is closed
+  std::filesystem::path record_dir = "trajectories";  // the trajectory store (opened on first use)
+  double drain_timeout_s = 60;               // on SIGTERM: how long in-flight steps may finish
+  std::filesystem::path endpoint_file;       // if set: {"clients": ..., "runners": ...} written here
+  SchedulerOptions scheduler;
+};
+
+// Runs until `stop` becomes true (SIGTERM/SIGINT), then drains: refuses new work, lets in-flight
+// steps finish (or fails them after drain_timeout_s), flushes the recorder, stops local runners.
+// Returns the process exit code (0 on a clean stop, 2 when it could not start).
+int RunServer(const ServerOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace kernelgym::server

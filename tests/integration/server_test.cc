@@ -1,0 +1,298 @@
+// The environment server end to end: a real `kernelgym serve` process, real runner processes,
+// real ZeroMQ over tcp://127.0.0.1, the real C++ client. The `null` backend (in the server,
+// answers at once) is used where the test is about the server rather than about evaluations.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <zmq.hpp>
+
+#include "datasets/trajectory/reader.h"
+#include "env/client/client.h"
+#include "env/protocol/codec.h"
+#include "server_fixture.h"
+
+namespace kernelgym::testing {
+namespace {
+
+using client::Client;
+using client::ClientOptions;
+using client::ServerError;
+using protocol::ErrorCode;
+
+ClientOptions Options(const ServerProcess& server, double timeout_s = 120) {
+  return ClientOptions{.endpoint = server.clients(), .request_timeout_s = timeout_s};
+}
+
+protocol::EnvMakeRequest MakeRequest(const std::string& task, const std::string& backend = "cpu", bool record = false) {
+  protocol::EnvMakeRequest r;
+  r.task = task;
+  r.backend = backend;
+  r.record = record;
+  r.max_steps = 8;
+  return r;
+}
+
+std::string Improved() { return ReadText(SourceDir() / "tests/honest/softmax_rows_avx2/kernel.cpp"); }
+
+ErrorCode CodeOf(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const ServerError& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no ServerError";
+  return ErrorCode::kInternal;
+}
+
+TEST(ServerTest, AWholeEpisodeOnTheCpuBackend) {
+  ServerProcess server({"--local-runners", "1"});
+  Client c(Options(server));
+  const protocol::HelloResult hello = c.Hello();
+  EXPECT_EQ(hello.protocol, protocol::kVersion);
+  EXPECT_FALSE(hello.feature_names.empty());
+
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows"));
+  const protocol::ResetResult reset = c.Reset(env.env, 7);
+  EXPECT_EQ(reset.observation.status, "ok") << reset.observation.text;
+  EXPECT_GT(reset.observation.speedup, 0);
+  EXPECT_EQ(reset.observation.features.size(), hello.feature_names.size());
+
+  const protocol::StepResult better = c.Step(env.env, protocol::ReplaceAction{Improved()});
+  EXPECT_EQ(better.observation.status, "ok") << better.observation.text;
+  EXPECT_GT(better.observation.speedup, reset.observation.speedup);
+  EXPECT_GT(better.reward, 0);
+
+  const protocol::StepResult broken =
+      c.Step(env.env, protocol::EditAction{{{"extern \"C\" void kernel(", "extern \"C\" void kernel(nonsense "}}});
+  EXPECT_EQ(broken.observation.status, "compile_error");
+  EXPECT_LT(broken.reward, 0);
+  EXPECT_NE(broken.observation.text.find("nonsense"), std::string::npos) << broken.observation.text;
+
+  const protocol::StepResult same = c.Step(env.env, protocol::RevertAction{1});
+  EXPECT_TRUE(same.observation.reused);
+
+  const protocol::StepResult submit = c.Step(env.env, protocol::SubmitAction{});
+  EXPECT_TRUE(submit.terminated);
+  EXPECT_FALSE(submit.truncated);
+  EXPECT_EQ(submit.observation.status, "ok");
+  EXPECT_EQ(CodeOf([&] { c.Step(env.env, protocol::SubmitAction{}); }), ErrorCode::kEpisodeOver);
+  c.Close(env.env);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServerTest, ErrorsNameTheOpAndKeepTheServerServing) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  EXPECT_EQ(CodeOf([&] { c.Make(MakeRequest("cpu/no_such_task")); }), ErrorCode::kUnknownTask);
+  EXPECT_EQ(CodeOf([&] { c.Make(MakeRequest("cpu/softmax_rows", "no_such_backend")); }), ErrorCode::kUnknownBackend);
+  protocol::EnvMakeRequest bad_reward = MakeRequest("cpu/softmax_rows", "null");
+  bad_reward.reward = "no_such_reward";
+  EXPECT_EQ(CodeOf([&] { c.Make(bad_reward); }), ErrorCode::kUnknownReward);
+  bad_reward.reward = "fast_p";
+  bad_reward.reward_config = {{"p", "fast"}};
+  try {
+    c.Make(bad_reward);
+    ADD_FAILURE() << "a bad reward_config was accepted";
+  } catch (const ServerError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadRequest);
+    EXPECT_NE(std::string(e.what()).find("p"), std::string::npos) << e.what();
+    EXPECT_EQ(e.details().at("op"), "env.make");
+  }
+  EXPECT_EQ(CodeOf([&] { c.Reset("env-nope"); }), ErrorCode::kUnknownEnv);
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  EXPECT_EQ(CodeOf([&] { c.Step(env.env, protocol::SubmitAction{}); }), ErrorCode::kEpisodeOver);  // not reset
+
+  EXPECT_EQ(c.Hello().protocol, protocol::kVersion);
+}
+
+TEST(ServerTest, MalformedAndOversizedMessagesGetErrorReplies) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  zmq::context_t context;
+  zmq::socket_t raw(context, zmq::socket_type::dealer);
+  raw.set(zmq::sockopt::linger, 0);
+  raw.set(zmq::sockopt::rcvtimeo, 10000);
+  raw.connect(server.clients());
+  auto roundtrip = [&](const std::string& bytes) {
+    raw.send(zmq::buffer(bytes));
+    zmq::message_t reply;
+    EXPECT_TRUE(raw.recv(reply).has_value()) << "no reply";
+    return protocol::DecodeReply(reply.to_string_view());
+  };
+  // Not msgpack.
+  protocol::DecodedReply garbage = roundtrip(std::string("\xc1\xc1\xc1 not msgpack", 15));
+  ASSERT_TRUE(garbage.valid) << garbage.problem;
+  EXPECT_FALSE(garbage.ok);
+  EXPECT_EQ(garbage.error.code, ErrorCode::kBadRequest);
+  // Oversized: 9 MiB of a valid request.
+  protocol::Request big{protocol::kVersion, 77, protocol::TasksGetRequest{std::string(9u << 20, 'x')}};
+  protocol::DecodedReply oversized = roundtrip(protocol::EncodeRequest(big));
+  ASSERT_TRUE(oversized.valid);
+  EXPECT_EQ(oversized.error.code, ErrorCode::kBadRequest);
+  EXPECT_NE(oversized.error.message.find("limit"), std::string::npos) << oversized.error.message;
+  // A wrong type in an action names the op and the field.
+  protocol::Request step{protocol::kVersion, 78, protocol::EnvStepRequest{"env-x", protocol::ReplaceAction{"x"}}};
+  std::string bytes = protocol::EncodeRequest(step);
+  const std::string key = "source";
+  const auto at = bytes.find(key);
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + key.size()] = '\xc3';  // the value "x" (fixstr) becomes `true`; the string's byte follows
+  bytes.erase(at + key.size() + 1, 1);
+  protocol::DecodedReply typed = roundtrip(bytes);
+  ASSERT_TRUE(typed.valid);
+  EXPECT_EQ(typed.id, 78u);
+  EXPECT_EQ(typed.error.code, ErrorCode::kBadRequest);
+  EXPECT_NE(typed.error.message.find("source"), std::string::npos) << typed.error.message;
+  EXPECT_EQ(typed.error.details.at("op"), "env.step");
+  // Still serving.
+  Client c(Options(server));
+  EXPECT_EQ(c.Hello().protocol, protocol::kVersion);
+}
+
+TEST(ServerTest, PipelinedStepsFromSeveralClientsAreAllAnswered) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  constexpr int kClients = 4, kEnvsPerClient = 8, kSteps = 5;
+  std::vector<std::thread> threads;
+  std::atomic<int> answered{0}, wrong{0};
+  for (int t = 0; t < kClients; ++t) {
+    threads.emplace_back([&, t] {
+      Client c(Options(server, 30));
+      std::vector<std::string> envs;
+      for (int e = 0; e < kEnvsPerClient; ++e) envs.push_back(c.Make(MakeRequest("cpu/softmax_rows", "null")).env);
+      for (const std::string& env : envs) c.Reset(env, 1);
+      // Every env steps concurrently; each reply must answer its own request.
+      for (int s = 1; s <= kSteps; ++s) {
+        std::map<uint64_t, std::string> sent;
+        for (const std::string& env : envs)
+          sent[c.Send(protocol::EnvStepRequest{env, protocol::ReplaceAction{"// " + env + " step " + std::to_string(s)}})] =
+              env;
+        for (std::size_t i = 0; i < envs.size(); ++i) {
+          std::optional<client::Reply> r = c.Recv(30);
+          if (!r || !sent.count(r->id)) {
+            ++wrong;
+            continue;
+          }
+          const protocol::StepResult step = client::AsStepResult(*r);
+          const bool mine = step.observation.source == "// " + sent[r->id] + " step " + std::to_string(s) &&
+                            step.observation.step == s;
+          mine ? ++answered : ++wrong;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(answered.load(), kClients * kEnvsPerClient * kSteps);
+}
+
+TEST(ServerTest, AForkIsIndependentOfItsParent) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::EnvInfo parent = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  c.Reset(parent.env, 3);
+  c.Step(parent.env, protocol::ReplaceAction{"// parent 1\n"});
+  const protocol::EnvInfo child = c.Fork(parent.env);
+  EXPECT_NE(child.env, parent.env);
+  EXPECT_EQ(child.task, parent.task);
+  const protocol::StepResult c2 = c.Step(child.env, protocol::ReplaceAction{"// child 2\n"});
+  EXPECT_EQ(c2.observation.step, 2);
+  const protocol::StepResult p2 = c.Step(parent.env, protocol::EditAction{{{"parent 1", "parent 2"}}});
+  EXPECT_EQ(p2.observation.step, 2);
+  EXPECT_EQ(p2.observation.source, "// parent 2\n");
+  const protocol::StepResult c3 = c.Step(child.env, protocol::RevertAction{1});
+  EXPECT_EQ(c3.observation.source, "// parent 1\n");  // the history before the fork is shared by value
+  c.Close(child.env);
+  EXPECT_EQ(c.Step(parent.env, protocol::RevertAction{2}).observation.source, "// parent 2\n");
+}
+
+// The runner evaluating a step is killed with SIGKILL: the server notices the silence, re-queues
+// the job on the restarted runner, and the step is answered with a real evaluation.
+TEST(ServerTest, ARunnerKilledMidJobHasItsJobRequeued) {
+  ServerProcess server({"--local-runners", "1", "--heartbeat", "0.1", "--runner-timeout", "1"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows"));
+  c.Reset(env.env, 5);
+  const uint64_t id = c.Send(protocol::EnvStepRequest{env.env, protocol::ReplaceAction{Improved()}});
+  // Wait until the step is running on a runner, then kill that runner.
+  int64_t runner_pid = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const nlohmann::json stats = c.Stats();
+        for (const auto& r : stats["scheduler"]["runners"])
+          if (r["busy"].get<int>() > 0) runner_pid = r["pid"].get<int64_t>();
+        return runner_pid > 0;
+      },
+      30));
+  ASSERT_EQ(kill(static_cast<pid_t>(runner_pid), SIGKILL), 0);
+  std::optional<client::Reply> reply = c.Recv(120);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->id, id);
+  const protocol::StepResult step = client::AsStepResult(*reply);
+  EXPECT_EQ(step.observation.status, "ok") << step.observation.text;
+  EXPECT_EQ(step.info["attempts"], 2);
+  const nlohmann::json stats = c.Stats();
+  EXPECT_GE(stats["scheduler"]["requeued"].get<int>(), 1);
+  EXPECT_GE(stats["local_runners"]["restarts"].get<int>(), 1);
+}
+
+TEST(ServerTest, ARunnerJoiningLateServesWaitingSteps) {
+  ServerProcess server({"--local-runners", "0"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows"));  // cpu is known before any runner
+  const uint64_t id = c.Send(protocol::EnvResetRequest{env.env, 11});
+  EXPECT_FALSE(c.Recv(0.5).has_value());  // nobody can evaluate yet
+  // The env is busy with its reset: another request on it is refused at once, not queued.
+  EXPECT_EQ(CodeOf([&] { c.Step(env.env, protocol::SubmitAction{}); }), ErrorCode::kEnvBusy);
+  EXPECT_EQ(c.Stats()["scheduler"]["queued"]["cpu"], 1);
+  const pid_t runner = SpawnLogged({KERNELGYM_CLI, "runner", "--connect", server.runners()}, server.dir() / "runner.log");
+  std::optional<client::Reply> reply = c.Recv(120);
+  kill(runner, SIGTERM);
+  waitpid(runner, nullptr, 0);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->id, id);
+  EXPECT_EQ(client::AsResetResult(*reply).observation.status, "ok");
+}
+
+// SIGTERM with recorded episodes and a step in flight: the step is finished and answered, the
+// store holds every answered reset and step, and the server exits 0.
+TEST(ServerTest, SigtermFinishesInFlightStepsAndFlushesTheRecorder) {
+  ServerProcess server({"--local-runners", "1"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "cpu", /*record=*/true));
+  c.Reset(env.env, 9);
+  c.Step(env.env, protocol::ReplaceAction{Improved()});
+  const uint64_t id = c.Send(protocol::EnvStepRequest{env.env, protocol::EditAction{{{"extern \"C\"", "extern \"C\" oops"}}}});
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(server.store()); }, 10));
+  kill(server.pid(), SIGTERM);
+  std::optional<client::Reply> reply = c.Recv(120);
+  ASSERT_TRUE(reply.has_value());
+  EXPECT_EQ(reply->id, id);
+  EXPECT_TRUE(reply->ok);
+  EXPECT_EQ(server.Terminate(), 0);
+
+  TrajectoryReader reader(server.store());
+  ASSERT_TRUE(reader.ok()) << reader.error();
+  int resets = 0, transitions = 0;
+  for (nlohmann::json record; reader.Next(record);) {
+    EXPECT_EQ(record["env"], env.env);
+    EXPECT_EQ(record["task"], "cpu/softmax_rows");
+    record["kind"] == "reset" ? ++resets : ++transitions;
+  }
+  EXPECT_EQ(resets, 1);
+  EXPECT_EQ(transitions, 2);
+  EXPECT_EQ(reader.stats().torn, 0u);
+  EXPECT_EQ(reader.stats().corrupt, 0u);
+}
+
+TEST(ServerTest, SessionsOfAVanishedClientAreReapedAfterTheIdleTimeout) {
+  ServerProcess server({"--local-runners", "0", "--null-backend", "--idle-timeout", "1"});
+  {
+    Client gone(Options(server));
+    for (int i = 0; i < 3; ++i) gone.Reset(gone.Make(MakeRequest("cpu/softmax_rows", "null")).env);
+  }  // the client disconnects without closing its envs
+  Client c(Options(server));
+  EXPECT_EQ(c.Stats()["sessions"], 3);
+  EXPECT_TRUE(WaitFor([&] { return c.Stats()["sessions"] == 0; }, 10));
+}
+
+}  // namespace
+}  // namespace kernelgym::testing

@@ -1,0 +1,74 @@
+// Host-wide timing serialization: two backends (as two runner processes would have) evaluating at
+// the same moment compile in parallel but run their harness sessions one after the other.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <latch>
+#include <mutex>
+#include <thread>
+
+#include "eval_fixture.h"
+
+namespace kernelgym::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+TEST(TimingLockTest, ConcurrentEvaluationsNeverShareTheHarnessWindow) {
+  RegisterBuiltinBackends();
+  const Task* task = Tasks().Find("cpu/softmax_rows");
+  ASSERT_NE(task, nullptr);
+  const std::string source = ReadText(SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp");
+
+  struct Window {
+    std::thread::id thread;
+    Clock::time_point locked, released;
+  };
+  std::mutex mutex;
+  std::vector<Window> windows;  // guarded by mutex
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;
+  config.on_timing_window = [&](Clock::time_point locked, Clock::time_point released) {
+    std::lock_guard lock(mutex);
+    windows.push_back({std::this_thread::get_id(), locked, released});
+  };
+
+  constexpr int kRunners = 2;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (int i = 0; i < kRunners; ++i) backends.push_back(BackendRegistry::Global().Create("cpu", config));
+  std::vector<EvalResult> results(kRunners);
+  std::vector<std::thread::id> ids(kRunners);
+  std::latch start(kRunners);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kRunners; ++i)
+    threads.emplace_back([&, i] {
+      ids[i] = std::this_thread::get_id();
+      start.arrive_and_wait();
+      results[i] = backends[i]->Evaluate(*task, source, FastOptions());
+    });
+  for (std::thread& t : threads) t.join();
+
+  for (const EvalResult& r : results) {
+    EXPECT_EQ(r.status, Status::kOk) << r.message;
+    ASSERT_TRUE(r.stage_seconds.count("timing_lock_wait"));
+  }
+  ASSERT_EQ(windows.size(), static_cast<std::size_t>(kRunners));
+  std::sort(windows.begin(), windows.end(), [](const Window& a, const Window& b) { return a.locked < b.locked; });
+  bool contended = false;
+  for (std::size_t i = 1; i < windows.size(); ++i) {
+    EXPECT_LE(windows[i - 1].released, windows[i].locked)
+        << "harness sessions overlapped by "
+        << std::chrono::duration<double>(windows[i - 1].released - windows[i].locked).count() << " s";
+    // The later one asked for the lock at `locked - timing_lock_wait`: before the earlier one let
+    // go means they really contended (otherwise the check above proves nothing).
+    const std::size_t runner = std::find(ids.begin(), ids.end(), windows[i].thread) - ids.begin();
+    ASSERT_LT(runner, ids.size());
+    const auto wait = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(results[runner].stage_seconds.at("timing_lock_wait")));
+    if (windows[i].locked - wait < windows[i - 1].released) contended = true;
+  }
+  if (!contended) GTEST_SKIP() << "the two evaluations reached the lock one after the other: nothing contended";
+}
+
+}  // namespace
+}  // namespace kernelgym::testing

@@ -1,0 +1,108 @@
+// The `knobs` action (env/episode/knobs.h): knob values become #define lines in front of the
+// task's template; anything outside a knob's domain is an error naming the knob and its values.
+#include "env/episode/knobs.h"
+
+#include <gtest/gtest.h>
+
+#include "datasets/suite.h"
+
+namespace kernelgym {
+namespace {
+
+using Values = std::map<std::string, protocol::KnobValue>;
+
+const char* kTemplate = "extern \"C\" void kernel() { /* BLOCK EXP */ }\n";
+
+// Knobs are kept sorted by name, as the loader leaves them.
+Task KnobTask() {
+  Task task;
+  task.id = "tst/knobs";
+  task.knobs = {Knob{"BLOCK", {int64_t{4}, int64_t{8}, int64_t{16}}, int64_t{8}},
+                Knob{"EXP", {std::string("std::exp"), std::string("exp_poly")}, std::string("std::exp")}};
+  task.starter_source = "the starter\n";
+  task.template_source = kTemplate;
+  return task;
+}
+
+TEST(ApplyKnobs, NoValuesGiveTheDefaultCombination) {
+  const EditOutcome out = ApplyKnobs(KnobTask(), {});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_TRUE(out.error.empty());
+  EXPECT_EQ(*out.source, std::string("#define BLOCK 8\n#define EXP std::exp\n") + kTemplate);
+}
+
+TEST(ApplyKnobs, GivenValuesReplaceTheirDefaultsOnly) {
+  EditOutcome out = ApplyKnobs(KnobTask(), {{"EXP", std::string("exp_poly")}});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_EQ(*out.source, std::string("#define BLOCK 8\n#define EXP exp_poly\n") + kTemplate);
+
+  out = ApplyKnobs(KnobTask(), {{"BLOCK", int64_t{16}}, {"EXP", std::string("exp_poly")}});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_EQ(*out.source, std::string("#define BLOCK 16\n#define EXP exp_poly\n") + kTemplate);
+}
+
+TEST(ApplyKnobs, TheSameValuesGiveTheSameBytes) {
+  const Values values{{"BLOCK", int64_t{4}}};
+  const EditOutcome a = ApplyKnobs(KnobTask(), values);
+  const EditOutcome b = ApplyKnobs(KnobTask(), values);
+  ASSERT_TRUE(a.source && b.source);
+  EXPECT_EQ(*a.source, *b.source);
+  // Giving a knob its default value is the same kernel as leaving it out (one compile-cache entry).
+  const EditOutcome c = ApplyKnobs(KnobTask(), {{"BLOCK", int64_t{8}}});
+  const EditOutcome d = ApplyKnobs(KnobTask(), {});
+  ASSERT_TRUE(c.source && d.source);
+  EXPECT_EQ(*c.source, *d.source);
+}
+
+TEST(ApplyKnobs, AnUnknownKnobIsNamedWithTheKnownOnes) {
+  const EditOutcome out = ApplyKnobs(KnobTask(), {{"BLOCK", int64_t{4}}, {"UNROLL", int64_t{2}}});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: unknown knob 'UNROLL' (task tst/knobs has BLOCK, EXP)");
+}
+
+TEST(ApplyKnobs, AValueOutsideTheDomainListsTheAllowedValues) {
+  EditOutcome out = ApplyKnobs(KnobTask(), {{"BLOCK", int64_t{5}}});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: BLOCK: 5 is not allowed (allowed: 4, 8, 16)");
+
+  out = ApplyKnobs(KnobTask(), {{"EXP", std::string("expf")}});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: EXP: expf is not allowed (allowed: std::exp, exp_poly)");
+}
+
+TEST(ApplyKnobs, AValueOfTheWrongTypeNamesTheKnobAndTheValues) {
+  EditOutcome out = ApplyKnobs(KnobTask(), {{"BLOCK", std::string("8")}});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: BLOCK: expects an integer, got string \"8\" (allowed: 4, 8, 16)");
+
+  out = ApplyKnobs(KnobTask(), {{"BLOCK", 8.0}});  // a number that happens to be integral is still not an integer
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: BLOCK: expects an integer, got number 8 (allowed: 4, 8, 16)");
+
+  out = ApplyKnobs(KnobTask(), {{"EXP", int64_t{1}}});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "knobs: EXP: expects a string, got integer 1 (allowed: std::exp, exp_poly)");
+}
+
+TEST(ApplyKnobs, ATaskWithoutATemplateSaysSo) {
+  Task plain;
+  plain.id = "tst/plain";
+  plain.starter_source = "the starter\n";
+  EditOutcome out = ApplyKnobs(plain, {});
+  EXPECT_FALSE(out.source.has_value());
+  EXPECT_EQ(out.error, "task tst/plain has no knob template");
+  out = ApplyKnobs(plain, {{"BLOCK", int64_t{4}}});
+  EXPECT_EQ(out.error, "task tst/plain has no knob template");
+}
+
+TEST(ApplyKnobs, TheBundledSoftmaxTemplate) {
+  const TaskLoadResult loaded = LoadTask(DefaultSuitesRoot() / "cpu" / "softmax_rows");
+  ASSERT_TRUE(loaded.task.has_value()) << loaded.error;
+  const EditOutcome out = ApplyKnobs(*loaded.task, {{"SIMD", int64_t{1}}, {"EXP", std::string("exp_poly")}});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_EQ(out.source->rfind("#define EXP exp_poly\n#define RECOMPUTE 0\n#define SIMD 1\n", 0), 0u) << *out.source;
+  EXPECT_NE(out.source->find(loaded.task->template_source), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kernelgym

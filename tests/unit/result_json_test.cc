@@ -1,0 +1,194 @@
+// EvalResult <-> JSON: ResultFromJson is the exact inverse of ResultToJson with samples, and
+// names the path of every field it cannot read.
+#include "tpu_runner/result_json.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace kernelgym {
+namespace {
+
+using nlohmann::json;
+
+// Every field set to a value other than its default, every optional report present.
+EvalResult FullResult() {
+  EvalResult r;
+  r.task_id = "cpu/softmax_rows";
+  r.backend = "cpu";
+  r.status = Status::kImplausible;
+  r.stage = Stage::kTiming;
+  r.message = "median time 12 ns is below this machine's physical floor";
+  r.details = {"note: first", "note: second \"quoted\"\n"};
+  r.diagnostics = {{"kernel.cpp", 3, 7, "warning", "unused variable 'x'"}, {"", 0, 0, "note", "in expansion"}};
+  r.compile_cached = true;
+  CorrectnessReport c;
+  c.trials_run = 3;
+  c.seeds = {1, 18446744073709551615ull, 42};
+  c.deterministic = false;
+  OutputCheck check;
+  check.output = "y";
+  check.elements = 524288;
+  check.mismatches = 17;
+  check.non_finite = 2;
+  check.max_abs_error = 0.125;
+  check.max_rel_error = 3.5e-3;
+  check.first_mismatch = 1029;
+  check.first_mismatch_index = {1, 5};
+  check.expected = -1.5;
+  check.actual = 2.25;
+  c.checks = {check, OutputCheck{}};
+  r.correctness = c;
+  TimingReport t;
+  t.reference = {1000.5, 990, 1100, 980, 0.02};
+  t.candidate = {500.25, 495, 520, 490, 0.03};
+  t.speedup = 2.001;
+  t.speedup_ci_low = 1.95;
+  t.speedup_ci_high = 2.05;
+  t.converged = true;
+  t.rounds = 3;
+  t.discarded = 1;
+  t.seconds = 0.41;
+  t.reference_alone_median_ns = 970;
+  t.samples = {{1000, 500, 999, 499, 0, true, false},
+               {1001, 501, 998, 497, 1, false, false},
+               {5000, 600, 900, 450, 2, true, true}};
+  r.timing = t;
+  ProfileReport p;
+  p.achieved_gflops = 5.2;
+  p.achieved_gbps = 8.4;
+  p.peak_gflops = 60;
+  p.peak_gbps = 40;
+  p.fraction_of_peak = 0.21;
+  p.bound = "memory";
+  p.arithmetic_intensity = 0.625;
+  p.floor_ns = 104.8;
+  p.counters = {{"task_clock_ns", 480}, {"page_faults", 0}};
+  p.unavailable_counters = {"cycles", "instructions"};
+  p.remarks = {{4, 3, true, "loop vectorized using 32 byte vectors"}, {9, 5, false, "couldn't vectorize loop"}};
+  r.profile = p;
+  r.protections = {{"seccomp", true}, {"network_namespace", false}};
+  r.stage_seconds = {{"compile", 0.31}, {"harness", 0.72}, {"timing_lock_wait", 0}};
+  r.seconds = 1.25;
+  return r;
+}
+
+// Field by field (EvalResult has no operator==; the JSON covers everything but the flat index).
+void ExpectSame(const EvalResult& a, const EvalResult& b) {
+  EXPECT_EQ(ResultToJson(a, true), ResultToJson(b, true));
+  ASSERT_EQ(a.correctness.has_value(), b.correctness.has_value());
+  if (a.correctness) {
+    ASSERT_EQ(a.correctness->checks.size(), b.correctness->checks.size());
+    for (std::size_t i = 0; i < a.correctness->checks.size(); ++i)
+      EXPECT_EQ(a.correctness->checks[i].first_mismatch, b.correctness->checks[i].first_mismatch);
+  }
+}
+
+TEST(ResultFromJson, IsTheExactInverseOfResultToJsonWithSamples) {
+  const EvalResult original = FullResult();
+  std::string problem;
+  const std::optional<EvalResult> back = ResultFromJson(ResultToJson(original, true), problem);
+  ASSERT_TRUE(back) << problem;
+  ExpectSame(*back, original);
+  EXPECT_EQ(back->status, Status::kImplausible);
+  EXPECT_EQ(back->stage, Stage::kTiming);
+  EXPECT_EQ(back->correctness->seeds[1], 18446744073709551615ull);
+  EXPECT_EQ(back->correctness->checks[0].first_mismatch, 1029);
+  EXPECT_EQ(back->timing->samples.size(), 3u);
+  EXPECT_TRUE(back->timing->samples[2].discarded);
+  EXPECT_EQ(back->profile->remarks[1].message, "couldn't vectorize loop");
+}
+
+TEST(ResultFromJson, SurvivesTextAndMsgpackEncodings) {
+  const EvalResult original = FullResult();
+  const json j = ResultToJson(original, true);
+  std::string problem;
+  // Through text (integers re-read as signed or unsigned, doubles by shortest representation)...
+  const auto from_text = ResultFromJson(json::parse(j.dump()), problem);
+  ASSERT_TRUE(from_text) << problem;
+  ExpectSame(*from_text, original);
+  // ...and through msgpack, where non-negative integers come back unsigned.
+  const auto from_msgpack = ResultFromJson(json::from_msgpack(json::to_msgpack(j)), problem);
+  ASSERT_TRUE(from_msgpack) << problem;
+  ExpectSame(*from_msgpack, original);
+}
+
+TEST(ResultFromJson, MinimalResultsRoundTrip) {
+  EvalResult rejected;
+  rejected.task_id = "cpu/gemm_bias_relu";
+  rejected.backend = "cpu";
+  rejected.status = Status::kRejected;
+  rejected.message = "includes <fstream>";
+  std::string problem;
+  const auto back = ResultFromJson(ResultToJson(rejected, true), problem);
+  ASSERT_TRUE(back) << problem;
+  ExpectSame(*back, rejected);
+  EXPECT_FALSE(back->correctness || back->timing || back->profile);
+  // Without samples the timing report comes back with none.
+  const auto no_samples = ResultFromJson(ResultToJson(FullResult(), false), problem);
+  ASSERT_TRUE(no_samples) << problem;
+  EXPECT_TRUE(no_samples->timing->samples.empty());
+  EXPECT_EQ(no_samples->timing->rounds, 3);
+}
+
+TEST(ResultFromJson, NonFiniteNumbersSurviveAsNullInText) {
+  EvalResult r = FullResult();
+  r.correctness->checks[0].max_abs_error = std::numeric_limits<double>::infinity();
+  r.correctness->checks[0].actual = std::nan("");
+  std::string problem;
+  const auto in_memory = ResultFromJson(ResultToJson(r, true), problem);
+  ASSERT_TRUE(in_memory) << problem;
+  EXPECT_TRUE(std::isinf(in_memory->correctness->checks[0].max_abs_error));
+  EXPECT_TRUE(std::isnan(in_memory->correctness->checks[0].actual));
+  const auto from_text = ResultFromJson(json::parse(ResultToJson(r, true).dump()), problem);
+  ASSERT_TRUE(from_text) << problem;
+  EXPECT_TRUE(std::isnan(from_text->correctness->checks[0].actual));
+}
+
+void ExpectProblem(const json& j, const std::vector<std::string>& mentions) {
+  std::string problem;
+  EXPECT_FALSE(ResultFromJson(j, problem)) << j.dump();
+  for (const std::string& m : mentions)
+    EXPECT_NE(problem.find(m), std::string::npos) << "'" << m << "' not in: " << problem;
+}
+
+TEST(ResultFromJson, BadInputNamesThePath) {
+  const json good = ResultToJson(FullResult(), true);
+  ExpectProblem(json::array(), {"result", "object", "array"});
+  json j = good;
+  j["status"] = "great";
+  ExpectProblem(j, {"result.status", "great"});
+  j = good;
+  j["stage"] = 3;
+  ExpectProblem(j, {"result.stage", "string", "integer"});
+  j = good;
+  j.erase("message");
+  ExpectProblem(j, {"result", "'message'"});
+  j = good;
+  j["surprise"] = true;
+  ExpectProblem(j, {"unknown field 'surprise'"});
+  j = good;
+  j["timing"]["samples"][2]["candidate_ns"] = "fast";
+  ExpectProblem(j, {"result.timing.samples[2].candidate_ns", "number", "string"});
+  j = good;
+  j["timing"]["speedup_ci95"] = {1.0};
+  ExpectProblem(j, {"result.timing.speedup_ci95", "2 numbers"});
+  j = good;
+  j["correctness"]["seeds"][0] = -4;
+  ExpectProblem(j, {"result.correctness.seeds[0]", "non-negative"});
+  j = good;
+  j["correctness"]["checks"][0]["elements"] = 1.5;
+  ExpectProblem(j, {"result.correctness.checks[0].elements", "integer", "float"});
+  j = good;
+  j["profile"]["counters"]["page_faults"] = true;
+  ExpectProblem(j, {"result.profile.counters.page_faults", "number"});
+  j = good;
+  j["correctness"]["trials"] = 1ull << 40;
+  ExpectProblem(j, {"result.correctness.trials", "out of range"});
+  j = good;
+  j.erase("timing");
+  ExpectProblem(j, {"result.speedup", "without 'timing'"});
+}
+
+}  // namespace
+}  // namespace kernelgym
