@@ -1,7 +1,36 @@
 #!/usr/bin/env bash
-# The main job: set everything up, then evaluate a bundled example kernel on a bundled task.
+# The main job: set everything up, start the environment server with a local runner, and run one
+# short episode through the C++ client (starter -> an improved kernel -> a broken edit -> revert
+# -> submit), printing every observation and reward. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
-exec "$BUILD_DIR/env/kernelgym" eval --task cpu/softmax_rows --source tests/honest/softmax_rows_avx2/kernel.cpp "$@"
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid"
+    wait "$server_pid" || true
+  fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+"$BUILD_DIR/env/kernelgym" serve --bind "tcp://127.0.0.1:*" --local-runners 1 \
+  --endpoint-file "$work/endpoints.json" --record-dir "$work/trajectories" &
+server_pid=$!
+for _ in $(seq 600); do
+  [[ -f "$work/endpoints.json" ]] && break
+  kill -0 "$server_pid" 2>/dev/null || { echo "run.sh: the server did not start" >&2; exit 1; }
+  sleep 0.1
+done
+endpoint=$(sed -n 's/.*"clients":"\([^"]*\)".*/\1/p' "$work/endpoints.json")
+
+"$BUILD_DIR/policies/examples/kernelgym-demo" --connect "$endpoint" --task cpu/softmax_rows \
+  --improved tests/honest/softmax_rows_avx2/kernel.cpp --record "$@"
+"$BUILD_DIR/env/kernelgym" dataset stats --store "$work/trajectories"
+
+kill -TERM "$server_pid"
+wait "$server_pid"
+server_pid=
