@@ -8,6 +8,7 @@
 // so both paths move the same bytes through the same sockets; the difference is the server.
 #include <CLI/CLI.hpp>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -83,6 +84,7 @@ pid_t StartEcho(std::size_t reply_size, std::string& endpoint) {
   if (pipe(fds) != 0) return -1;
   const pid_t pid = fork();
   if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the benchmark
     close(fds[0]);
     zmq::context_t context(1);
     zmq::socket_t router(context, zmq::socket_type::router);
@@ -207,7 +209,7 @@ int NullBench(const std::filesystem::path& dir, int latency_n, double seconds) {
     // step is a real (null) evaluation, never the unchanged-source shortcut.
     std::vector<std::string> envs;
     for (int i = 0; i < 64; ++i) {
-      envs.push_back(to_server.CallResult(protocol::EnvMakeRequest{"cpu/softmax_rows", "null", "log_speedup_gain", json::object(), 1000000})["env"]);
+      envs.push_back(to_server.CallResult(protocol::EnvMakeRequest{"cpu/softmax_rows", "null", "log_speedup_gain", json::object(), 10000})["env"]);
       to_server.CallResult(protocol::EnvResetRequest{envs.back(), 1});
     }
     std::vector<std::string> single, many;
@@ -274,7 +276,7 @@ int EndToEnd(const std::filesystem::path& dir, int runners, int envs_n, double s
     const std::string source = ReadFile(kernel);
     std::vector<std::string> envs;
     for (int i = 0; i < envs_n; ++i) {
-      envs.push_back(raw.CallResult(protocol::EnvMakeRequest{"cpu/softmax_rows", "cpu", "log_speedup_gain", json::object(), 1000000, 1e9})["env"]);
+      envs.push_back(raw.CallResult(protocol::EnvMakeRequest{"cpu/softmax_rows", "cpu", "log_speedup_gain", json::object(), 10000, 1e9})["env"]);
       raw.CallResult(protocol::EnvResetRequest{envs.back(), 1});
     }
     uint64_t id = 0, steps = 0, ok = 0;

@@ -6,6 +6,7 @@
 #include "env/episode/knobs.h"
 #include "env/episode/observation.h"
 #include "env/episode/source_edits.h"
+#include "tpu_runner/result_json.h"
 
 namespace kernelgym {
 namespace {
@@ -122,12 +123,20 @@ Episode::Plan Episode::PlanStep(const protocol::Action& action) {
 void Episode::RememberEvaluation(const std::string& source, const EvalResult& result) {
   // Environment failures are not the source's verdict: never cache them.
   if (result.status == Status::kInternalError) return;
-  EvalResult stored = result;
-  if (stored.timing) stored.timing->samples.clear();  // raw samples go to the recorder, not the session
-  evaluations_by_source_[source] = std::make_shared<const EvalResult>(std::move(stored));
+  auto stored = std::make_shared<Evaluation>();
+  stored->result = result;
+  if (stored->result.timing) stored->result.timing->samples.clear();  // raw samples go to the recorder only
+  stored->report = ResultToJson(stored->result, /*include_samples=*/false);
+  evaluations_by_source_[source] = std::move(stored);
 }
 
-protocol::Observation Episode::Observe(const EvalResult& result, const std::string& action_error, bool reused) const {
+const Episode::Evaluation* Episode::Cached(const std::string& source) const {
+  auto it = evaluations_by_source_.find(source);
+  return it == evaluations_by_source_.end() ? nullptr : it->second.get();
+}
+
+protocol::Observation Episode::Observe(const EvalResult& result, const nlohmann::json* report,
+                                       const std::string& action_error, bool reused) const {
   const ObservationContext context{.task = *task_,
                                    .source = sources_.back(),
                                    .step = step(),
@@ -137,7 +146,8 @@ protocol::Observation Episode::Observe(const EvalResult& result, const std::stri
                                    .seconds_left = std::max(0.0, limits_.time_budget_s - seconds_used_),
                                    .time_budget_s = limits_.time_budget_s,
                                    .reused = reused,
-                                   .action_error = action_error};
+                                   .action_error = action_error,
+                                   .report = report};
   return BuildObservation(result, context);
 }
 
@@ -147,7 +157,8 @@ protocol::ResetResult Episode::FinishReset(const EvalResult& result, const std::
   best_speedup_ = CorrectSpeedup(result);
   RememberEvaluation(pending_source_, result);
   protocol::ResetResult out;
-  out.observation = Observe(result, "", false);
+  const Evaluation* cached = Cached(pending_source_);
+  out.observation = Observe(result, cached ? &cached->report : nullptr, "", false);
   last_text_ = out.observation.text;
   out.info = {{"seed", seed_}, {"runner", runner}, {"eval_seconds", result.seconds}};
   return out;
@@ -158,53 +169,55 @@ protocol::StepResult Episode::FinishStep(const EvalResult* result, const std::st
   const bool invalid = !pending_action_error_.empty();
   // The evaluation this step is judged on: the fresh one, the cached one for an unchanged
   // source, or (for an invalid action) a rejection standing for the action.
-  EvalResult judged;
+  EvalResult rejection;
+  const EvalResult* judged = result;
   if (invalid) {
-    judged.task_id = task_->id;
-    judged.backend = backend_;
-    judged.status = Status::kRejected;
-    judged.stage = Stage::kStaticCheck;
-    judged.message = "invalid action: " + pending_action_error_;
+    rejection.task_id = task_->id;
+    rejection.backend = backend_;
+    rejection.status = Status::kRejected;
+    rejection.stage = Stage::kStaticCheck;
+    rejection.message = "invalid action: " + pending_action_error_;
+    judged = &rejection;
   } else if (pending_reused_) {
-    judged = *evaluations_by_source_.at(pending_source_);
-  } else {
-    judged = *result;
+    judged = &Cached(pending_source_)->result;
   }
 
   const double best_before = best_speedup_;
   if (!invalid && !pending_reused_) {
-    seconds_used_ += judged.seconds;
-    RememberEvaluation(pending_source_, judged);
+    seconds_used_ += judged->seconds;
+    RememberEvaluation(pending_source_, *judged);
   }
   sources_.push_back(pending_source_);
-  best_speedup_ = std::max(best_speedup_, CorrectSpeedup(judged));
+  best_speedup_ = std::max(best_speedup_, CorrectSpeedup(*judged));
 
   protocol::StepResult out;
-  RewardContext context{judged, best_before, static_cast<int>(step()), static_cast<int>(limits_.max_steps),
+  RewardContext context{*judged, best_before, static_cast<int>(step()), static_cast<int>(limits_.max_steps),
                         pending_submit_};
   out.reward = reward_->Compute(context);
   out.terminated = pending_submit_;
   out.truncated = !out.terminated && (step() >= limits_.max_steps || seconds_used_ >= limits_.time_budget_s);
   done_ = out.terminated || out.truncated;
-  out.observation = Observe(invalid ? (evaluations_by_source_.count(pending_source_)
-                                           ? *evaluations_by_source_.at(pending_source_)
-                                           : judged)
-                                    : judged,
-                            pending_action_error_, pending_reused_);
+  // An invalid action is observed on the still-current source's evaluation (when there is one);
+  // its status says why this step evaluated nothing.
+  const bool evaluated = !invalid && !pending_reused_;
+  // A fresh environment failure is not cached, and an older evaluation of the same source (a
+  // submit re-evaluates) must not stand in for it.
+  const Evaluation* shown =
+      evaluated && judged->status == Status::kInternalError ? nullptr : Cached(pending_source_);
+  out.observation = shown ? Observe(shown->result, &shown->report, pending_action_error_, pending_reused_)
+                          : Observe(*judged, nullptr, pending_action_error_, pending_reused_);
   if (invalid) {
-    // The observation shows the still-current source's evaluation; its status says why this step
-    // did not evaluate anything.
     out.observation.status = "invalid_action";
-    out.observation.message = judged.message;
+    out.observation.message = judged->message;
   }
   last_text_ = out.observation.text;
   out.info = {{"action", pending_action_kind_},
-              {"outcome", invalid ? std::string("invalid_action") : std::string(OutcomeName(OutcomeOf(judged)))},
+              {"outcome", invalid ? std::string("invalid_action") : std::string(OutcomeName(OutcomeOf(*judged)))},
               {"reused", pending_reused_},
               {"submit", pending_submit_},
               {"runner", runner},
-              {"eval_seconds", (invalid || pending_reused_) ? 0.0 : judged.seconds}};
-  if (judged.status == Status::kInternalError) out.info["environment_error"] = judged.message;
+              {"eval_seconds", evaluated ? judged->seconds : 0.0}};
+  if (judged->status == Status::kInternalError) out.info["environment_error"] = judged->message;
   return out;
 }
 
@@ -222,7 +235,7 @@ std::unique_ptr<Episode> Episode::Fork() const {
 std::size_t Episode::ApproximateBytes() const {
   std::size_t bytes = sizeof(*this) + last_text_.capacity();
   for (const std::string& s : sources_) bytes += s.capacity();
-  for (const auto& [source, result] : evaluations_by_source_) bytes += source.capacity() + sizeof(EvalResult);
+  for (const auto& [source, result] : evaluations_by_source_) bytes += source.capacity() + sizeof(Evaluation);
   return bytes;
 }
 

@@ -88,7 +88,14 @@ class Episode {
   enum class PendingKind { kNone, kReset, kStep };
 
   EvaluationRequest MakeRequest(const std::string& source, bool submit);
-  protocol::Observation Observe(const EvalResult& result, const std::string& action_error, bool reused) const;
+  // One evaluation of a source, with its report rendered once (re-used steps copy it).
+  struct Evaluation {
+    EvalResult result;  // without raw samples
+    nlohmann::json report;
+  };
+  protocol::Observation Observe(const EvalResult& result, const nlohmann::json* report, const std::string& action_error,
+                                bool reused) const;
+  const Evaluation* Cached(const std::string& source) const;
   void RememberEvaluation(const std::string& source, const EvalResult& result);
 
   std::shared_ptr<const Task> task_;
@@ -108,7 +115,7 @@ class Episode {
 
   // Evaluations by source, so an unchanged source re-uses its result. Results are immutable once
   // stored, so forks share them.
-  std::map<std::string, std::shared_ptr<const EvalResult>> evaluations_by_source_;
+  std::map<std::string, std::shared_ptr<const Evaluation>> evaluations_by_source_;
 
   // The step in progress.
   PendingKind pending_ = PendingKind::kNone;

@@ -267,6 +267,12 @@ class FeatureSink {
     values_->push_back(std::clamp(value, lo, hi));
   }
   void Flag(std::string_view name, bool on) { Add(name, on ? 1 : 0, 0, 1); }
+  // A one-hot entry named prefix + name; the name is only built when names are collected (every
+  // observation computes the values, and allocating their names each time showed in profiles).
+  void Flag(std::string_view prefix, std::string_view name, bool on) {
+    if (names_) names_->push_back(std::string(prefix) + std::string(name));
+    if (values_) values_->push_back(on ? 1 : 0);
+  }
 
  private:
   std::vector<std::string>* names_;
@@ -278,9 +284,11 @@ double Ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
 void AddFeatures(FeatureSink& f, const EvalResult& r, const ObservationContext& context, std::string_view status) {
   constexpr double kLogMax = 20;  // e^20: no speedup, flop or byte count gets near it
-  for (Status s : AllOf<Status>(StatusName)) f.Flag("status_" + std::string(StatusName(s)), status == StatusName(s));
-  f.Flag("status_" + std::string(kInvalidAction), status == kInvalidAction);
-  for (Stage s : AllOf<Stage>(StageName)) f.Flag("stage_" + std::string(StageName(s)), r.stage == s);
+  static const std::vector<Status> kStatuses = AllOf<Status>(StatusName);
+  static const std::vector<Stage> kStages = AllOf<Stage>(StageName);
+  for (Status s : kStatuses) f.Flag("status_", StatusName(s), status == StatusName(s));
+  f.Flag("status_", kInvalidAction, status == kInvalidAction);
+  for (Stage s : kStages) f.Flag("stage_", StageName(s), r.stage == s);
 
   const bool timed = status == "ok" && r.timing && r.timing->speedup > 0;
   const double log_speedup = timed ? LogOrZero(r.timing->speedup) : 0;
@@ -342,8 +350,9 @@ protocol::Observation BuildObservation(const EvalResult& result, const Observati
   obs.steps_left = context.steps_left;
   obs.seconds_left = FiniteOrZero(context.seconds_left);
   obs.source = context.source;
-  obs.report = ResultToJson(result, /*include_samples=*/false);
+  obs.report = context.report ? *context.report : ResultToJson(result, /*include_samples=*/false);
   obs.text = RenderText(result, context, ClassifyLoops(result));
+  obs.features.reserve(FeatureNames().size());
   FeatureSink sink(nullptr, &obs.features);
   AddFeatures(sink, result, context, obs.status);
   return obs;

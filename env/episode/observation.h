@@ -3,6 +3,7 @@
 // (its layout, FeatureNames(), is announced by `hello`).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,8 @@ struct ObservationContext {
   bool reused = false;         // unchanged source: `result` is the earlier evaluation
   std::string action_error;    // non-empty: the action could not be applied; `result` is the
                                // evaluation of the source that is still current
+  const nlohmann::json* report = nullptr;  // ResultToJson(result, false) when the caller has it
+                                           // already (a re-used evaluation); else computed here
 };
 
 protocol::Observation BuildObservation(const EvalResult& result, const ObservationContext& context);

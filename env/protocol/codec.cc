@@ -1,197 +1,38 @@
 #include "env/protocol/codec.h"
 
-#include <msgpack.hpp>
-
-#include <array>
-#include <cmath>
-#include <set>
+#include "env/protocol/msgpack_tree.h"
 
 namespace kernelgym::protocol {
 namespace {
 
 using nlohmann::json;
 
-// Thrown inside this file only; DecodeRequest turns it into an Error.
-struct DecodeFailure {
-  ErrorCode code;
-  std::string message;
-};
-
-const msgpack::unpack_limit kLimits(/*array=*/1 << 16, /*map=*/1 << 12, /*str=*/kMaxMessageBytes,
-                                    /*bin=*/kMaxMessageBytes, /*ext=*/0, /*depth=*/32);
-
-std::string TypeName(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::NIL: return "nil";
-    case msgpack::type::BOOLEAN: return "a boolean";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER: return "an integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return "a float";
-    case msgpack::type::STR: return "a string";
-    case msgpack::type::BIN: return "bytes";
-    case msgpack::type::ARRAY: return "an array";
-    case msgpack::type::MAP: return "a map";
-    default: return "an extension";
-  }
-}
-
-// The fields of one msgpack map, read strictly: wrong types and (at Finish) unknown keys fail,
-// naming `where` (the op, or the op and a nested field).
-class Fields {
- public:
-  Fields(const msgpack::object& map, std::string where) : where_(std::move(where)) {
-    if (map.type != msgpack::type::MAP) Fail("must be a map, not " + TypeName(map));
-    for (uint32_t i = 0; i < map.via.map.size; ++i) {
-      const msgpack::object_kv& kv = map.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR) Fail("has a key that is " + TypeName(kv.key) + ", not a string");
-      const std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
-      if (!entries_.emplace(key, &kv.val).second) Fail("has the field '" + key + "' twice");
-    }
-  }
-
-  const msgpack::object* Find(const std::string& key) {
-    used_.insert(key);
-    auto it = entries_.find(key);
-    return it == entries_.end() ? nullptr : it->second;
-  }
-  const msgpack::object& Require(const std::string& key) {
-    const msgpack::object* o = Find(key);
-    if (!o) Fail("needs the field '" + key + "'");
-    return *o;
-  }
-
-  std::string String(const std::string& key, bool required, std::string fallback = {}) {
-    const msgpack::object* o = required ? &Require(key) : Find(key);
-    if (!o) return fallback;
-    if (o->type != msgpack::type::STR) FieldType(key, "a string", *o);
-    return std::string(o->via.str.ptr, o->via.str.size);
-  }
-  int64_t Int(const std::string& key, bool required, int64_t fallback = 0) {
-    const msgpack::object* o = required ? &Require(key) : Find(key);
-    if (!o) return fallback;
-    if (o->type == msgpack::type::POSITIVE_INTEGER) {
-      if (o->via.u64 > static_cast<uint64_t>(INT64_MAX)) Fail("field '" + key + "' is out of range");
-      return static_cast<int64_t>(o->via.u64);
-    }
-    if (o->type == msgpack::type::NEGATIVE_INTEGER) return o->via.i64;
-    FieldType(key, "an integer", *o);
-    return 0;
-  }
-  uint64_t Unsigned(const std::string& key, bool required, uint64_t fallback = 0) {
-    const msgpack::object* o = required ? &Require(key) : Find(key);
-    if (!o) return fallback;
-    if (o->type != msgpack::type::POSITIVE_INTEGER) FieldType(key, "a non-negative integer", *o);
-    return o->via.u64;
-  }
-  double Number(const std::string& key, double fallback) {
-    const msgpack::object* o = Find(key);
-    if (!o) return fallback;
-    double x;
-    if (o->type == msgpack::type::FLOAT32 || o->type == msgpack::type::FLOAT64) x = o->via.f64;
-    else if (o->type == msgpack::type::POSITIVE_INTEGER) x = static_cast<double>(o->via.u64);
-    else if (o->type == msgpack::type::NEGATIVE_INTEGER) x = static_cast<double>(o->via.i64);
-    else return FieldType(key, "a number", *o), 0;
-    if (!std::isfinite(x)) Fail("field '" + key + "' must be finite");
-    return x;
-  }
-  bool Bool(const std::string& key, bool fallback) {
-    const msgpack::object* o = Find(key);
-    if (!o) return fallback;
-    if (o->type != msgpack::type::BOOLEAN) FieldType(key, "a boolean", *o);
-    return o->via.boolean;
-  }
-
-  void Finish() {
-    for (const auto& [key, value] : entries_)
-      if (!used_.count(key)) Fail("has an unknown field '" + key + "'");
-  }
-
-  [[noreturn]] void Fail(const std::string& what) const { throw DecodeFailure{ErrorCode::kBadRequest, where_ + ": " + what}; }
-  [[noreturn]] void FieldType(const std::string& key, const std::string& want, const msgpack::object& got) const {
-    Fail("field '" + key + "' must be " + want + ", not " + TypeName(got));
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  std::string where_;
-  std::map<std::string, const msgpack::object*> entries_;
-  std::set<std::string> used_;
-};
-
-// reward_config and other free-form maps: msgpack -> JSON value (config I/O).
-json ToJson(const msgpack::object& o, const std::string& where) {
-  switch (o.type) {
-    case msgpack::type::NIL: return nullptr;
-    case msgpack::type::BOOLEAN: return o.via.boolean;
-    case msgpack::type::POSITIVE_INTEGER: return o.via.u64;
-    case msgpack::type::NEGATIVE_INTEGER: return o.via.i64;
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64: return o.via.f64;
-    case msgpack::type::STR: return std::string(o.via.str.ptr, o.via.str.size);
-    case msgpack::type::ARRAY: {
-      json a = json::array();
-      for (uint32_t i = 0; i < o.via.array.size; ++i) a.push_back(ToJson(o.via.array.ptr[i], where));
-      return a;
-    }
-    case msgpack::type::MAP: {
-      json m = json::object();
-      for (uint32_t i = 0; i < o.via.map.size; ++i) {
-        const msgpack::object_kv& kv = o.via.map.ptr[i];
-        if (kv.key.type != msgpack::type::STR) throw DecodeFailure{ErrorCode::kBadRequest, where + ": map keys must be strings"};
-        std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
-        if (m.contains(key)) throw DecodeFailure{ErrorCode::kBadRequest, where + ": has the key '" + key + "' twice"};
-        m[std::move(key)] = ToJson(kv.val, where);
-      }
-      return m;
-    }
-    default: throw DecodeFailure{ErrorCode::kBadRequest, where + ": " + TypeName(o) + " is not allowed here"};
-  }
-}
-
-using Packer = msgpack::packer<msgpack::sbuffer>;
-
-void PackJson(Packer& pk, const json& j) {
-  switch (j.type()) {
-    case json::value_t::null: pk.pack_nil(); break;
-    case json::value_t::boolean: pk.pack(j.get<bool>()); break;
-    case json::value_t::number_unsigned: pk.pack(j.get<uint64_t>()); break;
-    case json::value_t::number_integer: pk.pack(j.get<int64_t>()); break;
-    case json::value_t::number_float: pk.pack(j.get<double>()); break;
-    case json::value_t::string: pk.pack(j.get<std::string>()); break;
-    case json::value_t::array:
-      pk.pack_array(static_cast<uint32_t>(j.size()));
-      for (const json& e : j) PackJson(pk, e);
-      break;
-    case json::value_t::object:
-      pk.pack_map(static_cast<uint32_t>(j.size()));
-      for (const auto& [k, v] : j.items()) {
-        pk.pack(k);
-        PackJson(pk, v);
-      }
-      break;
-    default: pk.pack_nil(); break;
-  }
-}
+using detail::DecodeFailure;
+using detail::Fields;
+using detail::kUnpackLimits;
+using detail::Packer;
+using detail::PackJson;
+using detail::ToJson;
+using detail::TypeName;
 
 Action DecodeAction(const msgpack::object& o, const std::string& where) {
   Fields f(o, where);
-  const std::string kind = f.String("kind", true);
+  const std::string kind = f.String("kind");
   Action action;
   if (kind == "replace") {
-    action = ReplaceAction{f.String("source", true)};
+    action = ReplaceAction{f.String("source")};
   } else if (kind == "edit") {
     const msgpack::object& edits = f.Require("edits");
     if (edits.type != msgpack::type::ARRAY || edits.via.array.size == 0) f.Fail("field 'edits' must be a non-empty array");
     EditAction edit;
     for (uint32_t i = 0; i < edits.via.array.size; ++i) {
       Fields block(edits.via.array.ptr[i], where + ".edits[" + std::to_string(i) + "]");
-      edit.edits.push_back({block.String("search", true), block.String("replace", true)});
+      edit.edits.push_back({block.String("search"), block.String("replace")});
       block.Finish();
     }
     action = std::move(edit);
   } else if (kind == "patch") {
-    action = PatchAction{f.String("diff", true)};
+    action = PatchAction{f.String("diff")};
   } else if (kind == "knobs") {
     const msgpack::object& values = f.Require("values");
     Fields knobs(values, where + ".values");
@@ -201,12 +42,11 @@ Action DecodeAction(const msgpack::object& o, const std::string& where) {
       const std::string name(kv.key.via.str.ptr, kv.key.via.str.size);
       if (kv.val.type == msgpack::type::STR) k.values[name] = std::string(kv.val.via.str.ptr, kv.val.via.str.size);
       else if (kv.val.type == msgpack::type::FLOAT32 || kv.val.type == msgpack::type::FLOAT64) k.values[name] = kv.val.via.f64;
-      else k.values[name] = knobs.Int(name, true);
-      knobs.Find(name);
+      else k.values[name] = knobs.AsInt(kv.val, name);
     }
     action = std::move(k);
   } else if (kind == "revert") {
-    action = RevertAction{f.Int("to_step", true)};
+    action = RevertAction{f.Int("to_step")};
   } else if (kind == "submit") {
     action = SubmitAction{};
   } else {
@@ -218,35 +58,35 @@ Action DecodeAction(const msgpack::object& o, const std::string& where) {
 
 RequestBody DecodeBody(const std::string& op, Fields& f) {
   if (op == "hello") return HelloRequest{};
-  if (op == "tasks.list") return TasksListRequest{f.String("suite", false)};
-  if (op == "tasks.get") return TasksGetRequest{f.String("task", true)};
+  if (op == "tasks.list") return TasksListRequest{f.StringOr("suite", "")};
+  if (op == "tasks.get") return TasksGetRequest{f.String("task")};
   if (op == "env.make") {
     EnvMakeRequest r;
-    r.task = f.String("task", true);
-    r.backend = f.String("backend", false, r.backend);
-    r.reward = f.String("reward", false, r.reward);
+    r.task = f.String("task");
+    r.backend = f.StringOr("backend", r.backend);
+    r.reward = f.StringOr("reward", r.reward);
     if (const msgpack::object* c = f.Find("reward_config")) {
       if (c->type != msgpack::type::MAP) f.FieldType("reward_config", "a map", *c);
       r.reward_config = ToJson(*c, f.where() + ".reward_config");
     }
-    r.max_steps = f.Int("max_steps", false, 0);
+    r.max_steps = f.IntOr("max_steps", 0);
     if (r.max_steps < 0) f.Fail("field 'max_steps' must be >= 0");
-    r.time_budget_s = f.Number("time_budget_s", 0);
+    r.time_budget_s = f.NumberOr("time_budget_s", 0);
     if (r.time_budget_s < 0) f.Fail("field 'time_budget_s' must be >= 0");
-    r.record = f.Bool("record", false);
+    r.record = f.BoolOr("record", false);
     return r;
   }
   if (op == "env.reset") {
     EnvResetRequest r;
-    r.env = f.String("env", true);
-    if (const msgpack::object* s = f.Find("seed"); s && s->type != msgpack::type::NIL) r.seed = f.Unsigned("seed", true);
+    r.env = f.String("env");
+    if (const msgpack::object* s = f.Find("seed"); s && s->type != msgpack::type::NIL) r.seed = f.AsUnsigned(*s, "seed");
     return r;
   }
-  if (op == "env.step") return EnvStepRequest{f.String("env", true), DecodeAction(f.Require("action"), f.where() + ".action")};
-  if (op == "env.fork") return EnvForkRequest{f.String("env", true)};
-  if (op == "env.close") return EnvCloseRequest{f.String("env", true)};
+  if (op == "env.step") return EnvStepRequest{f.String("env"), DecodeAction(f.Require("action"), f.where() + ".action")};
+  if (op == "env.fork") return EnvForkRequest{f.String("env")};
+  if (op == "env.close") return EnvCloseRequest{f.String("env")};
   if (op == "stats") return StatsRequest{};
-  throw DecodeFailure{ErrorCode::kUnknownOp, "unknown op '" + op + "'"};
+  throw DecodeFailure{"unknown op '" + op + "'", ErrorCode::kUnknownOp};
 }
 
 void PackAction(Packer& pk, const Action& action) {
@@ -341,29 +181,29 @@ DecodedRequest DecodeRequest(std::string_view bytes) {
   DecodedRequest out;
   try {
     if (bytes.size() > kMaxMessageBytes)
-      throw DecodeFailure{ErrorCode::kBadRequest, "message of " + std::to_string(bytes.size()) + " bytes exceeds the " +
-                                                      std::to_string(kMaxMessageBytes) + "-byte limit"};
+      throw DecodeFailure{"message of " + std::to_string(bytes.size()) + " bytes exceeds the " +
+                          std::to_string(kMaxMessageBytes) + "-byte limit"};
     std::size_t offset = 0;
     msgpack::object_handle handle;
     try {
-      handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
+      handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kUnpackLimits);
     } catch (const std::exception& e) {
-      throw DecodeFailure{ErrorCode::kBadRequest, std::string("not a valid msgpack message: ") + e.what()};
+      throw DecodeFailure{std::string("not a valid msgpack message: ") + e.what()};
     }
-    if (offset != bytes.size()) throw DecodeFailure{ErrorCode::kBadRequest, "trailing bytes after the message"};
+    if (offset != bytes.size()) throw DecodeFailure{"trailing bytes after the message"};
     Fields f(handle.get(), "request");
     // id and op first, so that every later error can name them.
     if (const msgpack::object* id = f.Find("id"); id && id->type == msgpack::type::POSITIVE_INTEGER) out.id = id->via.u64;
-    out.op = f.String("op", true);
+    out.op = f.String("op");
     Fields body(handle.get(), out.op);
-    const int64_t v = body.Int("v", true);
+    const int64_t v = body.Int("v");
     if (v != kVersion)
-      throw DecodeFailure{ErrorCode::kUnsupportedVersion, out.op + ": protocol version " + std::to_string(v) +
-                                                              " is not supported (this server speaks " +
-                                                              std::to_string(kVersion) + ")"};
+      throw DecodeFailure{out.op + ": protocol version " + std::to_string(v) + " is not supported (this server speaks " +
+                              std::to_string(kVersion) + ")",
+                          ErrorCode::kUnsupportedVersion};
     Request request;
     request.v = static_cast<int>(v);
-    request.id = body.Unsigned("id", true);
+    request.id = body.Unsigned("id");
     body.Find("op");
     request.body = DecodeBody(out.op, body);
     body.Finish();
@@ -404,18 +244,72 @@ std::string EncodeResultReply(uint64_t id, const nlohmann::json& result) {
 
 std::string EncodeHelloReply(uint64_t id, const HelloResult& result) { return EncodeResultReply(id, ToWire(result)); }
 
+namespace {
+
+// Keys in byte order, as PackJson emits a JSON object's keys (the canonical encoding).
+void PackObservation(Packer& pk, const Observation& o) {
+  pk.pack_map(16);
+  pk.pack("action_error"), pk.pack(o.action_error);
+  pk.pack("best_speedup"), pk.pack(o.best_speedup);
+  pk.pack("features"), pk.pack_array(static_cast<uint32_t>(o.features.size()));
+  for (double f : o.features) pk.pack(f);
+  pk.pack("message"), pk.pack(o.message);
+  pk.pack("report"), PackJson(pk, o.report);
+  pk.pack("reused"), pk.pack(o.reused);
+  pk.pack("seconds_left"), pk.pack(o.seconds_left);
+  pk.pack("source"), pk.pack(o.source);
+  pk.pack("speedup"), pk.pack(o.speedup);
+  pk.pack("speedup_ci_high"), pk.pack(o.speedup_ci_high);
+  pk.pack("speedup_ci_low"), pk.pack(o.speedup_ci_low);
+  pk.pack("stage"), pk.pack(o.stage);
+  pk.pack("status"), pk.pack(o.status);
+  pk.pack("step"), pk.pack(o.step);
+  pk.pack("steps_left"), pk.pack(o.steps_left);
+  pk.pack("text"), pk.pack(o.text);
+}
+
+void PackSuccessEnvelope(Packer& pk, uint64_t id) {
+  pk.pack_map(4);
+  pk.pack("v"), pk.pack(kVersion), pk.pack("id"), pk.pack(id), pk.pack("ok"), pk.pack(true), pk.pack("result");
+}
+
+}  // namespace
+
+std::string EncodeReply(uint64_t id, const ResetResult& result) {
+  msgpack::sbuffer buffer(4096);
+  Packer pk(buffer);
+  PackSuccessEnvelope(pk, id);
+  pk.pack_map(2);
+  pk.pack("info"), PackJson(pk, result.info);
+  pk.pack("observation"), PackObservation(pk, result.observation);
+  return std::string(buffer.data(), buffer.size());
+}
+
+std::string EncodeReply(uint64_t id, const StepResult& result) {
+  msgpack::sbuffer buffer(4096);
+  Packer pk(buffer);
+  PackSuccessEnvelope(pk, id);
+  pk.pack_map(5);
+  pk.pack("info"), PackJson(pk, result.info);
+  pk.pack("observation"), PackObservation(pk, result.observation);
+  pk.pack("reward"), pk.pack(result.reward);
+  pk.pack("terminated"), pk.pack(result.terminated);
+  pk.pack("truncated"), pk.pack(result.truncated);
+  return std::string(buffer.data(), buffer.size());
+}
+
 DecodedReply DecodeReply(std::string_view bytes) {
   DecodedReply out;
   try {
     std::size_t offset = 0;
-    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
-    if (offset != bytes.size()) throw DecodeFailure{ErrorCode::kBadRequest, "trailing bytes after the reply"};
+    msgpack::object_handle handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kUnpackLimits);
+    if (offset != bytes.size()) throw DecodeFailure{"trailing bytes after the reply"};
     Fields f(handle.get(), "reply");
     // The id first, so that a reply that is wrong further on can still be matched to its request.
     if (const msgpack::object* id = f.Find("id"); id && id->type == msgpack::type::POSITIVE_INTEGER) out.id = id->via.u64;
-    if (f.Int("v", true) != kVersion) f.Fail("unsupported protocol version");
-    out.id = f.Unsigned("id", true);
-    out.ok = f.Bool("ok", false);
+    if (f.Int("v") != kVersion) f.Fail("unsupported protocol version");
+    out.id = f.Unsigned("id");
+    out.ok = f.BoolOr("ok", false);
     if (out.ok) {
       msgpack::sbuffer buffer;
       Packer pk(buffer);
@@ -423,17 +317,17 @@ DecodedReply DecodeReply(std::string_view bytes) {
       out.result.assign(buffer.data(), buffer.size());
     } else {
       Fields e(f.Require("error"), "reply.error");
-      const std::string code = e.String("code", true);
+      const std::string code = e.String("code");
       const auto parsed = ParseErrorCode(code);
       if (!parsed) e.Fail("unknown error code '" + code + "'");
       out.error.code = *parsed;
-      out.error.message = e.String("message", true);
+      out.error.message = e.String("message");
       if (const msgpack::object* d = e.Find("details")) {
         Fields details(*d, "reply.error.details");
         for (uint32_t i = 0; i < d->via.map.size; ++i) {
           const msgpack::object_kv& kv = d->via.map.ptr[i];
           const std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
-          out.error.details[key] = details.String(key, true);
+          out.error.details[key] = details.AsString(kv.val, key);
         }
       }
       e.Finish();
@@ -453,13 +347,13 @@ std::optional<json> DecodeResultTree(std::string_view result_bytes, std::string&
     std::size_t offset = 0;
     msgpack::object_handle handle;
     try {
-      handle = msgpack::unpack(result_bytes.data(), result_bytes.size(), offset, nullptr, nullptr, kLimits);
+      handle = msgpack::unpack(result_bytes.data(), result_bytes.size(), offset, nullptr, nullptr, kUnpackLimits);
     } catch (const std::exception& e) {
-      throw DecodeFailure{ErrorCode::kBadRequest, std::string("result: not valid msgpack: ") + e.what()};
+      throw DecodeFailure{std::string("result: not valid msgpack: ") + e.what()};
     }
-    if (offset != result_bytes.size()) throw DecodeFailure{ErrorCode::kBadRequest, "result: trailing bytes"};
+    if (offset != result_bytes.size()) throw DecodeFailure{"result: trailing bytes"};
     if (handle.get().type != msgpack::type::MAP)
-      throw DecodeFailure{ErrorCode::kBadRequest, "result: must be a map, not " + TypeName(handle.get())};
+      throw DecodeFailure{"result: must be a map, not " + TypeName(handle.get())};
     return ToJson(handle.get(), "result");
   } catch (const DecodeFailure& failure) {
     problem = failure.message;

@@ -31,6 +31,11 @@ std::string EncodeErrorReply(uint64_t id, const Error& error);
 std::string EncodeResultReply(uint64_t id, const nlohmann::json& result);
 // hello's reply: EncodeResultReply(id, ToWire(result)).
 std::string EncodeHelloReply(uint64_t id, const HelloResult& result);
+// The replies of env.reset and env.step: the same bytes as EncodeResultReply(id, ToWire(result)),
+// packed straight from the struct. Every step's reply goes through here, and skipping the
+// intermediate tree (a deep copy of the observation's report) is most of the server's per-step cost.
+std::string EncodeReply(uint64_t id, const ResetResult& result);
+std::string EncodeReply(uint64_t id, const StepResult& result);
 
 struct DecodedReply {
   bool valid = false;

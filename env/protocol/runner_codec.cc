@@ -1,232 +1,19 @@
 // msgpack <-> runner protocol messages (runner_messages.h). Like the client codec, decoding
 // never throws and never trusts the bytes: every problem names the op and the field.
-#include <cmath>
-#include <map>
-#include <msgpack.hpp>
-#include <set>
-
 #include "env/protocol/messages.h"
+#include "env/protocol/msgpack_tree.h"
 #include "env/protocol/runner_messages.h"
 #include "tpu_runner/result_json.h"
 
 namespace kernelgym::protocol::runner {
 namespace {
 
-using nlohmann::json;
-using Packer = msgpack::packer<msgpack::sbuffer>;
-
-// Thrown inside this file only; the Decode functions turn it into `problem`.
-struct DecodeFailure {
-  std::string message;
-};
-
-// A result's raw timing samples are the largest arrays on the wire (one per timed round).
-const msgpack::unpack_limit kLimits(/*array=*/1 << 16, /*map=*/1 << 12, /*str=*/kMaxMessageBytes,
-                                    /*bin=*/kMaxMessageBytes, /*ext=*/0, /*depth=*/32);
-
-std::string TypeName(const msgpack::object& o) {
-  switch (o.type) {
-    case msgpack::type::NIL:
-      return "nil";
-    case msgpack::type::BOOLEAN:
-      return "a boolean";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER:
-      return "an integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return "a float";
-    case msgpack::type::STR:
-      return "a string";
-    case msgpack::type::BIN:
-      return "bytes";
-    case msgpack::type::ARRAY:
-      return "an array";
-    case msgpack::type::MAP:
-      return "a map";
-    default:
-      return "an extension";
-  }
-}
-
-// The fields of one msgpack map, read strictly: every field is required, wrong types fail, and
-// Finish fails on a field nobody read. `where` is the op (or the op and a nested field).
-class Fields {
- public:
-  Fields(const msgpack::object& map, std::string where) : where_(std::move(where)) {
-    if (map.type != msgpack::type::MAP) Fail("must be a map, not " + TypeName(map));
-    for (uint32_t i = 0; i < map.via.map.size; ++i) {
-      const msgpack::object_kv& kv = map.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR) Fail("has a key that is " + TypeName(kv.key) + ", not a string");
-      const std::string key(kv.key.via.str.ptr, kv.key.via.str.size);
-      if (!entries_.emplace(key, &kv.val).second) Fail("has the field '" + key + "' twice");
-    }
-  }
-
-  const msgpack::object& Require(const std::string& key) {
-    used_.insert(key);
-    auto it = entries_.find(key);
-    if (it == entries_.end()) Fail("needs the field '" + key + "'");
-    return *it->second;
-  }
-  std::string String(const std::string& key) { return AsString(Require(key), key); }
-  bool Bool(const std::string& key) {
-    const msgpack::object& o = Require(key);
-    if (o.type != msgpack::type::BOOLEAN) FieldType(key, "a boolean", o);
-    return o.via.boolean;
-  }
-  int64_t Int(const std::string& key, int64_t min, int64_t max) {
-    const msgpack::object& o = Require(key);
-    int64_t v = 0;
-    if (o.type == msgpack::type::POSITIVE_INTEGER) {
-      if (o.via.u64 > static_cast<uint64_t>(max)) Fail("field '" + key + "' is out of range");
-      v = static_cast<int64_t>(o.via.u64);
-    } else if (o.type == msgpack::type::NEGATIVE_INTEGER) {
-      v = o.via.i64;
-    } else {
-      FieldType(key, "an integer", o);
-    }
-    if (v < min || v > max)
-      Fail("field '" + key + "' must be in [" + std::to_string(min) + ", " + std::to_string(max) + "], not " +
-           std::to_string(v));
-    return v;
-  }
-  uint64_t Unsigned(const std::string& key) { return AsUnsigned(Require(key), key); }
-  double Number(const std::string& key, double min) {
-    const msgpack::object& o = Require(key);
-    double x = 0;
-    if (o.type == msgpack::type::FLOAT32 || o.type == msgpack::type::FLOAT64)
-      x = o.via.f64;
-    else if (o.type == msgpack::type::POSITIVE_INTEGER)
-      x = static_cast<double>(o.via.u64);
-    else if (o.type == msgpack::type::NEGATIVE_INTEGER)
-      x = static_cast<double>(o.via.i64);
-    else
-      FieldType(key, "a number", o);
-    if (!std::isfinite(x)) Fail("field '" + key + "' must be finite");
-    if (x < min) Fail("field '" + key + "' must be >= " + std::to_string(min));
-    return x;
-  }
-  const msgpack::object& Array(const std::string& key) {
-    const msgpack::object& o = Require(key);
-    if (o.type != msgpack::type::ARRAY) FieldType(key, "an array", o);
-    return o;
-  }
-  std::vector<std::string> Strings(const std::string& key) {
-    const msgpack::object& a = Array(key);
-    std::vector<std::string> values;
-    for (uint32_t i = 0; i < a.via.array.size; ++i) values.push_back(AsString(a.via.array.ptr[i], Item(key, i)));
-    return values;
-  }
-  std::vector<uint64_t> Unsigneds(const std::string& key) {
-    const msgpack::object& a = Array(key);
-    std::vector<uint64_t> values;
-    for (uint32_t i = 0; i < a.via.array.size; ++i) values.push_back(AsUnsigned(a.via.array.ptr[i], Item(key, i)));
-    return values;
-  }
-  std::map<std::string, std::string> StringMap(const std::string& key) {
-    const msgpack::object& m = Require(key);
-    Fields entries(m, where_ + "." + key);
-    std::map<std::string, std::string> values;
-    for (const auto& [name, value] : entries.entries_) values[name] = entries.String(name);
-    return values;
-  }
-
-  void Finish() const {
-    for (const auto& [key, value] : entries_)
-      if (!used_.count(key)) Fail("has an unknown field '" + key + "'");
-  }
-
-  [[noreturn]] void Fail(const std::string& what) const { throw DecodeFailure{where_ + ": " + what}; }
-  [[noreturn]] void FieldType(const std::string& key, const std::string& want, const msgpack::object& got) const {
-    Fail("field '" + key + "' must be " + want + ", not " + TypeName(got));
-  }
-  const std::string& where() const { return where_; }
-
- private:
-  static std::string Item(const std::string& key, uint32_t i) { return key + "[" + std::to_string(i) + "]"; }
-  std::string AsString(const msgpack::object& o, const std::string& key) const {
-    if (o.type != msgpack::type::STR) FieldType(key, "a string", o);
-    return std::string(o.via.str.ptr, o.via.str.size);
-  }
-  uint64_t AsUnsigned(const msgpack::object& o, const std::string& key) const {
-    if (o.type != msgpack::type::POSITIVE_INTEGER) FieldType(key, "a non-negative integer", o);
-    return o.via.u64;
-  }
-
-  std::string where_;
-  std::map<std::string, const msgpack::object*> entries_;
-  std::set<std::string> used_;
-};
-
-// The result travels as its JSON tree (ResultToJson with samples): msgpack <-> JSON values.
-json ToJson(const msgpack::object& o, const std::string& where) {
-  switch (o.type) {
-    case msgpack::type::NIL:
-      return nullptr;
-    case msgpack::type::BOOLEAN:
-      return o.via.boolean;
-    case msgpack::type::POSITIVE_INTEGER:
-      return o.via.u64;
-    case msgpack::type::NEGATIVE_INTEGER:
-      return o.via.i64;
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return o.via.f64;
-    case msgpack::type::STR:
-      return std::string(o.via.str.ptr, o.via.str.size);
-    case msgpack::type::ARRAY: {
-      json a = json::array();
-      for (uint32_t i = 0; i < o.via.array.size; ++i) a.push_back(ToJson(o.via.array.ptr[i], where));
-      return a;
-    }
-    case msgpack::type::MAP: {
-      json m = json::object();
-      for (uint32_t i = 0; i < o.via.map.size; ++i) {
-        const msgpack::object_kv& kv = o.via.map.ptr[i];
-        if (kv.key.type != msgpack::type::STR) throw DecodeFailure{where + ": map keys must be strings"};
-        m[std::string(kv.key.via.str.ptr, kv.key.via.str.size)] = ToJson(kv.val, where);
-      }
-      return m;
-    }
-    default:
-      throw DecodeFailure{where + ": " + TypeName(o) + " is not allowed here"};
-  }
-}
-
-void PackJson(Packer& pk, const json& j) {
-  switch (j.type()) {
-    case json::value_t::boolean:
-      pk.pack(j.get<bool>());
-      break;
-    case json::value_t::number_unsigned:
-      pk.pack(j.get<uint64_t>());
-      break;
-    case json::value_t::number_integer:
-      pk.pack(j.get<int64_t>());
-      break;
-    case json::value_t::number_float:
-      pk.pack(j.get<double>());
-      break;
-    case json::value_t::string:
-      pk.pack(j.get_ref<const std::string&>());
-      break;
-    case json::value_t::array:
-      pk.pack_array(static_cast<uint32_t>(j.size()));
-      for (const json& e : j) PackJson(pk, e);
-      break;
-    case json::value_t::object:
-      pk.pack_map(static_cast<uint32_t>(j.size()));
-      for (const auto& [k, v] : j.items()) {
-        pk.pack(k);
-        PackJson(pk, v);
-      }
-      break;
-    default:
-      pk.pack_nil();
-      break;
-  }
-}
+using detail::DecodeFailure;
+using detail::Fields;
+using detail::kUnpackLimits;
+using detail::Packer;
+using detail::PackJson;
+using detail::ToJson;
 
 // Envelope first (v, op), then the op's fields in declared order: one canonical encoding per
 // message, which is what the golden fixtures pin down.
@@ -245,7 +32,7 @@ std::string OpenEnvelope(std::string_view bytes, msgpack::object_handle& handle,
                         std::to_string(kMaxMessageBytes) + "-byte limit"};
   std::size_t offset = 0;
   try {
-    handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kLimits);
+    handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kUnpackLimits);
   } catch (const std::exception& e) {
     throw DecodeFailure{std::string("not a valid msgpack message: ") + e.what()};
   }

@@ -152,6 +152,7 @@ class ServerLoop {
   bool draining_ = false;
   Clock::time_point started_ = Clock::now();
   Clock::time_point last_sweep_ = Clock::now();
+  Clock::time_point last_tick_{};
   std::map<std::string, uint64_t> requests_by_op_, errors_by_code_;
   uint64_t steps_ = 0, resets_ = 0, undeliverable_ = 0;
 };
@@ -430,14 +431,14 @@ void ServerLoop::Finish(const Pending& pending, const EvalResult* result, const 
     protocol::ResetResult reset = episode.FinishReset(*result, runner);
     reset.info["attempts"] = attempts;
     if (session.record) record = ResetRecord(RecordContextFor(session, pending.env, runner), reset, result);
-    Deliver(pending.client, protocol::EncodeResultReply(pending.request_id, protocol::ToWire(reset)), std::move(record));
+    Deliver(pending.client, protocol::EncodeReply(pending.request_id, reset), std::move(record));
     return;
   }
   protocol::StepResult step = episode.FinishStep(result, runner);
   step.info["attempts"] = attempts;
   if (session.record)
     record = TransitionRecord(RecordContextFor(session, pending.env, runner), *pending.action, pending.prompt, step, result);
-  Deliver(pending.client, protocol::EncodeResultReply(pending.request_id, protocol::ToWire(step)), std::move(record));
+  Deliver(pending.client, protocol::EncodeReply(pending.request_id, step), std::move(record));
 }
 
 void ServerLoop::OnJobDone(JobOutcome outcome) {
@@ -639,7 +640,12 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
       }
     }
     if (recorder_) DeliverDurable();
-    Tick(now);
+    // Timeouts, reaping and supervision need no finer grain than this; running them after every
+    // message would cost the request path for nothing.
+    if (now - last_tick_ >= std::chrono::milliseconds(10)) {
+      last_tick_ = now;
+      Tick(now);
+    }
   }
 
   if (recorder_) {

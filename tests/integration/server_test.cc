@@ -10,6 +10,7 @@
 #include "env/client/client.h"
 #include "env/protocol/codec.h"
 #include "server_fixture.h"
+#include "tpu_runner/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -292,6 +293,59 @@ TEST(ServerTest, SessionsOfAVanishedClientAreReapedAfterTheIdleTimeout) {
   Client c(Options(server));
   EXPECT_EQ(c.Stats()["sessions"], 3);
   EXPECT_TRUE(WaitFor([&] { return c.Stats()["sessions"] == 0; }, 10));
+}
+
+// Every answered step of a recorded episode is in the store, even when the server is killed with
+// SIGKILL right after the last reply: replies wait for their records to be durable.
+TEST(ServerTest, SigkillLosesNoAnsweredStep) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null", /*record=*/true));
+  c.Reset(env.env, 1);
+  constexpr int kSteps = 7;  // max_steps is 8
+  for (int i = 1; i <= kSteps; ++i) c.Step(env.env, protocol::ReplaceAction{"// v" + std::to_string(i) + "\n"});
+  kill(server.pid(), SIGKILL);
+  ASSERT_EQ(server.Terminate(10), 128 + SIGKILL);
+
+  TrajectoryReader reader(server.store());
+  std::set<int64_t> steps;
+  for (nlohmann::json record; reader.Next(record);) steps.insert(record["step"].get<int64_t>());
+  EXPECT_EQ(steps.size(), static_cast<std::size_t>(kSteps + 1));  // the reset (0) and every step
+  EXPECT_EQ(reader.stats().corrupt, 0u);
+
+  // The store exports as a standard tool reads it: one JSON object per transition.
+  const auto out = server.dir() / "transitions.jsonl";
+  SpawnOptions export_command;
+  export_command.argv = {KERNELGYM_CLI, "dataset", "export", "--store", server.store().string(), "--format",
+                         "transitions", "--out", out.string()};
+  const ProcessResult exported = RunProcess(export_command, 60);
+  ASSERT_TRUE(exported.ok()) << exported.Describe() << exported.stderr_text;
+  std::istringstream lines(ReadText(out));
+  int rows = 0;
+  for (std::string line; std::getline(lines, line); ++rows) {
+    const nlohmann::json row = nlohmann::json::parse(line);
+    EXPECT_EQ(row["task"], "cpu/softmax_rows");
+    EXPECT_EQ(row["action_kind"], "replace");
+  }
+  EXPECT_EQ(rows, kSteps);
+}
+
+// The knobs action through the server: valid values produce the template with their defines;
+// an out-of-domain value is an invalid_action observation naming the knob.
+TEST(ServerTest, KnobsActionsAreValidatedAgainstTheTemplate) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const nlohmann::json task = c.GetTask("cpu/softmax_rows");
+  ASSERT_TRUE(task["spec"].contains("knobs"));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  c.Reset(env.env, 1);
+  const protocol::StepResult good = c.Step(env.env, protocol::KnobsAction{{{"SIMD", int64_t{1}}}});
+  EXPECT_EQ(good.observation.status, "ok");
+  EXPECT_NE(good.observation.source.find("#define SIMD 1"), std::string::npos) << good.observation.source;
+  const protocol::StepResult bad = c.Step(env.env, protocol::KnobsAction{{{"SIMD", int64_t{7}}}});
+  EXPECT_EQ(bad.observation.status, "invalid_action");
+  EXPECT_NE(bad.observation.action_error.find("SIMD"), std::string::npos) << bad.observation.action_error;
+  EXPECT_EQ(bad.observation.source, good.observation.source);  // unchanged
 }
 
 }  // namespace

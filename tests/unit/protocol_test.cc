@@ -104,11 +104,13 @@ TEST(ProtocolGolden, TypedResultsDecodeExactlyAndReencodeToTheirBytes) {
   ASSERT_TRUE(reset) << problem;
   EXPECT_EQ(*reset, golden::Reset());
   EXPECT_EQ(EncodeResultReply(5, ToWire(*reset)), Fixture("reply_env_reset"));
+  EXPECT_EQ(EncodeReply(5, *reset), Fixture("reply_env_reset"));  // the server's direct packing: same bytes
 
   const auto step = StepResultFromWire(ResultTree("reply_env_step"), problem);
   ASSERT_TRUE(step) << problem;
   EXPECT_EQ(*step, golden::Step());
   EXPECT_EQ(EncodeResultReply(7, ToWire(*step)), Fixture("reply_env_step"));
+  EXPECT_EQ(EncodeReply(7, *step), Fixture("reply_env_step"));
   // The fixture is realistic: a map report, a text rendering, one feature per name.
   EXPECT_EQ(step->observation.report.at("timing").at("speedup"), 3.13);
   EXPECT_NE(step->observation.text.find("3.13x"), std::string::npos);
