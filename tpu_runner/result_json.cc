@@ -22,13 +22,6 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0, double d 
   return buf;
 }
 
-std::string SourceLine(const std::string& source, int line) {
-  std::istringstream in(source);
-  std::string text;
-  for (int i = 1; std::getline(in, text); ++i)
-    if (i == line) return text;
-  return {};
-}
 
 // Thrown inside ResultFromJson only, which turns it into `problem`.
 struct ReadFailure {
@@ -412,6 +405,14 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
   }
   out << Fmt("total %.2f s\n", r.seconds);
   return out.str();
+}
+
+std::string SourceLine(const std::string& source, int line) {
+  std::istringstream in(source);
+  std::string text;
+  for (int i = 1; std::getline(in, text); ++i)
+    if (i == line) return text;
+  return {};
 }
 
 }  // namespace kernelgym

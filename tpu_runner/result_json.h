@@ -21,6 +21,10 @@ nlohmann::json ResultToJson(const EvalResult& result, bool include_samples);
 // infinity and nlohmann writes them as null. Never throws.
 [[nodiscard]] std::optional<EvalResult> ResultFromJson(const nlohmann::json& j, std::string& problem);
 
+// Line `line` (1-based) of `source`; "" when it has no such line. For quoting the line a
+// diagnostic points at.
+std::string SourceLine(const std::string& source, int line);
+
 // A report for a person: status, diagnostics with the offending source lines, correctness,
 // timing with its interval, roofline and remarks.
 std::string RenderResult(const EvalResult& result, const std::string& source);

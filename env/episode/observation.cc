@@ -78,13 +78,6 @@ std::string OneLine(std::string_view text) {
   return line;
 }
 
-std::string SourceLine(const std::string& source, int line) {
-  std::istringstream in(source);
-  std::string text;
-  for (int i = 1; std::getline(in, text); ++i)
-    if (i == line) return text;
-  return {};
-}
 
 bool InKernel(const Diagnostic& d) { return d.file.empty() || d.file == "kernel.cpp"; }
 

@@ -5,6 +5,7 @@
 //   - a file-size limit (RLIMIT_FSIZE) makes a write fail half-way: the token comes back failed,
 //     the recorder is unhealthy, the half-written line is cut off, and the next record succeeds.
 //   - an exported transitions file reads into pandas (skipped when pandas is not installed).
+#include "tests/common/temp_dir.h"
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -38,24 +39,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("kernelgym_trajectory_crash_" + std::to_string(getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 // Kills and reaps a child if the test leaves early.
 class ChildGuard {

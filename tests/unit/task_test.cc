@@ -1,5 +1,6 @@
 // The task loader (datasets/task.h) and registry (datasets/suite.h): the bundled tasks load and
 // satisfy their invariants; every kind of broken task.json fails with "<file>: <field>: ...".
+#include "tests/common/temp_dir.h"
 #include "datasets/task.h"
 
 #include <gtest/gtest.h>
@@ -21,25 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A fresh folder under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("kernelgym_unit_task_" + std::to_string(getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 void WriteText(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());

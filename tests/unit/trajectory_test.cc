@@ -2,6 +2,7 @@
 // rotation and reopening, the reader's tolerance of torn and corrupt lines, both export formats
 // field by field, and the stats figures. Crashes and write errors are in
 // tests/integration/trajectory_crash_test.cc (they need child processes).
+#include "tests/common/temp_dir.h"
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <unistd.h>
@@ -30,25 +31,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A fresh folder under the system temp dir, removed with everything in it at scope exit.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    std::random_device rd;
-    path_ = fs::temp_directory_path() / ("kernelgym_unit_trajectory_" + std::to_string(getpid()) + "_" +
-                                         std::to_string(counter++) + "_" + std::to_string(rd()));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 std::string ReadText(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
