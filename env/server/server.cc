@@ -652,6 +652,16 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     recorder_->Close();
     DeliverDurable();
   }
+  // Requests that arrived while the last steps finished are answered, not dropped: a client
+  // waiting on one learns that the server is going away.
+  for (int n = 0; n < 10000; ++n) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(clients_, std::back_inserter(frames), zmq::recv_flags::dontwait)) break;
+    if (frames.size() < 2) continue;
+    const protocol::DecodedRequest decoded = protocol::DecodeRequest(frames.back().to_string_view());
+    ReplyError(frames.front().to_string(), decoded.id, ErrorCode::kOverloaded, decoded.op,
+               "the server is shutting down", {{"retry_after_s", "5"}, {"reason", "shutting_down"}});
+  }
   if (local_runners_) local_runners_->Stop(std::chrono::milliseconds(5000));
   spdlog::info("stopped");
   return 0;

@@ -262,7 +262,8 @@ TEST(ServerTest, SigtermFinishesInFlightStepsAndFlushesTheRecorder) {
   c.Reset(env.env, 9);
   c.Step(env.env, protocol::ReplaceAction{Improved()});
   const uint64_t id = c.Send(protocol::EnvStepRequest{env.env, protocol::EditAction{{{"extern \"C\"", "extern \"C\" oops"}}}});
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(server.store()); }, 10));
+  // The step must be in flight (received, evaluating) when the signal comes.
+  ASSERT_TRUE(WaitFor([&] { return c.Stats()["pending"] == 1; }, 30));
   kill(server.pid(), SIGTERM);
   std::optional<client::Reply> reply = c.Recv(120);
   ASSERT_TRUE(reply.has_value());
@@ -346,6 +347,25 @@ TEST(ServerTest, KnobsActionsAreValidatedAgainstTheTemplate) {
   EXPECT_EQ(bad.observation.status, "invalid_action");
   EXPECT_NE(bad.observation.action_error.find("SIMD"), std::string::npos) << bad.observation.action_error;
   EXPECT_EQ(bad.observation.source, good.observation.source);  // unchanged
+}
+
+// Past the evaluation queue's bound, a request is refused at once with OVERLOADED and a retry
+// hint, and the env is left as it was (it can be reset later).
+TEST(ServerTest, AFullQueueAnswersOverloadedWithARetryHint) {
+  ServerProcess server({"--local-runners", "0", "--max-queue", "1"});
+  Client c(Options(server));
+  const protocol::EnvInfo first = c.Make(MakeRequest("cpu/softmax_rows"));
+  const protocol::EnvInfo second = c.Make(MakeRequest("cpu/softmax_rows"));
+  c.Send(protocol::EnvResetRequest{first.env, 1});  // queued: no runner yet
+  try {
+    c.Reset(second.env, 1);
+    ADD_FAILURE() << "a reset past the queue bound was accepted";
+  } catch (const ServerError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOverloaded);
+    ASSERT_TRUE(e.details().count("retry_after_s"));
+    EXPECT_GT(std::stod(e.details().at("retry_after_s")), 0);
+  }
+  EXPECT_EQ(CodeOf([&] { c.Step(second.env, protocol::SubmitAction{}); }), ErrorCode::kEpisodeOver);  // not reset
 }
 
 }  // namespace
