@@ -21,6 +21,8 @@
 //   runner          {name: fingerprint string}: the runner and machine that evaluated
 //                   (host, cpu model, compiler, libtorch version, ...)
 //   timing_samples  array of maps (the raw timing samples; may be empty)
+//   info            the reset's or step's `info` map as the client got it (seed, runner,
+//                   eval_seconds, attempts; for steps also action, outcome, reused, submit)
 //
 // Transitions add:
 //   action          the action as sent: {"kind":"replace","source"} | {"kind":"edit","edits":
@@ -59,6 +61,7 @@ inline constexpr const char* kStep = "step";
 inline constexpr const char* kObservation = "observation";
 inline constexpr const char* kRunner = "runner";
 inline constexpr const char* kTimingSamples = "timing_samples";
+inline constexpr const char* kInfo = "info";  // the reply's info map (seed, runner, outcome, attempts, ...)
 
 // Transitions only.
 inline constexpr const char* kAction = "action";

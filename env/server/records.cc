@@ -3,6 +3,7 @@
 #include <chrono>
 #include <variant>
 
+#include "datasets/trajectory/record_schema.h"
 #include "tpu_runner/result_json.h"
 
 namespace kernelgym::server {
@@ -19,18 +20,19 @@ json Base(const RecordContext& c, const char* kind, int64_t step, const protocol
     const json full = ResultToJson(*result, /*include_samples=*/true);
     if (full.contains("timing") && full["timing"].contains("samples")) samples = full["timing"]["samples"];
   }
-  return {{"kind", kind},
-          {"time", now},
-          {"versions", {{"kernelgym", KERNELGYM_VERSION}, {"protocol", protocol::kVersion}}},
-          {"env", c.env},
-          {"episode", c.episode},
-          {"task", c.task},
-          {"backend", c.backend},
-          {"seed", c.seed},
-          {"step", step},
-          {"observation", protocol::ToWire(observation)},
-          {"runner", c.runner},
-          {"timing_samples", std::move(samples)}};
+  using namespace record;
+  return {{kKind, kind},
+          {kTime, now},
+          {kVersions, {{kVersionKernelgym, KERNELGYM_VERSION}, {kVersionProtocol, protocol::kVersion}}},
+          {kEnv, c.env},
+          {kEpisode, c.episode},
+          {kTask, c.task},
+          {kBackend, c.backend},
+          {kSeed, c.seed},
+          {kStep, step},
+          {kObservation, protocol::ToWire(observation)},
+          {kRunner, c.runner},
+          {kTimingSamples, std::move(samples)}};
 }
 
 }  // namespace
@@ -54,21 +56,21 @@ json ActionToJson(const protocol::Action& action) {
 }
 
 std::string ResetRecord(const RecordContext& context, const protocol::ResetResult& reset, const EvalResult* result) {
-  json record = Base(context, "reset", 0, reset.observation, result);
-  record["info"] = reset.info;
-  return record.dump(-1, ' ', false, json::error_handler_t::replace);
+  json out = Base(context, record::kKindReset, 0, reset.observation, result);
+  out[record::kInfo] = reset.info;
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string TransitionRecord(const RecordContext& context, const protocol::Action& action, const std::string& prompt,
                              const protocol::StepResult& step, const EvalResult* result) {
-  json record = Base(context, "transition", step.observation.step, step.observation, result);
-  record["action"] = ActionToJson(action);
-  record["prompt"] = prompt;
-  record["reward"] = step.reward;
-  record["terminated"] = step.terminated;
-  record["truncated"] = step.truncated;
-  record["info"] = step.info;
-  return record.dump(-1, ' ', false, json::error_handler_t::replace);
+  json out = Base(context, record::kKindTransition, step.observation.step, step.observation, result);
+  out[record::kAction] = ActionToJson(action);
+  out[record::kPrompt] = prompt;
+  out[record::kReward] = step.reward;
+  out[record::kTerminated] = step.terminated;
+  out[record::kTruncated] = step.truncated;
+  out[record::kInfo] = step.info;
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace kernelgym::server
