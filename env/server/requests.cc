@@ -1,0 +1,348 @@
+// The client ops: one handler each, the evaluations they start and the replies they send.
+#include <dirent.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "env/episode/observation.h"
+#include "env/protocol/codec.h"
+#include "env/server/server_loop.h"
+#include "env/server/task_info.h"
+#include "rewards/reward.h"
+
+namespace kernelgym::server::detail {
+namespace {
+
+using nlohmann::json;
+using protocol::Error;
+using protocol::ErrorCode;
+
+// The in-process `null` backend: answers at once with a neutral result, so that benchmarks
+// measure the server (decode, session, observation, reward, encode) and nothing else.
+EvalResult NullResult(const Task& task) {
+  EvalResult r;
+  r.task_id = task.id;
+  r.backend = "null";
+  r.status = Status::kOk;
+  r.stage = Stage::kDone;
+  r.message = "null backend: not compiled or run";
+  TimingReport timing;
+  timing.speedup = timing.speedup_ci_low = timing.speedup_ci_high = 1.0;
+  timing.converged = true;
+  r.timing = timing;
+  return r;
+}
+
+std::size_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
+
+int OpenFileDescriptors() {
+  int n = 0;
+  if (DIR* dir = opendir("/proc/self/fd")) {
+    while (readdir(dir)) ++n;
+    closedir(dir);
+    n -= 3;  // ".", "..", and the directory's own fd
+  }
+  return n;
+}
+
+}  // namespace
+
+void ServerLoop::Handle(const std::string& client, const protocol::Request& request) {
+  const uint64_t id = request.id;
+  const std::string op(protocol::OpName(request.body));
+  if (draining_ && op != "hello" && op != "stats" && op != "env.close") {
+    return ReplyError(client, id, ErrorCode::kOverloaded, op, op + ": the server is shutting down",
+                      {{"retry_after_s", "5"}, {"reason", "shutting_down"}});
+  }
+  std::visit(
+      [&](const auto& body) {
+        using B = std::decay_t<decltype(body)>;
+        if constexpr (std::is_same_v<B, protocol::HelloRequest>) Hello(client, id);
+        else if constexpr (std::is_same_v<B, protocol::TasksListRequest>) {
+          json list = json::array();
+          for (const Task* task : tasks_.All())
+            if (body.suite.empty() || task->Suite() == body.suite) list.push_back(TaskSummary(*task));
+          ReplyResult(client, id, {{"tasks", list}});
+        } else if constexpr (std::is_same_v<B, protocol::TasksGetRequest>) {
+          const Task* task = tasks_.Find(body.task);
+          if (!task)
+            return ReplyError(client, id, ErrorCode::kUnknownTask, op, op + ": no task '" + body.task + "'",
+                              {{"task", body.task}});
+          ReplyResult(client, id, TaskDetails(*task));
+        } else if constexpr (std::is_same_v<B, protocol::EnvMakeRequest>) Make(client, id, body);
+        else if constexpr (std::is_same_v<B, protocol::EnvResetRequest>) Reset(client, id, body);
+        else if constexpr (std::is_same_v<B, protocol::EnvStepRequest>) Step(client, id, body);
+        else if constexpr (std::is_same_v<B, protocol::EnvForkRequest>) Fork(client, id, body);
+        else if constexpr (std::is_same_v<B, protocol::EnvCloseRequest>) Close(client, id, body);
+        else ReplyResult(client, id, Stats());
+      },
+      request.body);
+}
+
+void ServerLoop::Hello(const std::string& client, uint64_t id) {
+  protocol::HelloResult hello;
+  hello.server = std::string("kernelgym ") + KERNELGYM_VERSION;
+  hello.backends = scheduler_.Backends();
+  if (options_.null_backend) hello.backends.push_back("null");
+  hello.rewards = RewardRegistry::Global().Names();
+  hello.action_kinds = {"replace", "edit", "patch", "knobs", "revert", "submit"};
+  hello.feature_names = FeatureNames();
+  hello.default_max_steps = options_.default_max_steps;
+  hello.default_time_budget_s = options_.default_time_budget_s;
+  hello.max_message_bytes = protocol::kMaxMessageBytes;
+  SendTo(clients_, client, protocol::EncodeHelloReply(id, hello));
+}
+
+void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::EnvMakeRequest& r) {
+  const std::string op = "env.make";
+  const Task* task = tasks_.Find(r.task);
+  if (!task) return ReplyError(client, id, ErrorCode::kUnknownTask, op, op + ": no task '" + r.task + "'", {{"task", r.task}});
+  const std::vector<std::string> connected = scheduler_.Backends();
+  const auto& known = options_.known_backends;
+  const bool backend_ok = (options_.null_backend && r.backend == "null") ||
+                          std::find(known.begin(), known.end(), r.backend) != known.end() ||
+                          std::find(connected.begin(), connected.end(), r.backend) != connected.end();
+  if (!backend_ok)
+    return ReplyError(client, id, ErrorCode::kUnknownBackend, op, op + ": no backend '" + r.backend + "'",
+                      {{"backend", r.backend}});
+  const std::vector<std::string> rewards = RewardRegistry::Global().Names();
+  if (std::find(rewards.begin(), rewards.end(), r.reward) == rewards.end())
+    return ReplyError(client, id, ErrorCode::kUnknownReward, op, op + ": no reward '" + r.reward + "'",
+                      {{"reward", r.reward}});
+  std::string error;
+  std::shared_ptr<const Reward> reward = RewardRegistry::Global().Create(r.reward, r.reward_config, error);
+  if (!reward)
+    return ReplyError(client, id, ErrorCode::kBadRequest, op, op + ": reward_config: " + error, {{"field", "reward_config"}});
+  if (r.max_steps > options_.max_steps_limit)
+    return ReplyError(client, id, ErrorCode::kBadRequest, op,
+                      op + ": field 'max_steps' is above this server's limit of " + std::to_string(options_.max_steps_limit),
+                      {{"field", "max_steps"}});
+  if (r.record && !EnsureRecorder(error))
+    return ReplyError(client, id, ErrorCode::kInternal, op, op + ": cannot record: " + error, {{"field", "record"}});
+  if (sessions_.size() >= options_.max_sessions)
+    return ReplyError(client, id, ErrorCode::kOverloaded, op,
+                      op + ": this server holds its maximum of " + std::to_string(options_.max_sessions) + " envs",
+                      {{"retry_after_s", "10"}});
+
+  EpisodeLimits limits;
+  limits.max_steps = r.max_steps > 0 ? r.max_steps : options_.default_max_steps;
+  limits.time_budget_s = r.time_budget_s > 0 ? r.time_budget_s : options_.default_time_budget_s;
+  // Tasks live as long as the registry (the whole run): a non-owning shared_ptr.
+  std::shared_ptr<const Task> task_ptr(std::shared_ptr<const Task>{}, task);
+  std::string env = NewId("env-");
+  Session& session = sessions_[env];
+  session.episode = std::make_unique<Episode>(task_ptr, r.backend, r.reward, std::move(reward), limits);
+  session.record = r.record;
+  session.last_active = Clock::now();
+
+  protocol::EnvInfo info{env, task->id, r.backend, r.reward, session.episode->reward().range().min,
+                         session.episode->reward().range().max, limits.max_steps, limits.time_budget_s, r.record};
+  ReplyResult(client, id, protocol::ToWire(info));
+}
+
+Session* ServerLoop::FindEnv(const std::string& client, uint64_t id, const std::string& op, const std::string& env,
+                             bool must_be_idle) {
+  auto it = sessions_.find(env);
+  if (it == sessions_.end()) {
+    ReplyError(client, id, ErrorCode::kUnknownEnv, op, op + ": no env '" + env + "' (closed, reaped or never made)",
+               {{"env", env}});
+    return nullptr;
+  }
+  it->second.last_active = Clock::now();
+  if (must_be_idle && it->second.episode->pending()) {
+    ReplyError(client, id, ErrorCode::kEnvBusy, op, op + ": env '" + env + "' has a reset or step in flight; wait for its reply",
+               {{"env", env}});
+    return nullptr;
+  }
+  return &it->second;
+}
+
+void ServerLoop::Reset(const std::string& client, uint64_t id, const protocol::EnvResetRequest& r) {
+  Session* session = FindEnv(client, id, "env.reset", r.env, true);
+  if (!session) return;
+  // Drawn seeds stay below 2^53, so that every JSON reader of the trajectory store (pandas,
+  // JavaScript) holds them exactly.
+  const uint64_t seed = r.seed ? *r.seed : rng_() & ((uint64_t{1} << 53) - 1);
+  const EvaluationRequest request = session->episode->Reset(seed);
+  session->episode_id = NewId("ep-");
+  ++resets_;
+  Evaluate(*session, request, Pending{r.env, client, id, std::nullopt, ""}, "env.reset");
+}
+
+void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::EnvStepRequest& r) {
+  Session* session = FindEnv(client, id, "env.step", r.env, true);
+  if (!session) return;
+  Episode& episode = *session->episode;
+  if (!episode.active())
+    return ReplyError(client, id, ErrorCode::kEpisodeOver, "env.step",
+                      std::string("env.step: env '") + r.env + "' " +
+                          (episode.was_reset() ? "has terminated or been truncated" : "has not been reset") +
+                          "; call env.reset",
+                      {{"env", r.env}});
+  Pending pending{r.env, client, id, r.action, episode.last_text()};
+  Episode::Plan plan = episode.PlanStep(r.action);
+  ++steps_;
+  if (!plan.evaluation) return Finish(pending, nullptr, "");
+  Evaluate(*session, *plan.evaluation, std::move(pending), "env.step");
+}
+
+bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op) {
+  Episode& episode = *session.episode;
+  if (episode.backend() == "null") {
+    const EvalResult result = NullResult(episode.task());
+    Finish(pending, &result, "null");
+    return true;
+  }
+  protocol::runner::Job job;
+  job.job_id = next_job_id_++;
+  job.backend = episode.backend();
+  job.task = episode.task_id();
+  job.source = request.source;
+  job.options.seeds = request.seeds;
+  job.options.timing_seed = request.timing_seed;
+  if (request.submit) {  // the final evaluation: a longer budget and a tighter interval
+    job.options.timing_budget_s = 3.0;
+    job.options.min_rounds = 40;
+    job.options.target_relative_ci = 0.02;
+  }
+  const uint64_t job_id = job.job_id;
+  if (!scheduler_.Submit(std::move(job), Clock::now())) {
+    episode.Abandon();
+    const double retry = scheduler_.RetryAfterSeconds(episode.backend());
+    ReplyError(pending.client, pending.request_id, ErrorCode::kOverloaded, op,
+               op + ": the evaluation queue for backend '" + episode.backend() + "' is full",
+               {{"retry_after_s", std::to_string(retry)}, {"env", pending.env}});
+    return false;
+  }
+  session.job_id = job_id;
+  pending_.emplace(job_id, std::move(pending));
+  return true;
+}
+
+RecordContext ServerLoop::RecordContextFor(const Session& session, const std::string& env,
+                                           const std::string& runner) const {
+  RecordContext c;
+  c.env = env;
+  c.episode = session.episode_id;
+  c.task = session.episode->task_id();
+  c.backend = session.episode->backend();
+  c.seed = session.episode->seed();
+  c.runner = scheduler_.RunnerFingerprint(runner);
+  return c;
+}
+
+void ServerLoop::Finish(const Pending& pending, const EvalResult* result, const std::string& runner, int attempts) {
+  auto it = sessions_.find(pending.env);
+  if (it == sessions_.end()) return;  // closed meanwhile
+  Session& session = it->second;
+  session.job_id = 0;
+  Episode& episode = *session.episode;
+  std::optional<std::string> record;
+  if (!pending.action) {
+    protocol::ResetResult reset = episode.FinishReset(*result, runner);
+    reset.info["attempts"] = attempts;
+    if (session.record) record = ResetRecord(RecordContextFor(session, pending.env, runner), reset, result);
+    Deliver(pending.client, protocol::EncodeReply(pending.request_id, reset), std::move(record));
+    return;
+  }
+  protocol::StepResult step = episode.FinishStep(result, runner);
+  step.info["attempts"] = attempts;
+  if (session.record)
+    record = TransitionRecord(RecordContextFor(session, pending.env, runner), *pending.action, pending.prompt, step, result);
+  Deliver(pending.client, protocol::EncodeReply(pending.request_id, step), std::move(record));
+}
+
+void ServerLoop::OnJobDone(JobOutcome outcome) {
+  auto it = pending_.find(outcome.job_id);
+  if (it == pending_.end()) return;
+  Pending pending = std::move(it->second);
+  pending_.erase(it);
+  Finish(pending, &outcome.result, outcome.runner, outcome.attempts);
+}
+
+void ServerLoop::FailPending(uint64_t job_id, const Pending& pending, ErrorCode code, const std::string& message) {
+  scheduler_.Cancel(job_id);
+  auto it = sessions_.find(pending.env);
+  if (it != sessions_.end()) {
+    it->second.episode->Abandon();
+    it->second.job_id = 0;
+  }
+  ReplyError(pending.client, pending.request_id, code, pending.action ? "env.step" : "env.reset", message,
+             {{"env", pending.env}});
+}
+
+void ServerLoop::Fork(const std::string& client, uint64_t id, const protocol::EnvForkRequest& r) {
+  Session* parent = FindEnv(client, id, "env.fork", r.env, true);
+  if (!parent) return;
+  if (sessions_.size() >= options_.max_sessions)
+    return ReplyError(client, id, ErrorCode::kOverloaded, "env.fork", "env.fork: this server holds its maximum of envs",
+                      {{"retry_after_s", "10"}});
+  Session child;
+  child.episode = parent->episode->Fork();
+  child.record = parent->record;
+  child.episode_id = parent->episode_id.empty() ? "" : NewId("ep-");
+  child.last_active = Clock::now();
+  const Episode& e = *child.episode;
+  std::string env = NewId("env-");
+  protocol::EnvInfo info{env, e.task_id(), e.backend(), e.reward_name(), e.reward().range().min,
+                         e.reward().range().max, e.limits().max_steps, e.limits().time_budget_s, child.record};
+  sessions_.emplace(env, std::move(child));
+  json wire = protocol::ToWire(info);
+  ReplyResult(client, id, wire);
+}
+
+void ServerLoop::Close(const std::string& client, uint64_t id, const protocol::EnvCloseRequest& r) {
+  Session* session = FindEnv(client, id, "env.close", r.env, false);
+  if (!session) return;
+  if (session->job_id) {
+    scheduler_.Cancel(session->job_id);
+    auto pending = pending_.find(session->job_id);
+    if (pending != pending_.end()) {
+      ReplyError(pending->second.client, pending->second.request_id, ErrorCode::kUnknownEnv,
+                 pending->second.action ? "env.step" : "env.reset", "the env was closed before its evaluation finished",
+                 {{"env", r.env}});
+      pending_.erase(pending);
+    }
+  }
+  sessions_.erase(r.env);
+  ReplyResult(client, id, json::object());
+}
+
+json ServerLoop::Stats() {
+  const auto now = Clock::now();
+  std::size_t session_bytes = 0;
+  for (const auto& [env, session] : sessions_) session_bytes += session.episode->ApproximateBytes();
+  json recorder = nullptr;
+  if (recorder_) {
+    const RecorderStats r = recorder_->stats();
+    recorder = {{"records_written", r.records_written}, {"bytes_written", r.bytes_written}, {"batches", r.batches},
+                {"segments", r.segments}, {"failed", r.failed}, {"queued", r.queued}, {"healthy", r.healthy},
+                {"last_error", r.last_error}, {"segment", r.segment.string()}};
+  }
+  json local = nullptr;
+  if (local_runners_) local = {{"pids", local_runners_->pids()}, {"restarts", local_runners_->restarts()}};
+  return {{"uptime_s", Seconds(now - started_)},
+          {"sessions", sessions_.size()},
+          {"session_bytes", session_bytes},
+          {"pending", pending_.size()},
+          {"held_for_recorder", held_replies_.size()},
+          {"resets", resets_},
+          {"steps", steps_},
+          {"requests", requests_by_op_},
+          {"errors", errors_by_code_},
+          {"undeliverable_replies", undeliverable_},
+          {"rss_bytes", ResidentBytes()},
+          {"open_fds", OpenFileDescriptors()},
+          {"draining", draining_},
+          {"scheduler", scheduler_.Stats(now)},
+          {"local_runners", local},
+          {"recorder", recorder}};
+}
+
+}  // namespace kernelgym::server::detail

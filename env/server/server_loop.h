@@ -1,0 +1,123 @@
+// The server's event loop as a class, shared by its two source files: server.cc (transport,
+// the loop, housekeeping) and requests.cc (one handler per client op, evaluations, replies).
+// Everything here is owned and touched by the event loop thread only.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <zmq.hpp>
+
+#include "datasets/suite.h"
+#include "datasets/trajectory/recorder.h"
+#include "env/episode/episode.h"
+#include "env/protocol/codec.h"
+#include "env/protocol/messages.h"
+#include "env/protocol/results.h"
+#include "env/server/local_runners.h"
+#include "env/server/records.h"
+#include "env/server/scheduler.h"
+#include "env/server/server.h"
+
+namespace kernelgym::server::detail {
+
+inline double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct Session {
+  std::unique_ptr<Episode> episode;
+  Clock::time_point last_active;
+  bool record = false;
+  std::string episode_id;   // unique per reset (the trajectory store groups by it)
+  uint64_t job_id = 0;      // the evaluation in flight, 0 when none
+};
+
+// A reset or step waiting for its evaluation.
+struct Pending {
+  std::string env;
+  std::string client;       // ZeroMQ identity of the client that asked
+  uint64_t request_id = 0;
+  std::optional<protocol::Action> action;  // empty for a reset
+  std::string prompt;       // the observation the action was chosen from (recorded)
+};
+
+class ServerLoop {
+ public:
+  ServerLoop(const ServerOptions& options, zmq::context_t& context)
+      : options_(options),
+        clients_(context, zmq::socket_type::router),
+        runners_(context, zmq::socket_type::router),
+        scheduler_(options.scheduler,
+                   [this](const std::string& identity, const std::string& bytes) { SendToRunner(identity, bytes); }),
+        rng_(std::random_device{}()) {}
+
+  int Run(const std::atomic<bool>& stop);
+
+ private:
+  // ---- transport ----
+  void SendTo(zmq::socket_t& socket, const std::string& identity, const std::string& bytes);
+  void SendToRunner(const std::string& identity, const std::string& bytes) { SendTo(runners_, identity, bytes); }
+  void ReplyError(const std::string& client, uint64_t id, protocol::ErrorCode code, const std::string& op, std::string message,
+                  std::map<std::string, std::string> details = {});
+  void ReplyResult(const std::string& client, uint64_t id, const nlohmann::json& result) {
+    SendTo(clients_, client, protocol::EncodeResultReply(id, result));
+  }
+  // Sends a reset/step reply, after its record is durable when the env records.
+  void Deliver(const std::string& client, std::string reply, std::optional<std::string> record);
+
+  // ---- requests ----
+  void OnClientMessage(const std::string& client, std::string_view bytes);
+  void Handle(const std::string& client, const protocol::Request& request);
+  void Hello(const std::string& client, uint64_t id);
+  void Make(const std::string& client, uint64_t id, const protocol::EnvMakeRequest& r);
+  void Reset(const std::string& client, uint64_t id, const protocol::EnvResetRequest& r);
+  void Step(const std::string& client, uint64_t id, const protocol::EnvStepRequest& r);
+  void Fork(const std::string& client, uint64_t id, const protocol::EnvForkRequest& r);
+  void Close(const std::string& client, uint64_t id, const protocol::EnvCloseRequest& r);
+  nlohmann::json Stats();
+  // The env named by a request, or an error reply (UNKNOWN_ENV / ENV_BUSY) and nullptr.
+  Session* FindEnv(const std::string& client, uint64_t id, const std::string& op, const std::string& env,
+                   bool must_be_idle);
+
+  // ---- evaluations ----
+  // Starts the evaluation of a reset or step. False (and an OVERLOADED reply) when the queue is full.
+  bool Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op);
+  void OnJobDone(JobOutcome outcome);
+  // `attempts`: how many runners the evaluation was sent to (more than 1 after a runner was lost).
+  void Finish(const Pending& pending, const EvalResult* result, const std::string& runner, int attempts = 0);
+  void FailPending(uint64_t job_id, const Pending& pending, protocol::ErrorCode code, const std::string& message);
+  RecordContext RecordContextFor(const Session& session, const std::string& env, const std::string& runner) const;
+
+  bool EnsureRecorder(std::string& error);
+  void DeliverDurable();
+  void Tick(Clock::time_point now);
+  std::string NewId(const char* prefix);
+
+  const ServerOptions& options_;
+  zmq::socket_t clients_, runners_;
+  Scheduler scheduler_;
+  TaskRegistry tasks_;
+  std::unique_ptr<LocalRunners> local_runners_;
+  std::unique_ptr<TrajectoryRecorder> recorder_;
+  std::mt19937_64 rng_;
+
+  std::unordered_map<std::string, Session> sessions_;
+  std::unordered_map<uint64_t, Pending> pending_;  // by job id
+  uint64_t next_job_id_ = 1;
+  // Replies held until their records are durable, by recorder token.
+  std::unordered_map<uint64_t, std::pair<std::string, std::string>> held_replies_;
+  uint64_t next_token_ = 1;
+
+  bool draining_ = false;
+  Clock::time_point started_ = Clock::now();
+  Clock::time_point last_sweep_ = Clock::now();
+  Clock::time_point last_tick_{};
+  std::map<std::string, uint64_t> requests_by_op_, errors_by_code_;
+  uint64_t steps_ = 0, resets_ = 0, undeliverable_ = 0;
+};
+
+}  // namespace kernelgym::server::detail
