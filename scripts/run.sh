@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The main job: set everything up, start the environment server with a local runner, and run one
 # short episode through the C++ client (starter -> an improved kernel -> a broken edit -> revert
-# -> submit), printing every observation and reward. Stops everything it started.
+# -> submit), printing every observation and reward; then the same server through the Python
+# package (pip-installed into a venv): a random-knobs agent. Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
+VENV=$(scripts/python_venv.sh)
 work=$(mktemp -d)
 server_pid=
 cleanup() {
@@ -29,6 +31,9 @@ endpoint=$(sed -n 's/.*"clients":"\([^"]*\)".*/\1/p' "$work/endpoints.json")
 
 "$BUILD_DIR/policies/examples/kernelgym-demo" --connect "$endpoint" --task cpu/softmax_rows \
   --improved tests/honest/softmax_rows_avx2/kernel.cpp --record "$@"
+echo
+echo "==== the same server from Python: random knob settings of cpu/softmax_rows ===="
+"$VENV/bin/python" python/examples/random_knobs_agent.py --address "$endpoint" --task cpu/softmax_rows --steps 3
 "$BUILD_DIR/env/kernelgym" dataset stats --store "$work/trajectories"
 
 kill -TERM "$server_pid"

@@ -5,3 +5,7 @@ cd "$(dirname "$0")/.."
 scripts/build.sh
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 "$@"
+
+# The Python package (python/), tested against the server binary just built.
+VENV=$(scripts/python_venv.sh)
+KERNELGYM_BIN="$(cd "$BUILD_DIR" && pwd)/env/kernelgym" "$VENV/bin/python" -m pytest python/tests -q

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Python package (python/) into a venv of its own under the build folder and prints
+# the venv's path. Made once, then reused: after the first run pip needs the network only when a
+# dependency changes. Debian's python3, whatever else is on PATH.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
+VENV="$BUILD_DIR/python-venv"
+if ! "$VENV/bin/python" -c "import hatchling" 2>/dev/null; then
+  [[ -x "$VENV/bin/python" ]] || /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "hatchling>=1.18" >&2  # python/'s build backend
+fi
+"$VENV/bin/pip" install --quiet --disable-pip-version-check --no-build-isolation "./python[test]" >&2
+echo "$VENV"
