@@ -82,9 +82,13 @@ EditOutcome ApplyPatch(const std::string& source, const std::string& diff) {
     ss << in.rdbuf();
     out.source = ss.str();
   } else {
+    // The message goes into the observation, which must be the same for the same action: no
+    // wall time, no work-folder path.
     std::string why = HeadLines(r.stdout_text + r.stderr_text, 4);
+    for (std::size_t at; (at = why.find(dir.string())) != std::string::npos;) why.replace(at, dir.string().size(), ".");
     while (!why.empty() && why.back() == '\n') why.pop_back();
-    out.error = "patch: does not apply (" + r.Describe(10) + ")" + (why.empty() ? "" : ": " + why);
+    const std::string how = r.timed_out || r.signal != 0 || !r.started ? r.Describe(10) : "exit " + std::to_string(r.exit_code);
+    out.error = "patch: does not apply (" + how + ")" + (why.empty() ? "" : ": " + why);
   }
   fs::remove_all(dir, ec);
   return out;

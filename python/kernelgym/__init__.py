@@ -1,11 +1,16 @@
 """kernelgym's Python client: kernel optimization as a reinforcement-learning environment, served by
 ``kernelgym serve`` over ZeroMQ + msgpack (docs/protocol.md in the repository).
 
-``Client`` / ``AsyncClient`` speak the protocol (kernelgym.client); ``kernelgym.protocol`` holds the
-wire format and the action constructors; ``kernelgym.errors`` what is raised.
+``make`` returns a ``gymnasium.Env`` (kernelgym.env), ``make_vec`` a vector env that steps many
+episodes through one connection (kernelgym.vector); ``Client`` / ``AsyncClient`` speak the protocol
+(kernelgym.client); ``kernelgym.protocol`` holds the wire format and the action constructors;
+``kernelgym.text`` turns observations into chat messages and model replies into actions;
+``kernelgym.errors`` is what is raised. Importing the package registers ``kernelgym/KernelGym-v0``
+with Gymnasium (``gymnasium.make`` / ``gymnasium.make_vec``).
 """
 
 from kernelgym.client import AsyncClient, Client
+from kernelgym.env import ENV_ID, KernelGymEnv, make
 from kernelgym.errors import (
     ERRORS_BY_CODE,
     KernelGymError,
@@ -14,17 +19,23 @@ from kernelgym.errors import (
     TransportError,
 )
 from kernelgym.protocol import Reply
+from kernelgym.vector import KernelGymVectorEnv, make_vec
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ENV_ID",
     "ERRORS_BY_CODE",
     "AsyncClient",
     "Client",
+    "KernelGymEnv",
+    "KernelGymVectorEnv",
     "KernelGymError",
     "ProtocolError",
     "Reply",
     "ServerError",
     "TransportError",
     "__version__",
+    "make",
+    "make_vec",
 ]
