@@ -46,4 +46,23 @@ std::filesystem::path DefaultSuitesRoot() {
   return KERNELGYM_SUITES_DIR;
 }
 
+std::vector<const Task*> TaskRegistry::InSuite(const std::string& suite) const {
+  std::vector<const Task*> out;
+  for (const Task* t : All()) {
+    const std::string own = t->Suite();
+    if (suite.empty() || suite == "all" || own == suite || (suite == "jaxbench" && own.rfind("jaxbench-", 0) == 0))
+      out.push_back(t);
+  }
+  return out;
+}
+
+std::vector<std::string> TaskRegistry::SuiteNames() const {
+  std::vector<std::string> names;
+  for (const Task* t : All())
+    if (std::find(names.begin(), names.end(), t->Suite()) == names.end()) names.push_back(t->Suite());
+  if (!InSuite("jaxbench").empty()) names.push_back("jaxbench");
+  names.push_back("all");
+  return names;
+}
+
 }  // namespace kernelgym

@@ -18,6 +18,11 @@ class TaskRegistry {
 
   const Task* Find(const std::string& id) const;
   std::vector<const Task*> All() const;
+  // The tasks of a suite: a folder's name ("cpu", "jaxbench-p", "jaxbench-k", "models"), or a
+  // union: "jaxbench" (jaxbench-p + jaxbench-k), "all" or "" (every task). Empty when unknown.
+  std::vector<const Task*> InSuite(const std::string& suite) const;
+  // The suite names InSuite accepts, folders first, then the unions that have tasks.
+  std::vector<std::string> SuiteNames() const;
   const std::vector<std::string>& errors() const { return errors_; }
 
  private:

@@ -24,15 +24,20 @@ namespace {
 
 using namespace kernelgym;
 
-int ListTasks(const TaskRegistry& registry, bool as_json) {
+int ListTasks(const TaskRegistry& registry, const std::string& suite, bool as_json) {
+  const std::vector<const Task*> tasks = registry.InSuite(suite);
+  if (tasks.empty()) {
+    spdlog::error("no tasks in suite '{}' (suites: {})", suite, fmt::join(registry.SuiteNames(), ", "));
+    return 2;
+  }
   if (as_json) {
     nlohmann::json list = nlohmann::json::array();
-    for (const Task* t : registry.All())
+    for (const Task* t : tasks)
       list.push_back({{"id", t->id}, {"category", t->category}, {"description", t->description},
                       {"signature", t->signature}, {"flops", t->flops}, {"bytes", t->bytes}, {"threads", t->threads}});
     std::cout << list.dump(2) << "\n";
   } else {
-    for (const Task* t : registry.All()) std::cout << t->id << "  [" << t->category << "]  " << t->signature << "\n";
+    for (const Task* t : tasks) std::cout << t->id << "  [" << t->category << "]  " << t->signature << "\n";
   }
   for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
   return registry.errors().empty() ? 0 : 1;
@@ -101,6 +106,8 @@ int main(int argc, char** argv) {
   bool as_json = false;
   CLI::App* tasks = app.add_subcommand("tasks", "list the tasks");
   tasks->add_flag("--json", as_json, "print JSON");
+  std::string suite = "all";
+  tasks->add_option("--suite", suite, "a suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")->capture_default_str();
 
   std::string task_id, source, backend = "cpu";
   bool samples = false, no_timing = false;
@@ -155,6 +162,6 @@ int main(int argc, char** argv) {
     return Runner(runner_options);
   }
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);
-  if (tasks->parsed()) return ListTasks(registry, as_json);
+  if (tasks->parsed()) return ListTasks(registry, suite, as_json);
   return Eval(registry, task_id, source, backend, as_json, samples, budget, no_timing);
 }

@@ -66,8 +66,7 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
         if constexpr (std::is_same_v<B, protocol::HelloRequest>) Hello(client, id);
         else if constexpr (std::is_same_v<B, protocol::TasksListRequest>) {
           json list = json::array();
-          for (const Task* task : tasks_.All())
-            if (body.suite.empty() || task->Suite() == body.suite) list.push_back(TaskSummary(*task));
+          for (const Task* task : tasks_.InSuite(body.suite)) list.push_back(TaskSummary(*task));
           ReplyResult(client, id, {{"tasks", list}});
         } else if constexpr (std::is_same_v<B, protocol::TasksGetRequest>) {
           const Task* task = tasks_.Find(body.task);

@@ -31,6 +31,20 @@ TEST(CliTest, TasksJsonListsEveryTask) {
   for (const auto& t : tasks) EXPECT_FALSE(t.at("signature").get<std::string>().empty());
 }
 
+TEST(CliTest, TasksFilterBySuite) {
+  const ProcessResult cpu = Cli({"tasks", "--suite", "cpu", "--json"});
+  ASSERT_EQ(cpu.exit_code, 0) << cpu.stderr_text;
+  const auto tasks = nlohmann::json::parse(cpu.stdout_text);
+  EXPECT_EQ(tasks.size(), Tasks().InSuite("cpu").size());
+  for (const auto& t : tasks) EXPECT_EQ(t.at("id").get<std::string>().rfind("cpu/", 0), 0u);
+  const ProcessResult all = Cli({"tasks", "--suite", "all", "--json"});
+  ASSERT_EQ(all.exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(all.stdout_text).size(), Tasks().All().size());
+  const ProcessResult unknown = Cli({"tasks", "--suite", "no_such_suite"});
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_NE(unknown.stderr_text.find("suites: "), std::string::npos) << unknown.stderr_text;
+}
+
 TEST(CliTest, EvalJsonReportsStatusAndSpeedup) {
   const auto starter = (SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp").string();
   const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--budget", "0.3"});

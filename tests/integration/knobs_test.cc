@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+
 #include "eval_fixture.h"
 
 namespace kernelgym::testing {
@@ -86,7 +88,8 @@ TEST_P(KnobsTest, TheDefaultCombinationIsCorrectAndTimed) {
 INSTANTIATE_TEST_SUITE_P(Tasks, KnobsTest, ::testing::ValuesIn(TasksWithKnobs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
-                           std::replace(name.begin(), name.end(), '/', '_');
+                           for (char& c : name)  // gtest names: letters, digits, '_'
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
 
