@@ -209,7 +209,10 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   timing.speedup = speedup.median;
   timing.speedup_ci_low = speedup.low;
   timing.speedup_ci_high = speedup.high;
-  timing.converged = speedup.median > 0 && speedup.relative_half_width <= options.timing.target_relative_ci;
+  // Converged: the interval met its target on at least the minimum number of usable rounds (an
+  // interval from the 6 rounds a budget allows a slow kernel can be tight by luck).
+  timing.converged = speedup.median > 0 && speedup.relative_half_width <= options.timing.target_relative_ci &&
+                     static_cast<int>(usable.size()) >= options.timing.min_rounds;
   result.timing = timing;
 
   // 6. Physical floor and profile.
