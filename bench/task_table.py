@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""The per-task table of docs/tasks.md: every task's reference time and its starter's speedup.
+"""The per-task table of docs/tasks.md: every task's reference time, its starter's speedup, and
+for templated tasks the best knob combination's speedup.
 
-    python3 bench/task_table.py [--suite all] [--budget 1.0] [--kernelgym build/env/kernelgym]
+    python3 bench/task_table.py [--suite all] [--budget 1.0] [--write]   # measure the starters
+    python3 bench/task_table.py --recorded [--suite all]                 # the table from measured.json
 
-Evaluates each task's starter with the real runner (`kernelgym eval --json`) and prints a
-Markdown table: id, category, shapes, reference median, starter median, starter speedup with its
-95% interval. The headroom of a task is how far a good kernel gets above the starter; the
-starter is naive on purpose, so its speedup is expected to be below 1. Standard library only.
+Evaluates each task's starter with the real runner (`kernelgym eval --json`): the reference's
+median time, the starter's, and the speedup with its 95% interval, from one timing window. The
+starter is naive on purpose, so its speedup is expected below 1; the headroom of a task is how
+far a good kernel gets above it — the best-knob column comes from bench/knob_sweep.py. With
+--write the figures go to datasets/suites/measured.json, which `kernelgym tasks` shows.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -15,9 +19,44 @@ import argparse
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+import measured
+
+REPO = measured.REPO
+
+
+def measure_starter(kernelgym: str, task_id: str, budget: float) -> dict | str:
+    """The starter's figures, or why there are none."""
+    suite, name = task_id.split("/", 1)
+    starter = REPO / "datasets/suites" / suite / name / "starter.cpp"
+    run = subprocess.run([kernelgym, "eval", "--task", task_id, "--source", str(starter), "--json",
+                          "--budget", str(budget)], capture_output=True, text=True)
+    try:
+        result = json.loads(run.stdout)
+    except json.JSONDecodeError:
+        return f"evaluation failed: {run.stderr.strip()[:80]}"
+    timing = result.get("timing") or {}
+    if result.get("status") != "ok" or not timing:
+        return f"{result.get('status')}: {result.get('message')}"
+    return {"reference_ms": round(timing["reference"]["median_ns"] / 1e6, 4),
+            "starter_ms": round(timing["candidate"]["median_ns"] / 1e6, 4),
+            "starter_speedup": round(timing["speedup"], 4),
+            "starter_ci95": [round(x, 4) for x in timing["speedup_ci95"]]}
+
+
+def row(task: dict, figures: dict | str | None) -> str:
+    sizes = ", ".join(f"{k}={v}" for k, v in task["sizes"].items())
+    head = f"| {task['id']} | {task['category']} | {sizes} |"
+    if not isinstance(figures, dict) or "starter_speedup" not in figures:
+        return f"{head} {figures or 'not measured'} | | | |"
+    low, high = figures.get("starter_ci95", [figures["starter_speedup"]] * 2)
+    best = ""
+    if "best_knob_speedup" in figures:
+        best = f"{figures['best_knob_speedup']:.2f}x ({figures['best_knobs']}; {figures['knob_combinations']} swept)"
+    elif task["knobs"]:
+        best = "not swept"
+    return (f"{head} {figures['reference_ms']:.2f} ms | {figures['starter_ms']:.2f} ms | "
+            f"{figures['starter_speedup']:.3f}x ({low:.3f}-{high:.3f}) | {best} |")
 
 
 def main() -> int:
@@ -25,37 +64,31 @@ def main() -> int:
     parser.add_argument("--suite", default="all")
     parser.add_argument("--budget", type=float, default=1.0, help="timing budget per task, seconds")
     parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    parser.add_argument("--recorded", action="store_true", help="print measured.json's figures, measure nothing")
+    parser.add_argument("--write", action="store_true", help="record the figures in datasets/suites/measured.json")
     args = parser.parse_args()
 
     listing = subprocess.run([args.kernelgym, "tasks", "--suite", args.suite, "--json"], check=True,
                              capture_output=True, text=True)
     tasks = json.loads(listing.stdout)
-    print("| task | category | sizes | reference median | starter median | starter speedup (95% CI) |")
-    print("|---|---|---|---|---|---|")
-    failures = 0
+    recorded = measured.load()["tasks"]
+    print("| task | category | sizes | reference median | starter median | starter speedup (95% CI) "
+          "| best knob combination |")
+    print("|---|---|---|---|---|---|---|")
+    failures, fresh = 0, {}
     for task in tasks:
-        suite, name = task["id"].split("/", 1)
-        starter = REPO / "datasets/suites" / suite / name / "starter.cpp"
-        spec = json.loads((starter.parent / "task.json").read_text())
-        sizes = ", ".join(f"{s['name']}={s['value']}" for s in spec.get("sizes", []))
-        run = subprocess.run([args.kernelgym, "eval", "--task", task["id"], "--source", str(starter), "--json",
-                              "--budget", str(args.budget)], capture_output=True, text=True)
-        try:
-            result = json.loads(run.stdout)
-        except json.JSONDecodeError:
-            print(f"| {task['id']} | {task['category']} | {sizes} | evaluation failed: {run.stderr.strip()[:80]} | | |")
-            failures += 1
-            continue
-        timing = result.get("timing") or {}
-        if result.get("status") != "ok" or not timing:
-            print(f"| {task['id']} | {task['category']} | {sizes} | {result.get('status')}: {result.get('message')} | | |")
-            failures += 1
-            continue
-        ref_ms = timing["reference"]["median_ns"] / 1e6
-        cand_ms = timing["candidate"]["median_ns"] / 1e6
-        low, high = timing["speedup_ci95"]
-        print(f"| {task['id']} | {task['category']} | {sizes} | {ref_ms:.2f} ms | {cand_ms:.2f} ms | "
-              f"{timing['speedup']:.3f}x ({low:.3f}-{high:.3f}) |")
+        if args.recorded:
+            figures = recorded.get(task["id"])
+        else:
+            figures = measure_starter(args.kernelgym, task["id"], args.budget)
+            if isinstance(figures, dict):
+                fresh[task["id"]] = figures
+                figures = {**recorded.get(task["id"], {}), **figures}
+            else:
+                failures += 1
+        print(row(task, figures), flush=True)
+    if args.write and fresh:
+        measured.update(fresh, f"python3 bench/task_table.py --suite {args.suite} --budget {args.budget} --write")
     return 1 if failures else 0
 
 

@@ -61,7 +61,21 @@ Tolerance ParseTolerance(const json& v, const std::string& path) {
   return t;
 }
 
-Initializer ParseInit(const json& v, const std::string& path, DType dtype) {
+// An integer field that may also name one of the task's sizes ("total": "M").
+int64_t RequireCount(const json& obj, const std::string& key, const std::string& path,
+                     const std::map<std::string, int64_t>& sizes) {
+  const json& v = Require(obj, key, path);
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_string()) {
+    auto it = sizes.find(v.get<std::string>());
+    if (it == sizes.end()) Fail(path + "." + key, "names unknown size '" + v.get<std::string>() + "'");
+    return it->second;
+  }
+  Fail(path + "." + key, "must be an integer or a size name");
+}
+
+Initializer ParseInit(const json& v, const std::string& path, DType dtype,
+                      const std::map<std::string, int64_t>& sizes, int64_t elements) {
   const std::string kind = RequireString(v, "kind", path);
   Initializer init;
   if (kind == "normal") {
@@ -78,13 +92,29 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype) {
       Fail(path, "randint bounds must be integers");
     if (kind == "randint" && init.b - init.a < 2)
       Fail(path, "randint with a single value is a constant input (degenerate task)");
+  } else if (kind == "permutation") {
+    init.kind = Initializer::Kind::kPermutation;
+    const int64_t high = v.contains("high") ? RequireCount(v, "high", path, sizes) : elements;
+    if (high < elements)
+      Fail(path + ".high", "must be at least the element count (" + std::to_string(elements) +
+                               ") for the values to be distinct");
+    if (elements < 2) Fail(path, "a permutation of one element is a constant input (degenerate task)");
+    init.b = static_cast<double>(high);
+  } else if (kind == "partition") {
+    init.kind = Initializer::Kind::kPartition;
+    const int64_t total = RequireCount(v, "total", path, sizes);
+    if (total < 1) Fail(path + ".total", "must be positive");
+    if (elements < 2) Fail(path, "a partition into one part is a constant input (degenerate task)");
+    init.b = static_cast<double>(total);
   } else {
-    Fail(path + ".kind", "unknown initializer '" + kind + "' (normal, uniform, randint)");
+    Fail(path + ".kind", "unknown initializer '" + kind + "' (normal, uniform, randint, permutation, partition)");
   }
-  if (init.kind == Initializer::Kind::kRandInt && IsFloating(dtype))
-    Fail(path + ".kind", "randint is for integer dtypes");
-  if (init.kind != Initializer::Kind::kRandInt && !IsFloating(dtype))
-    Fail(path + ".kind", "integer inputs need randint");
+  const bool integer_kind = init.kind == Initializer::Kind::kRandInt || init.IsStructured();
+  if (integer_kind && IsFloating(dtype)) Fail(path + ".kind", kind + " is for integer dtypes");
+  if (!integer_kind && !IsFloating(dtype))
+    Fail(path + ".kind", "integer inputs need randint, permutation or partition");
+  if (integer_kind && dtype == DType::kInt32 && init.b > 2147483647.0)
+    Fail(path, "values do not fit in int32");
   return init;
 }
 
@@ -120,7 +150,7 @@ std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
       spec.shape.push_back(extent);
     }
     if (is_input) {
-      spec.init = ParseInit(Require(t, "init", path), path + ".init", spec.dtype);
+      spec.init = ParseInit(Require(t, "init", path), path + ".init", spec.dtype, sizes, spec.NumElements());
     } else {
       spec.tolerance = t.contains("tolerance") ? ParseTolerance(t["tolerance"], path + ".tolerance")
                                                : task_tolerance;
@@ -259,6 +289,14 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
   task.bytes = RequireNumber(root, "bytes", "");
   if (task.flops < 0) Fail("flops", "must be >= 0");
   if (task.bytes <= 0) Fail("bytes", "must be > 0");
+  double io_bytes = 0;
+  for (const auto* list : {&task.inputs, &task.outputs})
+    for (const TensorSpec& t : *list) io_bytes += static_cast<double>(t.NumBytes());
+  // More than reading every input and writing every output once would raise the physical floor
+  // above what an honest kernel needs, and flag it as implausible.
+  if (task.bytes > io_bytes)
+    Fail("bytes", "is more than the inputs and outputs hold (" + std::to_string(static_cast<int64_t>(io_bytes)) +
+                      "): it is the compulsory traffic, at most each input read and each output written once");
 
   task.signature = RequireString(root, "signature", "");
   const std::string expected = ExpectedSignature(task);

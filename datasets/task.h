@@ -19,11 +19,23 @@ std::optional<DType> ParseDType(std::string_view name);
 std::size_t DTypeSize(DType dtype);
 bool IsFloating(DType dtype);
 
+// How an input tensor is drawn. The structured kinds exist for index inputs whose validity is
+// part of the task (page tables, group sizes): they are always drawn whole, never element-wise.
 struct Initializer {
-  enum class Kind { kNormal, kUniform, kRandInt };
+  enum class Kind {
+    kNormal,       // a = mean, b = std
+    kUniform,      // values in [a, b)
+    kRandInt,      // integers in [a, b)
+    kPermutation,  // integers: every element distinct, drawn from [0, b) (b >= the element count;
+                   // b == the count makes the flattened tensor a permutation), in random order
+    kPartition,    // integers >= 0 that sum to b: a uniformly random composition (group sizes)
+  };
   Kind kind = Kind::kNormal;
-  double a = 0.0;  // normal: mean;  uniform / randint: low (inclusive)
-  double b = 1.0;  // normal: std;   uniform / randint: high (exclusive)
+  double a = 0.0;
+  double b = 1.0;
+
+  // Drawn as a whole: a partial redraw would break the structure (duplicates, a wrong sum).
+  bool IsStructured() const { return kind == Kind::kPermutation || kind == Kind::kPartition; }
 };
 
 struct Tolerance {

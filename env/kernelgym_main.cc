@@ -1,6 +1,7 @@
 // kernelgym: the command line.
 //   kernelgym eval --task cpu/softmax_rows --source my_kernel.cpp [--json]
-//   kernelgym tasks [--json]
+//   kernelgym eval --task cpu/softmax_rows --knobs SIMD=1,EXP=exp_poly
+//   kernelgym tasks [--suite S] [--json] [--measure]
 //   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5]
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -14,7 +15,9 @@
 
 #include "datasets/suite.h"
 #include "env/runner_config.h"
+#include "env/episode/knobs.h"
 #include "env/serve_command.h"
+#include "env/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
@@ -24,40 +27,58 @@ namespace {
 
 using namespace kernelgym;
 
-int ListTasks(const TaskRegistry& registry, const std::string& suite, bool as_json) {
-  const std::vector<const Task*> tasks = registry.InSuite(suite);
-  if (tasks.empty()) {
-    spdlog::error("no tasks in suite '{}' (suites: {})", suite, fmt::join(registry.SuiteNames(), ", "));
-    return 2;
+// "A=1,B=std::exp" -> the knobs action's values: integers where the text is one, else tokens.
+// The task's domains are checked by ApplyKnobs, as for the protocol's `knobs` action.
+std::optional<std::map<std::string, protocol::KnobValue>> ParseKnobs(const std::string& text) {
+  std::map<std::string, protocol::KnobValue> values;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) return std::nullopt;
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const long long number = std::strtoll(value.c_str(), &end, 10);
+    if (*end == '\0') values[name] = static_cast<int64_t>(number);
+    else values[name] = value;
   }
-  if (as_json) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const Task* t : tasks)
-      list.push_back({{"id", t->id}, {"category", t->category}, {"description", t->description},
-                      {"signature", t->signature}, {"flops", t->flops}, {"bytes", t->bytes}, {"threads", t->threads}});
-    std::cout << list.dump(2) << "\n";
-  } else {
-    for (const Task* t : tasks) std::cout << t->id << "  [" << t->category << "]  " << t->signature << "\n";
-  }
-  for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
-  return registry.errors().empty() ? 0 : 1;
+  return values;
 }
 
 int Eval(const TaskRegistry& registry, const std::string& task_id, const std::string& source_path,
-         const std::string& backend_name, bool as_json, bool samples, double budget, bool no_timing) {
+         const std::optional<std::string>& knobs, const std::string& backend_name, bool as_json, bool samples, double budget,
+         bool no_timing) {
   const Task* task = registry.Find(task_id);
   if (!task) {
     spdlog::error("unknown task '{}' (see `kernelgym tasks`)", task_id);
     for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
     return 2;
   }
-  std::ifstream in(source_path, std::ios::binary);
-  if (!in) {
-    spdlog::error("cannot read source file '{}'", source_path);
-    return 2;
-  }
   std::ostringstream ss;
-  ss << in.rdbuf();
+  if (knobs) {
+    if (task->knobs.empty()) {
+      spdlog::error("--knobs: task '{}' has no knob template", task_id);
+      return 2;
+    }
+    const auto values = ParseKnobs(*knobs);
+    if (!values) {
+      spdlog::error("--knobs takes NAME=value[,NAME=value...], got '{}'", *knobs);
+      return 2;
+    }
+    const EditOutcome applied = ApplyKnobs(*task, *values);
+    if (!applied.source) {
+      spdlog::error("--knobs: {}", applied.error);
+      return 2;
+    }
+    ss << *applied.source;
+  } else {
+    std::ifstream in(source_path, std::ios::binary);
+    if (!in) {
+      spdlog::error("cannot read source file '{}'", source_path);
+      return 2;
+    }
+    ss << in.rdbuf();
+  }
   RegisterBuiltinBackends();
   BackendConfig config = DefaultBackendConfig();
   config.prestart_harness = false;  // one evaluation, then exit: a second harness would be wasted
@@ -104,17 +125,27 @@ int main(int argc, char** argv) {
   app.add_option("--suites", suites, "folder holding <suite>/<task>/task.json");
 
   bool as_json = false;
-  CLI::App* tasks = app.add_subcommand("tasks", "list the tasks");
-  tasks->add_flag("--json", as_json, "print JSON");
-  std::string suite = "all";
-  tasks->add_option("--suite", suite, "a suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")->capture_default_str();
+  TasksCommandOptions tasks_options;
+  CLI::App* tasks = app.add_subcommand("tasks", "list the tasks, their sizes, reference times and headroom");
+  tasks->add_flag("--json", tasks_options.as_json, "print JSON");
+  tasks->add_option("--suite", tasks_options.suite, "a suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")
+      ->capture_default_str();
+  tasks->add_flag("--measure", tasks_options.measure,
+                  "evaluate every starter here now instead of showing the recorded figures (measured.json)");
+  tasks->add_option("--budget", tasks_options.budget_seconds, "timing budget per starter with --measure, seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 600.0));
 
   std::string task_id, source, backend = "cpu";
   bool samples = false, no_timing = false;
   double budget = 1.0;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a kernel source on a task");
   eval->add_option("--task", task_id, "task id, e.g. cpu/softmax_rows")->required();
-  eval->add_option("--source", source, "the kernel's C++ source file")->required();
+  std::string knobs;
+  auto* source_option = eval->add_option("--source", source, "the kernel's C++ source file");
+  auto* knobs_option = eval->add_option("--knobs", knobs, "the task's knob template with these values instead of "
+                                        "a source: NAME=value[,NAME=value...] (\"\" for the defaults)");
+  source_option->excludes(knobs_option);
   eval->add_option("--backend", backend, "runner backend")->capture_default_str();
   eval->add_flag("--json", as_json, "print one JSON object");
   eval->add_flag("--samples", samples, "include raw timing samples in --json output");
@@ -162,6 +193,11 @@ int main(int argc, char** argv) {
     return Runner(runner_options);
   }
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);
-  if (tasks->parsed()) return ListTasks(registry, suite, as_json);
-  return Eval(registry, task_id, source, backend, as_json, samples, budget, no_timing);
+  if (tasks->parsed()) return RunTasksCommand(registry, suites, tasks_options, std::cout);
+  if (source_option->count() + knobs_option->count() == 0) {
+    spdlog::error("eval needs --source FILE or --knobs VALUES");
+    return 2;
+  }
+  return Eval(registry, task_id, source, knobs_option->count() ? std::optional(knobs) : std::nullopt, backend,
+              as_json, samples, budget, no_timing);
 }

@@ -1,7 +1,10 @@
 #include "tpu_runner/inputs.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <numeric>
+#include <vector>
 
 namespace kernelgym {
 namespace {
@@ -46,6 +49,41 @@ void Draw(const TensorSpec& spec, std::span<std::byte> buffer, int64_t i, Rng& r
   }
 }
 
+void StoreInteger(const TensorSpec& spec, std::span<std::byte> buffer, int64_t i, int64_t value) {
+  if (spec.dtype == DType::kInt32)
+    Store(buffer, i, static_cast<int32_t>(value));
+  else
+    Store(buffer, i, value);
+}
+
+// Distinct values from [0, high), in random order: a partial Fisher-Yates shuffle.
+void DrawPermutation(const TensorSpec& spec, std::span<std::byte> buffer, Rng& rng) {
+  const int64_t n = spec.NumElements();
+  std::vector<int64_t> pool(static_cast<std::size_t>(spec.init->b));
+  std::iota(pool.begin(), pool.end(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = i + static_cast<int64_t>(rng.Next() % static_cast<uint64_t>(pool.size() - i));
+    std::swap(pool[i], pool[j]);
+    StoreInteger(spec, buffer, i, pool[i]);
+  }
+}
+
+// Non-negative parts summing to `total`: the gaps between n - 1 sorted cut points drawn uniformly
+// from [0, total], so empty and large parts both occur.
+void DrawPartition(const TensorSpec& spec, std::span<std::byte> buffer, Rng& rng) {
+  const int64_t n = spec.NumElements();
+  const auto total = static_cast<int64_t>(spec.init->b);
+  std::vector<int64_t> cuts(static_cast<std::size_t>(n - 1));
+  for (int64_t& c : cuts) c = static_cast<int64_t>(rng.Next() % static_cast<uint64_t>(total + 1));
+  std::sort(cuts.begin(), cuts.end());
+  int64_t previous = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t cut = i + 1 < n ? cuts[i] : total;
+    StoreInteger(spec, buffer, i, cut - previous);
+    previous = cut;
+  }
+}
+
 }  // namespace
 
 Rng::Rng(uint64_t seed) {
@@ -87,11 +125,14 @@ uint64_t MixSeed(uint64_t base, uint64_t stream) {
 
 void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed) {
   Rng rng(seed);
+  if (spec.init->kind == Initializer::Kind::kPermutation) return DrawPermutation(spec, buffer, rng);
+  if (spec.init->kind == Initializer::Kind::kPartition) return DrawPartition(spec, buffer, rng);
   const int64_t n = spec.NumElements();
   for (int64_t i = 0; i < n; ++i) Draw(spec, buffer, i, rng);
 }
 
 void RefreshInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed, double fraction) {
+  if (spec.init->IsStructured()) return FillInput(spec, buffer, seed);  // small index tensors
   Rng rng(seed);
   const int64_t n = spec.NumElements();
   const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * fraction));

@@ -31,6 +31,7 @@ void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t see
 
 // Redraws about `fraction` of the elements, at random positions, from the initializer: enough
 // to change the outputs (so a cached answer is wrong) at a fraction of the cost of a refill.
+// A structured input (permutation, partition) is redrawn whole, which keeps it valid.
 void RefreshInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed, double fraction);
 
 }  // namespace kernelgym

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <optional>
+#include <random>
+#include <set>
 
 namespace kernelgym {
 namespace {
@@ -74,6 +76,77 @@ EditOutcome ApplyKnobs(const Task& task, const std::map<std::string, protocol::K
     source += "#define " + knob.name + " " + KnobValueText(chosen) + "\n";
   }
   out.source = source + task.template_source;
+  return out;
+}
+
+namespace {
+
+protocol::KnobValue ToProtocol(const Knob::Value& value) {
+  if (const auto* i = std::get_if<int64_t>(&value)) return *i;
+  return std::get<std::string>(value);
+}
+
+std::size_t ProductSize(const Task& task) {
+  std::size_t n = 1;
+  for (const Knob& knob : task.knobs) n *= knob.values.size();
+  return n;
+}
+
+}  // namespace
+
+std::vector<KnobCombination> AllKnobCombinations(const Task& task) {
+  std::vector<KnobCombination> combos{KnobCombination{}};
+  for (const Knob& knob : task.knobs) {
+    std::vector<KnobCombination> next;
+    for (const KnobCombination& partial : combos)
+      for (const Knob::Value& v : knob.values) {
+        KnobCombination extended = partial;
+        extended[knob.name] = ToProtocol(v);
+        next.push_back(std::move(extended));
+      }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
+std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::size_t limit, uint64_t seed) {
+  if (task.knobs.empty()) return {};
+  if (ProductSize(task) <= limit) return AllKnobCombinations(task);
+  std::vector<KnobCombination> out;
+  std::set<KnobCombination> seen;
+  auto add = [&](KnobCombination c) {
+    if (seen.insert(c).second) out.push_back(std::move(c));
+  };
+  KnobCombination defaults;
+  for (const Knob& knob : task.knobs) defaults[knob.name] = ToProtocol(knob.default_value);
+  add(defaults);
+  std::size_t widest = 0;
+  for (const Knob& knob : task.knobs) widest = std::max(widest, knob.values.size());
+  for (std::size_t i = 0; i < widest; ++i) {
+    KnobCombination diagonal;
+    for (std::size_t k = 0; k < task.knobs.size(); ++k) {
+      const Knob& knob = task.knobs[k];
+      diagonal[knob.name] = ToProtocol(knob.values[(i + k) % knob.values.size()]);
+    }
+    add(diagonal);
+  }
+  std::mt19937_64 rng(seed);
+  while (out.size() < limit) {
+    KnobCombination drawn;
+    for (const Knob& knob : task.knobs) drawn[knob.name] = ToProtocol(knob.values[rng() % knob.values.size()]);
+    add(drawn);
+  }
+  return out;
+}
+
+std::string KnobCombinationText(const KnobCombination& combination) {
+  std::string out;
+  for (const auto& [name, value] : combination) {
+    out += (out.empty() ? "" : " ") + name + "=";
+    if (const auto* i = std::get_if<int64_t>(&value)) out += std::to_string(*i);
+    else if (const auto* s = std::get_if<std::string>(&value)) out += *s;
+    else out += Describe(value);
+  }
   return out;
 }
 

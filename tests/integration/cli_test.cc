@@ -1,6 +1,8 @@
 // The `kernelgym` command line as a user runs it.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "eval_fixture.h"
@@ -43,6 +45,68 @@ TEST(CliTest, TasksFilterBySuite) {
   const ProcessResult unknown = Cli({"tasks", "--suite", "no_such_suite"});
   EXPECT_EQ(unknown.exit_code, 2);
   EXPECT_NE(unknown.stderr_text.find("suites: "), std::string::npos) << unknown.stderr_text;
+}
+
+TEST(CliTest, TasksShowSizesShapesAndTheRecordedFigures) {
+  // A suites root of its own: one bundled task copied, with a measured.json beside it.
+  const auto root = TestTempDir() / "suites_with_figures";
+  std::filesystem::create_directories(root / "cpu");
+  std::filesystem::copy(SourceDir() / "datasets/suites/cpu/softmax_rows", root / "cpu/softmax_rows",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::ofstream(root / "measured.json") << R"({"machine": "test box", "date": "2026-11-30", "command": "bench",
+      "tasks": {"cpu/softmax_rows": {"reference_ms": 0.72, "starter_ms": 2.45, "starter_speedup": 0.291,
+                                     "best_knob_speedup": 2.1, "best_knobs": "EXP=exp_poly SIMD=1",
+                                     "knob_combinations": 8}}})";
+  const ProcessResult text = Cli({"--suites", root.string(), "tasks"});
+  ASSERT_EQ(text.exit_code, 0) << text.stderr_text;
+  EXPECT_NE(text.stdout_text.find("R=512 C=1024"), std::string::npos) << text.stdout_text;
+  EXPECT_NE(text.stdout_text.find("0.72 ms"), std::string::npos) << text.stdout_text;
+  EXPECT_NE(text.stdout_text.find("0.291x"), std::string::npos) << text.stdout_text;
+  EXPECT_NE(text.stdout_text.find("2.10x"), std::string::npos) << text.stdout_text;
+  EXPECT_NE(text.stdout_text.find("test box"), std::string::npos) << text.stdout_text;
+
+  const auto j = nlohmann::json::parse(Cli({"--suites", root.string(), "tasks", "--json"}).stdout_text);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_EQ(j[0].at("sizes").at("C"), 1024);
+  EXPECT_EQ(j[0].at("inputs")[0].at("shape"), nlohmann::json({512, 1024}));
+  EXPECT_EQ(j[0].at("measured").at("best_knobs"), "EXP=exp_poly SIMD=1");
+
+  std::ofstream(root / "measured.json") << R"({"tasks": {"cpu/softmax_rows": {"reference_ms": "fast"}}})";
+  const ProcessResult malformed = Cli({"--suites", root.string(), "tasks"});
+  EXPECT_EQ(malformed.exit_code, 0) << "the listing stands without the figures";
+  EXPECT_NE(malformed.stderr_text.find("reference_ms"), std::string::npos) << malformed.stderr_text;
+}
+
+TEST(CliTest, TasksMeasureEvaluatesTheStartersHere) {
+  const auto root = TestTempDir() / "suites_to_measure";
+  std::filesystem::create_directories(root / "cpu");
+  std::filesystem::copy(SourceDir() / "datasets/suites/cpu/silu_mul", root / "cpu/silu_mul",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  const ProcessResult r = Cli({"--suites", root.string(), "tasks", "--measure", "--budget", "0.2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const auto j = nlohmann::json::parse(r.stdout_text);
+  ASSERT_EQ(j.size(), 1u);
+  EXPECT_GT(j[0].at("measured").at("reference_ms").get<double>(), 0);
+  EXPECT_GT(j[0].at("measured").at("starter_speedup").get<double>(), 0);
+}
+
+TEST(CliTest, EvalKnobsBuildsTheTemplate) {
+  const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--knobs", "SIMD=1,EXP=exp_poly", "--json",
+                               "--no-timing"});
+  ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(r.stdout_text).at("status"), "ok");
+  const ProcessResult defaults = Cli({"eval", "--task", "cpu/softmax_rows", "--knobs", "", "--json", "--no-timing"});
+  EXPECT_EQ(defaults.exit_code, 0) << defaults.stderr_text;
+
+  const ProcessResult outside = Cli({"eval", "--task", "cpu/softmax_rows", "--knobs", "SIMD=7"});
+  EXPECT_EQ(outside.exit_code, 2);
+  EXPECT_NE(outside.stderr_text.find("SIMD"), std::string::npos) << outside.stderr_text;
+  const ProcessResult malformed = Cli({"eval", "--task", "cpu/softmax_rows", "--knobs", "SIMD"});
+  EXPECT_EQ(malformed.exit_code, 2);
+  EXPECT_NE(malformed.stderr_text.find("NAME=value"), std::string::npos) << malformed.stderr_text;
+  const ProcessResult neither = Cli({"eval", "--task", "cpu/softmax_rows"});
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_NE(neither.stderr_text.find("--source"), std::string::npos) << neither.stderr_text;
 }
 
 TEST(CliTest, EvalJsonReportsStatusAndSpeedup) {

@@ -168,6 +168,54 @@ TEST(FillInput, FillsMultiDimensionalTensorsCompletely) {
   for (double x : v) EXPECT_GE(x, 1.0);  // no element left at 0
 }
 
+TEST(FillInput, PermutationIsDistinctValuesFromItsRange) {
+  const TensorSpec whole = Input(DType::kInt32, 1000, Initializer::Kind::kPermutation, 0, 1000);
+  std::vector<int32_t> v = Fill<int32_t>(whole, 3);
+  EXPECT_NE(v, Fill<int32_t>(whole, 4));
+  EXPECT_FALSE(std::is_sorted(v.begin(), v.end()));
+  std::sort(v.begin(), v.end());
+  for (int32_t i = 0; i < 1000; ++i) ASSERT_EQ(v[i], i);  // exactly 0 .. 999
+
+  const TensorSpec pool = Input(DType::kInt64, 100, Initializer::Kind::kPermutation, 0, 400);
+  const std::vector<int64_t> w = Fill<int64_t>(pool, 5);
+  const std::set<int64_t> distinct(w.begin(), w.end());
+  EXPECT_EQ(distinct.size(), 100u);
+  EXPECT_GE(*distinct.begin(), 0);
+  EXPECT_LT(*distinct.rbegin(), 400);
+  EXPECT_GT(*distinct.rbegin(), 100);  // drawn from the whole pool, not its first 100
+}
+
+TEST(FillInput, PartitionSumsToTheTotalWithVaryingParts) {
+  const TensorSpec groups = Input(DType::kInt32, 16, Initializer::Kind::kPartition, 0, 1024);
+  for (uint64_t seed : {1, 2, 3}) {
+    const std::vector<int32_t> v = Fill<int32_t>(groups, seed);
+    int64_t sum = 0;
+    for (int32_t x : v) {
+      EXPECT_GE(x, 0);
+      sum += x;
+    }
+    EXPECT_EQ(sum, 1024);
+    EXPECT_GT(*std::max_element(v.begin(), v.end()), *std::min_element(v.begin(), v.end()));
+  }
+  EXPECT_NE(Fill<int32_t>(groups, 1), Fill<int32_t>(groups, 2));
+}
+
+TEST(RefreshInput, StructuredInputsAreRedrawnWholeAndStayValid) {
+  const TensorSpec perm = Input(DType::kInt32, 64, Initializer::Kind::kPermutation, 0, 64);
+  std::vector<int32_t> p = Fill<int32_t>(perm, 1);
+  const std::vector<int32_t> before = p;
+  RefreshInput(perm, std::as_writable_bytes(std::span<int32_t>(p)), 2, 0.01);
+  EXPECT_NE(p, before);
+  EXPECT_EQ(std::set<int32_t>(p.begin(), p.end()).size(), 64u);  // a partial redraw would repeat values
+
+  const TensorSpec part = Input(DType::kInt64, 8, Initializer::Kind::kPartition, 0, 500);
+  std::vector<int64_t> q = Fill<int64_t>(part, 1);
+  RefreshInput(part, std::as_writable_bytes(std::span<int64_t>(q)), 2, 0.01);
+  int64_t sum = 0;
+  for (int64_t x : q) sum += x;
+  EXPECT_EQ(sum, 500);
+}
+
 TEST(RefreshInput, ChangesSomeButNotAllElements) {
   const TensorSpec spec = Input(DType::kFloat32, 10000, Initializer::Kind::kNormal, 0, 1);
   const std::vector<float> original = Fill<float>(spec, 100);

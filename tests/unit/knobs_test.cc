@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "datasets/suite.h"
 
 namespace kernelgym {
@@ -93,6 +96,40 @@ TEST(ApplyKnobs, ATaskWithoutATemplateSaysSo) {
   EXPECT_EQ(out.error, "task tst/plain has no knob template");
   out = ApplyKnobs(plain, {{"BLOCK", int64_t{4}}});
   EXPECT_EQ(out.error, "task tst/plain has no knob template");
+}
+
+// Three knobs, 3 x 2 x 4 = 24 combinations.
+Task WideKnobTask() {
+  Task task = KnobTask();
+  task.knobs.push_back(Knob{"UNROLL", {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{8}}, int64_t{1}});
+  return task;
+}
+
+TEST(KnobCombinations, AllIsTheProductWithoutRepeats) {
+  const std::vector<KnobCombination> all = AllKnobCombinations(WideKnobTask());
+  EXPECT_EQ(all.size(), 24u);
+  EXPECT_EQ(std::set<KnobCombination>(all.begin(), all.end()).size(), 24u);
+  for (const KnobCombination& c : all) EXPECT_TRUE(ApplyKnobs(WideKnobTask(), c).source.has_value());
+  EXPECT_TRUE(AllKnobCombinations(Task{}).size() == 1u && AllKnobCombinations(Task{})[0].empty());
+}
+
+TEST(KnobCombinations, TheCoveringSampleHasTheDefaultsAndEveryValue) {
+  const Task task = WideKnobTask();
+  const std::vector<KnobCombination> sample = CoveringKnobCombinations(task, 8, 1);
+  ASSERT_EQ(sample.size(), 8u);
+  EXPECT_EQ(KnobCombinationText(sample[0]), "BLOCK=8 EXP=std::exp UNROLL=1");
+  EXPECT_EQ(std::set<KnobCombination>(sample.begin(), sample.end()).size(), sample.size()) << "no repeats";
+  for (const Knob& knob : task.knobs)
+    for (const Knob::Value& v : knob.values) {
+      const protocol::KnobValue wanted = std::holds_alternative<int64_t>(v) ? protocol::KnobValue(std::get<int64_t>(v))
+                                                                          : protocol::KnobValue(std::get<std::string>(v));
+      const bool covered = std::any_of(sample.begin(), sample.end(),
+                                       [&](const KnobCombination& c) { return c.at(knob.name) == wanted; });
+      EXPECT_TRUE(covered) << knob.name << "=" << KnobValueText(v);
+    }
+  EXPECT_EQ(CoveringKnobCombinations(task, 8, 1), sample) << "deterministic per seed";
+  EXPECT_EQ(CoveringKnobCombinations(task, 2, 1).size(), 5u) << "covering wins over the limit (1 + widest 4)";
+  EXPECT_EQ(CoveringKnobCombinations(task, 24, 1).size(), 24u) << "the whole product when it fits";
 }
 
 TEST(ApplyKnobs, TheBundledSoftmaxTemplate) {

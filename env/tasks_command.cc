@@ -1,0 +1,135 @@
+#include "env/tasks_command.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "datasets/measurements.h"
+#include "env/runner_config.h"
+#include "tpu_runner/backend.h"
+
+namespace kernelgym {
+namespace {
+
+using nlohmann::json;
+
+// The starter evaluated now: the same figures measured.json records.
+std::optional<TaskMeasurement> MeasureStarter(Backend& backend, const Task& task, double budget) {
+  EvalOptions options;
+  options.timing.budget_seconds = budget;
+  const EvalResult r = backend.Evaluate(task, task.starter_source, options);
+  if (r.status != Status::kOk || !r.timing) {
+    spdlog::warn("{}: starter: {} ({})", task.id, StatusName(r.status), r.message);
+    return std::nullopt;
+  }
+  TaskMeasurement m;
+  m.reference_ms = r.timing->reference.median_ns / 1e6;
+  m.starter_ms = r.timing->candidate.median_ns / 1e6;
+  m.starter_speedup = r.timing->speedup;
+  return m;
+}
+
+json ShapeJson(const TensorSpec& t) {
+  return {{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape}};
+}
+
+json TaskJson(const Task& t, const TaskMeasurement* m) {
+  json sizes = json::object();
+  for (const SizeParam& s : t.sizes) sizes[s.name] = s.value;
+  json inputs = json::array(), outputs = json::array();
+  for (const TensorSpec& s : t.inputs) inputs.push_back(ShapeJson(s));
+  for (const TensorSpec& s : t.outputs) outputs.push_back(ShapeJson(s));
+  json j = {{"id", t.id},           {"category", t.category}, {"description", t.description},
+            {"signature", t.signature}, {"sizes", sizes},     {"inputs", inputs},
+            {"outputs", outputs},   {"flops", t.flops},       {"bytes", t.bytes},
+            {"threads", t.threads}, {"knobs", t.knobs.size()}};
+  if (m) {
+    j["measured"] = {{"reference_ms", m->reference_ms}, {"starter_ms", m->starter_ms},
+                     {"starter_speedup", m->starter_speedup}};
+    if (m->best_knob_speedup)
+      j["measured"].update({{"best_knob_speedup", *m->best_knob_speedup}, {"best_knobs", m->best_knobs}});
+  }
+  return j;
+}
+
+std::string Cell(const TaskMeasurement* m, int column) {
+  if (!m) return "-";
+  switch (column) {
+    case 0: return fmt::format("{:.2f} ms", m->reference_ms);
+    case 1: return fmt::format("{:.3f}x", m->starter_speedup);
+    default: return m->best_knob_speedup ? fmt::format("{:.2f}x", *m->best_knob_speedup) : "-";
+  }
+}
+
+}  // namespace
+
+std::string SizesText(const Task& task) {
+  std::string out;
+  for (const SizeParam& s : task.sizes) out += (out.empty() ? "" : " ") + s.name + "=" + std::to_string(s.value);
+  return out;
+}
+
+int RunTasksCommand(const TaskRegistry& registry, const std::filesystem::path& suites_root,
+                    const TasksCommandOptions& options, std::ostream& out) {
+  const std::vector<const Task*> tasks = registry.InSuite(options.suite);
+  if (tasks.empty()) {
+    spdlog::error("no tasks in suite '{}' (suites: {})", options.suite, fmt::join(registry.SuiteNames(), ", "));
+    return 2;
+  }
+
+  Measurements figures;
+  std::string source;  // where the figures come from, for the header line
+  if (options.measure) {
+    RegisterBuiltinBackends();
+    BackendConfig config = DefaultBackendConfig();
+    std::unique_ptr<Backend> backend = BackendRegistry::Global().Create("cpu", config);
+    for (const Task* t : tasks) {
+      spdlog::info("measuring {}", t->id);
+      if (auto m = MeasureStarter(*backend, *t, options.budget_seconds)) figures.tasks[t->id] = *m;
+    }
+    source = "measured now on this machine";
+  } else {
+    std::string error;
+    if (auto loaded = LoadMeasurements(suites_root / kMeasurementsFile, error)) {
+      figures = std::move(*loaded);
+      source = fmt::format("recorded {} on {} ({}); `kernelgym tasks --measure` measures here", figures.date,
+                           figures.machine, figures.command);
+    } else if (!error.empty()) {
+      spdlog::warn("{}", error);
+    }
+  }
+  auto find = [&](const Task* t) -> const TaskMeasurement* {
+    auto it = figures.tasks.find(t->id);
+    return it == figures.tasks.end() ? nullptr : &it->second;
+  };
+
+  if (options.as_json) {
+    json list = json::array();
+    for (const Task* t : tasks) list.push_back(TaskJson(*t, find(t)));
+    out << list.dump(2) << "\n";
+  } else {
+    std::size_t id_width = 4, category_width = 8, sizes_width = 5;
+    for (const Task* t : tasks) {
+      id_width = std::max(id_width, t->id.size());
+      category_width = std::max(category_width, t->category.size());
+      sizes_width = std::max(sizes_width, SizesText(*t).size());
+    }
+    out << fmt::format("{} tasks in '{}'{}\n", tasks.size(), options.suite,
+                       source.empty() ? "" : "; figures " + source);
+    out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>8}  {:>10}\n", "id", id_width, "category",
+                       category_width, "sizes", sizes_width, "reference", "starter", "best knobs");
+    for (const Task* t : tasks) {
+      const TaskMeasurement* m = find(t);
+      out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>8}  {:>10}\n", t->id, id_width, t->category,
+                         category_width, SizesText(*t), sizes_width, Cell(m, 0), Cell(m, 1),
+                         t->knobs.empty() ? "" : Cell(m, 2));
+    }
+  }
+  for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
+  return registry.errors().empty() ? 0 : 1;
+}
+
+}  // namespace kernelgym
