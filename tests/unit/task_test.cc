@@ -4,8 +4,10 @@
 #include "datasets/task.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -766,6 +768,42 @@ TEST(BundledTasks, TheSixCpuTasksLoad) {
     EXPECT_EQ(r.task->id, id);
     EXPECT_EQ(r.task->Suite(), "cpu");
   }
+}
+
+// JAXBench's 50 computations, by the names the MaxKernel paper evaluates on: 17 production
+// kernels and 33 fused operators from KernelBench level 2. A policy's score on `jaxbench` is
+// only comparable with others' when every one of them is here.
+const std::vector<std::string> kJaxBenchProduction{
+    "flash_attention", "gqa_attention", "mla_attention", "sparse_attention", "flex_attention",
+    "paged_attention", "ragged_paged_attention", "gemm", "swiglu_mlp", "sparse_moe", "megablox_gmm",
+    "rms_norm", "cross_entropy", "ragged_dot", "retnet_retention", "mamba2_ssd", "triangle_multiplication"};
+const std::vector<std::string> kJaxBenchFused{
+    "conv2d_relu_biasadd", "matmul_subtract_multiply_relu", "gemm_multiply_leakyrelu", "gemm_divide_sum_scaling",
+    "conv2d_instancenorm_divide", "matmul_sum_max_avgpool_lse_lse", "matmul_scale_residualadd_clamp_lse_mish",
+    "conv3d_groupnorm_mean", "bmm_instancenorm_sum_residualadd_multiply", "matmul_mish_mish",
+    "convtranspose3d_layernorm_gelu_scaling", "matmul_swish_sum_groupnorm", "matmul_scaling_residualadd",
+    "gemm_batchnorm_gelu_relu", "gemm_sigmoid_logsumexp", "conv3d_mish_tanh", "conv2d_activation_batchnorm",
+    "gemm_scaling_hardtanh_gelu", "matmul_sigmoid_sum", "matmul_swish_scaling", "matmul_dropout_softmax",
+    "conv2d_gelu_globalavgpool", "gemm_groupnorm_min_biasadd", "gemm_add_relu", "gemm_max_subtract_gelu",
+    "gemm_batchnorm_scaling_softmax", "matmul_divide_gelu", "gemm_groupnorm_swish_multiply_swish",
+    "conv2d_gn_tanh_hardswish_residual_lse", "matmul_add_swish_tanh_gelu_hardtanh",
+    "matmul_batchnorm_biasadd_divide_swish", "matmul_avgpool_gelu_scale_max", "matmul_gelu_softmax"};
+
+TEST(BundledTasks, JaxBenchHasAllFiftyAndModelsAtLeastSix) {
+  const TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
+  ASSERT_EQ(kJaxBenchProduction.size(), 17u);
+  ASSERT_EQ(kJaxBenchFused.size(), 33u);
+  for (const std::string& name : kJaxBenchProduction)
+    EXPECT_NE(registry.Find("jaxbench-p/" + name), nullptr) << "jaxbench-p/" << name << " is missing";
+  for (const std::string& name : kJaxBenchFused)
+    EXPECT_NE(registry.Find("jaxbench-k/" + name), nullptr) << "jaxbench-k/" << name << " is missing";
+  EXPECT_EQ(registry.InSuite("jaxbench-p").size(), 17u);
+  EXPECT_EQ(registry.InSuite("jaxbench-k").size(), 33u);
+  EXPECT_EQ(registry.InSuite("jaxbench").size(), 50u);
+  EXPECT_GE(registry.InSuite("models").size(), 6u);
+  const std::vector<std::string> suites = registry.SuiteNames();
+  for (const char* name : {"cpu", "jaxbench-p", "jaxbench-k", "models", "jaxbench", "all"})
+    EXPECT_NE(std::find(suites.begin(), suites.end(), name), suites.end()) << name;
 }
 
 TEST(BundledTasks, SoftmaxRowsMatchesTheDocumentedExample) {

@@ -1,0 +1,12 @@
+def reference(lhs: Tensor, rhs: Tensor, group_sizes: Tensor) -> Tensor:
+    # lhs: [M, K] rows sorted by group; rhs: [G, K, N]; group_sizes: [G] int32, summing to M.
+    # Rows [start_g, start_g + group_sizes[g]) are multiplied by rhs[g].
+    G = rhs.size(0)
+    outs: List[Tensor] = []
+    start = 0
+    for g in range(G):
+        n = int(group_sizes[g])
+        if n > 0:
+            outs.append(torch.matmul(lhs[start:start + n], rhs[g]))
+        start += n
+    return torch.cat(outs, 0)
