@@ -2,7 +2,7 @@
 """The full sweep of every knob template: each combination evaluated, the best ones timed again.
 
     python3 bench/knob_sweep.py [--suite all | --task ID ...] [--budget 0.3] [--top 3]
-                                [--final-budget 1.0] [--write]
+                                [--final-budget 1.0] [--jobs 2] [--write]
 
 The CI's knobs test checks a covering sample of each template's combinations; this checks them
 all (every one must be correct: a failure is printed and makes the exit status 1) and finds the
@@ -17,6 +17,7 @@ Standard library only.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
 import json
 import subprocess
@@ -51,8 +52,11 @@ def sweep(kernelgym: str, task_id: str, knobs: dict, args) -> tuple[dict | None,
     combos = combinations(knobs)
     defaults = {name: spec["default"] for name, spec in knobs.items()}
     results, failures = [], []
-    for combo in combos:
-        r = evaluate(kernelgym, task_id, combo, args.budget)
+    # Several evaluations at once: the runner's host-wide lock keeps their timing windows apart,
+    # so one compiles and checks while another times.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        evaluated = list(pool.map(lambda c: evaluate(kernelgym, task_id, c, args.budget), combos))
+    for combo, r in zip(combos, evaluated):
         if r.get("status") != "ok" or not r.get("timing"):
             failures.append(f"{task_id} [{text(combo)}]: {r.get('status')}: {r.get('message')}")
             continue
@@ -81,6 +85,7 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=0.3, help="timing budget per combination, seconds")
     parser.add_argument("--top", type=int, default=3, help="how many of the fastest to time again")
     parser.add_argument("--final-budget", type=float, default=1.0, help="timing budget of the second timing")
+    parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")
     parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
     parser.add_argument("--write", action="store_true", help="record the best in datasets/suites/measured.json")
     args = parser.parse_args()

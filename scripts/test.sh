@@ -4,7 +4,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j 1 "$@"
+# One job per core: tests that compare timings are RUN_SERIAL (tests/integration/CMakeLists.txt).
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 
 # The Python package (python/), tested against the server binary just built.
 VENV=$(scripts/python_venv.sh)

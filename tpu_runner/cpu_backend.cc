@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "tpu_runner/harness_session.h"
 #include "tpu_runner/machine.h"
@@ -138,8 +139,11 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
     return finish(Status::kRejected, Stage::kSymbolCheck, symbols.message);
   }
 
-  // 4 + 5. Correctness and timing in the sandboxed harness, one session per host at a time.
+  // 4 + 5. Correctness and timing in the sandboxed harness. A timed session holds the host's
+  // timing lock, so no two timing windows overlap; an untimed one (correctness only) runs off the
+  // timing CPUs and takes no lock — it cannot disturb a window there, and need not wait for one.
   t = Clock::now();
+  const bool serialize = options.run_timing || task.threads > 1;  // see TakeHarness
   std::string harness_error;
   std::unique_ptr<HarnessProcess> harness;
   // A single-threaded harness starts off the timing CPU (like the pre-started one), so it needs
@@ -149,10 +153,12 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   const MachinePeaks* peaks = nullptr;
   {
     const auto wait_start = Clock::now();
-    const HostTimingLock lock(config_.cache_dir);
+    std::optional<HostTimingLock> lock;
+    if (serialize) lock.emplace(config_.cache_dir);
     const auto locked = Clock::now();
-    result.stage_seconds["timing_lock_wait"] = Since(wait_start);
-    if (!lock.error().empty()) result.details.push_back("timing is not serialized with other runners: " + lock.error());
+    if (serialize) result.stage_seconds["timing_lock_wait"] = Since(wait_start);
+    if (lock && !lock->error().empty())
+      result.details.push_back("timing is not serialized with other runners: " + lock->error());
     // Peaks are measured once per machine, on the timing CPU: under the lock, like a session.
     peaks = options.run_timing ? Peaks() : nullptr;
     if (options.run_timing && !peaks)
@@ -160,7 +166,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
     if (!harness && harness_error.empty()) harness = TakeHarness(task.threads, harness_error);
     if (!harness) return finish(Status::kInternalError, Stage::kCorrectness, harness_error);
     run = RunHarnessSession(task, compiled.shared_object, std::move(harness), options);
-    if (config_.on_timing_window) config_.on_timing_window(locked, Clock::now());
+    if (lock && config_.on_timing_window) config_.on_timing_window(locked, Clock::now());
   }
   result.stage_seconds["harness"] = Since(t);
   if (config_.prestart_harness) PrestartHarness();

@@ -15,8 +15,9 @@
 namespace kernelgym {
 
 // Evaluations in any number of threads and processes that share `cache_dir` compile in parallel
-// but run their harness sessions (correctness + timing) one at a time (HostTimingLock in
-// cpu_backend.cc); the wait is reported as stage_seconds["timing_lock_wait"].
+// but run their timed harness sessions (correctness + timing) one at a time (HostTimingLock in
+// cpu_backend.cc); the wait is reported as stage_seconds["timing_lock_wait"]. Untimed sessions
+// (correctness only) run off the timing CPUs without the lock.
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendConfig& config);

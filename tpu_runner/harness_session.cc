@@ -118,16 +118,17 @@ class Session {
     // private home directory.
     job.sandbox_uid = geteuid() == 0 && ProbeSandbox().bwrap ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
     job.cookie = rng() | 1;
-    job.cpus = TimingCpus(task_.threads);
+    // Timing pins to the timing CPUs (under the host's lock); a correctness-only session stays
+    // off them, where compiles run, so that it cannot disturb another runner's timing window.
+    job.cpus = options_.run_timing ? TimingCpus(task_.threads) : NonTimingCpus(task_.threads);
     job.cpu_seconds = 120 + 4 * options_.timing.budget_seconds * task_.threads;
     job.address_space = options_.memory_bytes;
     run_.correctness.seeds = job.seeds;
     expected_.assign(job.seeds.size(), std::vector<std::string>(task_.outputs.size()));
     SetPhase("trusted", -1, 60);
-    if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kJob, JobToJson(job), {}}))) {
-      Fail(Status::kInternalError, "could not send the job to the harness (it has exited)");
-      return false;
-    }
+    // A harness that cannot take its job has exited (or is exiting): Finish() waits for it and
+    // says how it ended — the exit status or signal is what tells a broken install apart.
+    if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kJob, JobToJson(job), {}}))) return false;
     return true;
   }
 

@@ -24,6 +24,9 @@ inline Backend& Cpu() {
   static std::unique_ptr<Backend> backend = [] {
     RegisterBuiltinBackends();
     BackendConfig config = DefaultBackendConfig();
+    // Most test processes run one evaluation: a harness pre-started after it would only cost
+    // a libtorch start-up on a core the other test job needs.
+    config.prestart_harness = false;
     return BackendRegistry::Global().Create("cpu", config);
   }();
   return *backend;

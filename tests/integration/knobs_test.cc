@@ -15,12 +15,12 @@ namespace kernelgym::testing {
 namespace {
 
 // The combinations this run checks: all of them with KERNELGYM_KNOBS_FULL=1, else a covering
-// sample (the defaults, every value of every knob, a few drawn) — the product of 15+ templates
-// does not fit the CI's budget; bench/knob_sweep.py checks and times every combination.
+// sample (the defaults, every value of every knob, drawn ones up to 6) — the product of 15+
+// templates does not fit the CI's budget; bench/knob_sweep.py checks and times every combination.
 std::vector<KnobCombination> CombinationsToCheck(const Task& task) {
   const char* full = std::getenv("KERNELGYM_KNOBS_FULL");
   if (full && std::string(full) == "1") return AllKnobCombinations(task);
-  return CoveringKnobCombinations(task, 8, 2026);
+  return CoveringKnobCombinations(task, 6, 2026);
 }
 
 std::vector<std::string> TasksWithKnobs() {
@@ -53,19 +53,6 @@ TEST_P(KnobsTest, CombinationsCompileAndAreCorrect) {
   }
 }
 
-TEST_P(KnobsTest, TheDefaultCombinationIsCorrectAndTimed) {
-  const Task* task = Tasks().Find(GetParam());
-  ASSERT_NE(task, nullptr);
-  const EditOutcome out = ApplyKnobs(*task, {});
-  ASSERT_TRUE(out.source.has_value()) << out.error;
-  const EvalResult r = Cpu().Evaluate(*task, *out.source, FastOptions());
-  ASSERT_EQ(r.status, Status::kOk) << r.message;
-  ASSERT_TRUE(r.timing.has_value());
-  EXPECT_GT(r.timing->speedup, 0);
-  EXPECT_LE(r.timing->speedup_ci_low, r.timing->speedup);
-  EXPECT_GE(r.timing->speedup_ci_high, r.timing->speedup);
-}
-
 INSTANTIATE_TEST_SUITE_P(Tasks, KnobsTest, ::testing::ValuesIn(TasksWithKnobs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param;
@@ -73,39 +60,6 @@ INSTANTIATE_TEST_SUITE_P(Tasks, KnobsTest, ::testing::ValuesIn(TasksWithKnobs())
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
-
-// cpu/softmax_rows is the worked example: its knobs must matter. With SIMD and the polynomial
-// exp the loops vectorize (about 8x faster than the default combination on an AVX2 machine);
-// the test asks for 2x so that a loaded machine still passes.
-TEST(SoftmaxKnobsTest, VectorizingKnobsAreMuchFasterThanTheDefaults) {
-  const Task* task = Tasks().Find("cpu/softmax_rows");
-  ASSERT_NE(task, nullptr);
-  ASSERT_FALSE(task->knobs.empty());
-  const EditOutcome slow = ApplyKnobs(*task, {});
-  const EditOutcome fast = ApplyKnobs(*task, {{"SIMD", int64_t{1}}, {"EXP", std::string("exp_poly")}});
-  const EditOutcome recompute =
-      ApplyKnobs(*task, {{"SIMD", int64_t{1}}, {"EXP", std::string("exp_poly")}, {"RECOMPUTE", int64_t{1}}});
-  ASSERT_TRUE(slow.source && fast.source && recompute.source);
-  const EvalResult r_slow = Cpu().Evaluate(*task, *slow.source, FastOptions());
-  const EvalResult r_fast = Cpu().Evaluate(*task, *fast.source, FastOptions());
-  const EvalResult r_recompute = Cpu().Evaluate(*task, *recompute.source, FastOptions());
-  for (const EvalResult* r : {&r_slow, &r_fast, &r_recompute}) {
-    ASSERT_EQ(r->status, Status::kOk) << r->message;
-    ASSERT_TRUE(r->timing.has_value());
-  }
-  // In the test's XML report (--gtest_output=xml), for tuning the domains.
-  ::testing::Test::RecordProperty("speedup_default", std::to_string(r_slow.timing->speedup));
-  ::testing::Test::RecordProperty("speedup_simd_poly", std::to_string(r_fast.timing->speedup));
-  ::testing::Test::RecordProperty("speedup_simd_poly_recompute", std::to_string(r_recompute.timing->speedup));
-  EXPECT_GT(r_fast.timing->speedup, 2 * r_slow.timing->speedup)
-      << "fast " << r_fast.timing->speedup << "x, default " << r_slow.timing->speedup << "x";
-  EXPECT_GT(r_recompute.timing->speedup, r_slow.timing->speedup)
-      << "recompute " << r_recompute.timing->speedup << "x, default " << r_slow.timing->speedup << "x";
-  // The vectorized loops show up in the compiler's remarks, which the observation reports.
-  ASSERT_TRUE(r_fast.profile.has_value());
-  const auto& remarks = r_fast.profile->remarks;
-  EXPECT_TRUE(std::any_of(remarks.begin(), remarks.end(), [](const Remark& m) { return m.vectorized; }));
-}
 
 TEST(SoftmaxKnobsTest, AValueOutsideTheDomainNeverReachesTheRunner) {
   const Task* task = Tasks().Find("cpu/softmax_rows");

@@ -1,8 +1,13 @@
 // Host-wide timing serialization: two backends (as two runner processes would have) evaluating at
-// the same moment compile in parallel but run their harness sessions one after the other.
+// the same moment compile in parallel but run their timed harness sessions one after the other;
+// an untimed (correctness-only) evaluation needs no lock.
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <future>
 #include <latch>
 #include <mutex>
 #include <thread>
@@ -68,6 +73,31 @@ TEST(TimingLockTest, ConcurrentEvaluationsNeverShareTheHarnessWindow) {
     if (windows[i].locked - wait < windows[i - 1].released) contended = true;
   }
   if (!contended) GTEST_SKIP() << "the two evaluations reached the lock one after the other: nothing contended";
+}
+
+TEST(TimingLockTest, AnUntimedEvaluationDoesNotWaitForTheLock) {
+  RegisterBuiltinBackends();
+  const Task* task = Tasks().Find("cpu/softmax_rows");
+  ASSERT_NE(task, nullptr);
+  BackendConfig config = DefaultBackendConfig();
+  config.cache_dir = (TestTempDir() / "untimed_cache").string();
+  config.prestart_harness = false;
+  std::unique_ptr<Backend> backend = BackendRegistry::Global().Create("cpu", config);
+
+  // Another runner's timing window, held for the whole test.
+  std::filesystem::create_directories(config.cache_dir);
+  const int fd = open((std::filesystem::path(config.cache_dir) / "timing.lock").c_str(), O_RDWR | O_CREAT, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(flock(fd, LOCK_EX), 0);
+  EvalOptions options = FastOptions();
+  options.run_timing = false;
+  auto untimed = std::async(std::launch::async, [&] { return backend->Evaluate(*task, task->starter_source, options); });
+  const bool finished = untimed.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  close(fd);  // lets a blocked evaluation finish, so that the test ends either way
+  const EvalResult r = untimed.get();
+  EXPECT_TRUE(finished) << "the untimed evaluation waited for the timing lock";
+  EXPECT_EQ(r.status, Status::kOk) << r.message;
+  EXPECT_EQ(r.stage_seconds.count("timing_lock_wait"), 0u);
 }
 
 }  // namespace

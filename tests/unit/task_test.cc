@@ -789,7 +789,7 @@ const std::vector<std::string> kJaxBenchFused{
     "conv2d_gn_tanh_hardswish_residual_lse", "matmul_add_swish_tanh_gelu_hardtanh",
     "matmul_batchnorm_biasadd_divide_swish", "matmul_avgpool_gelu_scale_max", "matmul_gelu_softmax"};
 
-TEST(BundledTasks, JaxBenchHasAllFiftyAndModelsAtLeastSix) {
+TEST(BundledTasks, JaxBenchHasAllFiftyModelsAtLeastSixAndFifteenTemplates) {
   const TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
   ASSERT_EQ(kJaxBenchProduction.size(), 17u);
   ASSERT_EQ(kJaxBenchFused.size(), 33u);
@@ -804,6 +804,10 @@ TEST(BundledTasks, JaxBenchHasAllFiftyAndModelsAtLeastSix) {
   const std::vector<std::string> suites = registry.SuiteNames();
   for (const char* name : {"cpu", "jaxbench-p", "jaxbench-k", "models", "jaxbench", "all"})
     EXPECT_NE(std::find(suites.begin(), suites.end(), name), suites.end()) << name;
+  // Templated tasks: the discrete action space of learned policies and search.
+  std::size_t templated = 0;
+  for (const Task* t : registry.All()) templated += !t->knobs.empty();
+  EXPECT_GE(templated, 15u);
 }
 
 TEST(BundledTasks, SoftmaxRowsMatchesTheDocumentedExample) {

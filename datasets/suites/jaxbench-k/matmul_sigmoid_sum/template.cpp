@@ -1,0 +1,150 @@
+// Linear + sigmoid + sum over the features with five knobs (task.json `knobs`; the `knobs` action
+// prepends their #defines). y[m] = sum_n sigmoid(x[m, :] . weight[n, :] + bias[n]).
+//
+// The product runs on register tiles of MR = VW * MV rows of x by NB rows of weight. The tile's
+// MR x NB sums live in NB * MV vectors of VW floats, vectors running along m, for the whole k
+// loop: each step k broadcasts NB weights weight[n, k] (read in place: each weight row is a
+// contiguous stream) and multiplies them into MV vectors x[m0 .. m0 + MR, k]. Each sum still adds
+// its k terms in order, like the naive kernel.
+// The sigmoid and the row sum are fused into the tile: since vectors run along m, the sum over
+// the tile's NB features is a plain vector add, added into y[m0 .. m0 + MR]. With M = 32 and
+// MR = 32 one block of rows covers all of x, so the 64 MB weight is streamed from memory exactly
+// once (the product is then bound by the FMAs, not by memory).
+//   VW    lanes per vector: 1 (scalar code, one output per FMA) or 8 (one 256-bit FMA computes 8
+//         outputs of 8 consecutive rows).
+//   PACK  1: copy x once into k-major panels, xp[k][i] = x[m0 + i, k], so that the vectors of a
+//         step are contiguous loads. 0: with VW = 8 every vector of x is assembled, every step,
+//         from 8 scalar loads of 8 different rows of x (x is row-major), and the loads dominate.
+//   MV    vectors of x per tile: each weight broadcast is reused MV times, and the weight matrix
+//         is streamed from memory or cache M / MR times in all.
+//   NB    rows of weight per tile: each vector of x loaded is reused NB times. The NB * MV sums are
+//         independent FMA chains: with NB = MV = 1 every step waits for the previous FMA
+//         (latency bound); NB * MV = 32 no longer fits the vector registers with the operands.
+//   EXP   the exp of the sigmoid: exp_libm (VW calls of std::exp, never vectorized) or exp_poly
+//         (range reduction and a polynomial: branch-free vector arithmetic, error ~1e-7).
+// Every combination divides the task's sizes (M = 32, N = 4096).
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#if VW == 1
+typedef float vf;  // one lane: plain scalar code
+typedef int32_t vi;
+static inline float lane(vf v, int) { return v; }
+static inline void set_lane(vf& v, int, float s) { v = s; }
+static inline vi to_int(vf v) { return static_cast<vi>(v); }
+static inline vf bits_to_float(vi b) {
+    vf f;
+    std::memcpy(&f, &b, sizeof(f));
+    return f;
+}
+#else
+typedef float vf __attribute__((vector_size(4 * VW)));    // VW floats (GCC vector extension)
+typedef int32_t vi __attribute__((vector_size(4 * VW)));  // VW int32
+static inline float lane(vf v, int l) { return v[l]; }
+static inline void set_lane(vf& v, int l, float s) { v[l] = s; }
+static inline vi to_int(vf v) { return __builtin_convertvector(v, vi); }
+static inline vf bits_to_float(vi b) { return (vf)b; }  // same-size vector cast: the bits
+#endif
+#define MR (VW * MV)  // rows of x per tile
+
+static inline vf loadv(const float* p) {
+    vf v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static inline void storev(float* p, vf v) { std::memcpy(p, &v, sizeof(v)); }
+
+static inline vf splat(float s) { return vf{} + s; }
+
+// exp(v) = 2^n exp(r), n = round(v / ln2), r = v - n ln2 (ln2 in two parts, so that n * ln2_hi is
+// exact), exp(r) on |r| <= ln2 / 2 by a degree-6 polynomial fitted to it (Chebyshev fit, error
+// ~2e-9), 2^n written into the exponent bits. v is clamped to [-87, 88] so that 2^n stays a
+// normal float. Total error ~1e-7 relative.
+static inline vf exp_poly(vf v) {
+    v = v < -87.0f ? splat(-87.0f) : v;
+    v = v > 88.0f ? splat(88.0f) : v;
+    const vf n = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round: + 1.5 * 2^23
+    const vf r = (v - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+    vf p = splat(1.3941108434e-3f);
+    p = p * r + 8.3751263982e-3f;
+    p = p * r + 4.1666352897e-2f;
+    p = p * r + 1.6666415515e-1f;
+    p = p * r + 5.0000000471e-1f;
+    p = p * r + 1.0000000377f;
+    p = p * r + 1.0f;
+    return p * bits_to_float((to_int(n) + 127) << 23);
+}
+
+static inline vf exp_libm(vf v) {
+    vf r = vf{};
+    for (int l = 0; l < VW; ++l) set_lane(r, l, std::exp(lane(v, l)));
+    return r;
+}
+
+#if PACK
+// xp[m0 * K + k * MR + i] = x[m0 + i, k]: each block of MR rows of x as a k-major panel.
+static void pack_rows(const float* x, float* xp, int64_t M, int64_t K) {
+    for (int64_t m0 = 0; m0 < M; m0 += MR)
+        for (int64_t k = 0; k < K; ++k)
+            for (int i = 0; i < MR; ++i) xp[m0 * K + k * MR + i] = x[(m0 + i) * K + k];
+}
+#endif
+
+// acc[j][v][l] = sum_k a(VW * v + l, k) * b[j * K + k] for the MR rows of an m-block of A, which
+// is a k-major panel (PACK 1: a[k * MR + i]) or row-major with row stride lda (PACK 0:
+// a[i * lda + k]).
+__attribute__((always_inline)) static inline void product(vf (&acc)[NB][MV], const float* a,
+                                                          int64_t lda, const float* b, int64_t K) {
+#pragma GCC unroll 8
+    for (int j = 0; j < NB; ++j)
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) acc[j][v] = vf{};
+    for (int64_t k = 0; k < K; ++k) {
+        vf av[MV];
+#pragma GCC unroll 4
+        for (int v = 0; v < MV; ++v) {
+#if PACK
+            (void)lda;
+            av[v] = loadv(a + k * MR + VW * v);
+#else
+            vf t = vf{};
+            for (int l = 0; l < VW; ++l) set_lane(t, l, a[(VW * v + l) * lda + k]);
+            av[v] = t;
+#endif
+        }
+#pragma GCC unroll 8
+        for (int j = 0; j < NB; ++j) {
+            const float w = b[j * K + k];
+#pragma GCC unroll 4
+            for (int v = 0; v < MV; ++v) acc[j][v] += w * av[v];
+        }
+    }
+}
+
+extern "C" void kernel(const float* x, const float* weight, const float* bias, float* y,
+                       int64_t M, int64_t N, int64_t K) {
+    float* xp = nullptr;
+#if PACK
+    xp = new float[M * K];
+    pack_rows(x, xp, M, K);
+#endif
+    for (int64_t m = 0; m < M; ++m) y[m] = 0.0f;
+    for (int64_t m0 = 0; m0 < M; m0 += MR) {
+        const float* a = PACK ? xp + m0 * K : x + m0 * K;
+        for (int64_t n0 = 0; n0 < N; n0 += NB) {
+            vf acc[NB][MV];
+            product(acc, a, K, weight + n0 * K, K);
+            // sigmoid, summed over the tile's NB features, added into y[m0 .. m0 + MR]
+#pragma GCC unroll 4
+            for (int v = 0; v < MV; ++v) {
+                vf s = vf{};
+#pragma GCC unroll 8
+                for (int j = 0; j < NB; ++j) s += 1.0f / (1.0f + EXP(-(acc[j][v] + bias[n0 + j])));
+                storev(y + m0 + VW * v, loadv(y + m0 + VW * v) + s);
+            }
+        }
+    }
+    delete[] xp;
+}
