@@ -92,6 +92,12 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype,
       Fail(path, "randint bounds must be integers");
     if (kind == "randint" && init.b - init.a < 2)
       Fail(path, "randint with a single value is a constant input (degenerate task)");
+    if (kind == "uniform" && v.contains("step")) {
+      init.step = RequireNumber(v, "step", path);
+      if (!(init.step > 0)) Fail(path + ".step", "must be > 0");
+      if ((init.b - init.a) / init.step < 2)
+        Fail(path + ".step", "leaves fewer than two values in [low, high) (a constant input: degenerate task)");
+    }
   } else if (kind == "permutation") {
     init.kind = Initializer::Kind::kPermutation;
     const int64_t high = v.contains("high") ? RequireCount(v, "high", path, sizes) : elements;

@@ -33,6 +33,10 @@ struct Initializer {
   Kind kind = Kind::kNormal;
   double a = 0.0;
   double b = 1.0;
+  // uniform only, when > 0: values on the grid a, a + step, ... below b. Dyadic grids (step a
+  // power of two) make sums of products exact in float32 whatever the order, for tasks whose
+  // answer hangs on comparisons (a router's top-k) that rounding must not flip.
+  double step = 0.0;
 
   // Drawn as a whole: a partial redraw would break the structure (duplicates, a wrong sum).
   bool IsStructured() const { return kind == Kind::kPermutation || kind == Kind::kPartition; }

@@ -71,7 +71,8 @@ namespace {
 json TensorToJson(const TensorSpec& t) {
   json j{{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
          {"atol", t.tolerance.atol}, {"rtol", t.tolerance.rtol}};
-  if (t.init) j["init"] = {{"kind", static_cast<int>(t.init->kind)}, {"a", t.init->a}, {"b", t.init->b}};
+  if (t.init)
+    j["init"] = {{"kind", static_cast<int>(t.init->kind)}, {"a", t.init->a}, {"b", t.init->b}, {"step", t.init->step}};
   return j;
 }
 
@@ -83,9 +84,11 @@ TensorSpec TensorFromJson(const json& j) {
   t.dtype = *dtype;
   t.shape = j.at("shape").get<std::vector<int64_t>>();
   t.tolerance = {j.at("atol").get<double>(), j.at("rtol").get<double>()};
-  if (j.contains("init"))
-    t.init = Initializer{static_cast<Initializer::Kind>(j["init"].at("kind").get<int>()), j["init"].at("a").get<double>(),
-                         j["init"].at("b").get<double>()};
+  if (j.contains("init")) {
+    const json& init = j["init"];
+    t.init = Initializer{static_cast<Initializer::Kind>(init.at("kind").get<int>()), init.at("a").get<double>(),
+                         init.at("b").get<double>(), init.at("step").get<double>()};
+  }
   return t;
 }
 

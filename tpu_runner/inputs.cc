@@ -28,7 +28,14 @@ void Draw(const TensorSpec& spec, std::span<std::byte> buffer, int64_t i, Rng& r
   double v;
   switch (init.kind) {
     case Initializer::Kind::kNormal: v = init.a + init.b * rng.Normal(); break;
-    case Initializer::Kind::kUniform: v = init.a + (init.b - init.a) * rng.Uniform01(); break;
+    case Initializer::Kind::kUniform:
+      if (init.step > 0) {  // one of the grid's points below b, each equally likely
+        const auto points = static_cast<uint64_t>(std::ceil((init.b - init.a) / init.step));
+        v = init.a + init.step * static_cast<double>(rng.Next() % points);
+      } else {
+        v = init.a + (init.b - init.a) * rng.Uniform01();
+      }
+      break;
     case Initializer::Kind::kRandInt:
       v = std::floor(init.a) + static_cast<double>(rng.Next() % static_cast<uint64_t>(std::floor(init.b) - std::floor(init.a)));
       break;

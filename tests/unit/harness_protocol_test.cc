@@ -203,7 +203,7 @@ HarnessJob SampleJob() {
   w.name = "w";
   w.dtype = DType::kFloat64;
   w.shape = {1024};
-  w.init = Initializer{Initializer::Kind::kUniform, -0.5, 1.5};
+  w.init = Initializer{Initializer::Kind::kUniform, -0.5, 1.5, 0.0625};  // on a grid
   TensorSpec idx;
   idx.name = "idx";
   idx.dtype = DType::kInt64;
@@ -250,6 +250,7 @@ void ExpectSameTensor(const TensorSpec& a, const TensorSpec& b) {
     EXPECT_EQ(a.init->kind, b.init->kind);
     EXPECT_EQ(a.init->a, b.init->a);
     EXPECT_EQ(a.init->b, b.init->b);
+    EXPECT_EQ(a.init->step, b.init->step);
   }
 }
 

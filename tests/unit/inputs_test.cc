@@ -168,6 +168,17 @@ TEST(FillInput, FillsMultiDimensionalTensorsCompletely) {
   for (double x : v) EXPECT_GE(x, 1.0);  // no element left at 0
 }
 
+TEST(FillInput, UniformWithAStepStaysOnTheGrid) {
+  TensorSpec spec = Input(DType::kFloat32, 10000, Initializer::Kind::kUniform, -1.0, 1.0);
+  spec.init->step = 0.125;  // 16 points: -1, -0.875, ..., 0.875
+  const std::vector<float> v = Fill<float>(spec, 9);
+  const std::set<float> distinct(v.begin(), v.end());
+  EXPECT_EQ(distinct.size(), 16u);
+  EXPECT_EQ(*distinct.begin(), -1.0f);
+  EXPECT_EQ(*distinct.rbegin(), 0.875f);
+  for (float x : v) ASSERT_EQ(x * 8, std::round(x * 8)) << x;
+}
+
 TEST(FillInput, PermutationIsDistinctValuesFromItsRange) {
   const TensorSpec whole = Input(DType::kInt32, 1000, Initializer::Kind::kPermutation, 0, 1000);
   std::vector<int32_t> v = Fill<int32_t>(whole, 3);

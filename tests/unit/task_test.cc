@@ -357,6 +357,18 @@ TEST_F(TaskLoadTest, InitializerMustMatchDtype) {
   ExpectError(Write("unknown_kind", task), "inputs[0].init.kind", "gaussian");
 }
 
+TEST_F(TaskLoadTest, UniformStep) {
+  json task = ValidTaskJson("tst/grid");
+  task["inputs"][0]["init"] = {{"kind", "uniform"}, {"low", -1.0}, {"high", 1.0}, {"step", 0.25}};
+  const TaskLoadResult r = LoadTask(Write("grid", task));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_EQ(r.task->inputs[0].init->step, 0.25);
+  task["inputs"][0]["init"]["step"] = 0;
+  ExpectError(Write("grid", task), "inputs[0].init.step", "> 0");
+  task["inputs"][0]["init"]["step"] = 1.5;
+  ExpectError(Write("grid", task), "inputs[0].init.step", "fewer than two values");
+}
+
 TEST_F(TaskLoadTest, PermutationAndPartitionInitializers) {
   // idx is int64 [R] with R = 4.
   json task = ValidTaskJson("tst/perm");

@@ -3,8 +3,10 @@
 #include <vector>
 
 // Naive top-2 sparse MoE layer (Mixtral style), one token at a time:
-//   router logits l[e] = x[t] . Wr[:, e]; the two largest, i1 (largest) and i2 (on equal
-//   logits the lower expert index comes first); gates = softmax over (l[i1], l[i2]);
+//   router logits l[e] = x[t] . Wr[:, e] (exact in float32 in any summation order: x and Wr lie on
+//   power-of-two grids); the two largest, i1 (largest) and i2, experts scanned in ascending index
+//   and replaced only on a strictly greater logit (equal logits -> the lower expert index first);
+//   gates = softmax over (l[i1], l[i2]);
 //   out[t] = sum over the two chosen experts e of gate_e * (silu(x[t] . Wg[e]) * (x[t] . Wu[e])) . Wd[e].
 // x[T, D], Wr[D, E], Wg[E, D, F], Wu[E, D, F], Wd[E, F, D], out[T, D], all row-major; the dot
 // products are accumulated in order, in float.
