@@ -10,6 +10,7 @@ import datetime
 import json
 import os
 import platform
+import re
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +42,9 @@ def update(entries: dict[str, dict], command: str) -> None:
     data = load()
     data["machine"] = machine()
     data["date"] = datetime.date.today().isoformat()
-    # One command per script that writes here; `kernelgym tasks` shows them together.
+    # One command per script that writes here; `kernelgym tasks` shows them together. Where the
+    # binary was taken from is this checkout's business, not the figures'.
+    command = re.sub(r" --kernelgym \S+", "", command)
     commands = data.setdefault("commands", {})
     commands[command.split()[1]] = command
     data["command"] = "; ".join(commands[k] for k in sorted(commands))

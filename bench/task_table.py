@@ -46,7 +46,9 @@ def measure_starter(kernelgym: str, task_id: str, budget: float) -> dict | str:
 
 
 def row(task: dict, figures: dict | str | None) -> str:
-    sizes = ", ".join(f"{k}={v}" for k, v in task["sizes"].items())
+    suite, name = task["id"].split("/", 1)
+    spec = json.loads((REPO / "datasets/suites" / suite / name / "task.json").read_text())
+    sizes = ", ".join(f"{s['name']}={s['value']}" for s in spec["sizes"])  # in the kernel's order
     head = f"| {task['id']} | {task['category']} | {sizes} |"
     if not isinstance(figures, dict) or "starter_speedup" not in figures:
         return f"{head} {figures or 'not measured'} | | | |"
@@ -63,6 +65,7 @@ def row(task: dict, figures: dict | str | None) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="all")
+    parser.add_argument("--task", action="append", help="only these tasks (repeatable)")
     parser.add_argument("--budget", type=float, default=1.0, help="timing budget per task, seconds")
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")
     parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
@@ -72,7 +75,7 @@ def main() -> int:
 
     listing = subprocess.run([args.kernelgym, "tasks", "--suite", args.suite, "--json"], check=True,
                              capture_output=True, text=True)
-    tasks = json.loads(listing.stdout)
+    tasks = [t for t in json.loads(listing.stdout) if not args.task or t["id"] in args.task]
     recorded = measured.load()["tasks"]
     print("| task | category | sizes | reference median | starter median | starter speedup (95% CI) "
           "| best knob combination |")
@@ -95,7 +98,7 @@ def main() -> int:
                 failures += 1
         print(row(task, figures), flush=True)
     if args.write and fresh:
-        measured.update(fresh, f"python3 bench/task_table.py --suite {args.suite} --budget {args.budget} --write")
+        measured.update(fresh, f"python3 bench/task_table.py --budget {args.budget} --write")
     return 1 if failures else 0
 
 

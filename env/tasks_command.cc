@@ -37,8 +37,8 @@ json ShapeJson(const TensorSpec& t) {
 }
 
 json TaskJson(const Task& t, const TaskMeasurement* m) {
-  json sizes = json::object();
-  for (const SizeParam& s : t.sizes) sizes[s.name] = s.value;
+  json sizes = json::array();  // in the kernel's argument order, as task.json lists them
+  for (const SizeParam& s : t.sizes) sizes.push_back({{"name", s.name}, {"value", s.value}});
   json inputs = json::array(), outputs = json::array();
   for (const TensorSpec& s : t.inputs) inputs.push_back(ShapeJson(s));
   for (const TensorSpec& s : t.outputs) outputs.push_back(ShapeJson(s));
