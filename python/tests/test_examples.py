@@ -54,7 +54,7 @@ def test_random_knobs_agent_steps_the_cpu_backend(start_server):
 
 def test_random_knobs_agent_refuses_a_task_without_knobs(server):
     agent = load_example("random_knobs_agent")
-    assert agent.main(["--address", server.address, "--task", "cpu/rms_norm", "--backend", "null"]) == 2
+    assert agent.main(["--address", server.address, "--task", "jaxbench-p/flash_attention", "--backend", "null"]) == 2
 
 
 # ---- a scripted chat-completions endpoint ----
