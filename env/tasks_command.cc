@@ -55,13 +55,12 @@ json TaskJson(const Task& t, const TaskMeasurement* m) {
   return j;
 }
 
-std::string Cell(const TaskMeasurement* m, int column) {
-  if (!m) return "-";
-  switch (column) {
-    case 0: return fmt::format("{:.2f} ms", m->reference_ms);
-    case 1: return fmt::format("{:.3f}x", m->starter_speedup);
-    default: return m->best_knob_speedup ? fmt::format("{:.2f}x", *m->best_knob_speedup) : "-";
-  }
+// The table's figure columns; "-" where nothing was measured.
+std::string ReferenceCell(const TaskMeasurement* m) { return m ? fmt::format("{:.2f} ms", m->reference_ms) : "-"; }
+std::string StarterCell(const TaskMeasurement* m) { return m ? fmt::format("{:.3f}x", m->starter_speedup) : "-"; }
+std::string BestKnobsCell(const Task& t, const TaskMeasurement* m) {
+  if (t.knobs.empty()) return "";  // nothing to sweep
+  return m && m->best_knob_speedup ? fmt::format("{:.2f}x", *m->best_knob_speedup) : "-";
 }
 
 }  // namespace
@@ -124,8 +123,8 @@ int RunTasksCommand(const TaskRegistry& registry, const std::filesystem::path& s
     for (const Task* t : tasks) {
       const TaskMeasurement* m = find(t);
       out << fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>10}  {:>8}  {:>10}\n", t->id, id_width, t->category,
-                         category_width, SizesText(*t), sizes_width, Cell(m, 0), Cell(m, 1),
-                         t->knobs.empty() ? "" : Cell(m, 2));
+                         category_width, SizesText(*t), sizes_width, ReferenceCell(m), StarterCell(m),
+                         BestKnobsCell(*t, m));
     }
   }
   for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
