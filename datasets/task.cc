@@ -105,6 +105,8 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype,
       Fail(path + ".high", "must be at least the element count (" + std::to_string(elements) +
                                ") for the values to be distinct");
     if (elements < 2) Fail(path, "a permutation of one element is a constant input (degenerate task)");
+    // Drawing shuffles the whole pool each time inputs are made: keep it a page pool, not a range.
+    if (high > (int64_t{1} << 26)) Fail(path + ".high", "is more than 2^26 (a pool this large is drawn whole)");
     init.b = static_cast<double>(high);
   } else if (kind == "partition") {
     init.kind = Initializer::Kind::kPartition;

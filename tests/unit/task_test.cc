@@ -384,6 +384,10 @@ TEST_F(TaskLoadTest, PermutationAndPartitionInitializers) {
   ASSERT_TRUE(r.task.has_value()) << r.error;
   EXPECT_EQ(r.task->inputs[1].init->b, 8);
 
+  task = ValidTaskJson("tst/perm_huge");
+  task["inputs"][1]["init"] = {{"kind", "permutation"}, {"high", int64_t{1} << 40}};
+  ExpectError(Write("perm_huge", task), "inputs[1].init.high", "2^26");
+
   task = ValidTaskJson("tst/perm_small");
   task["inputs"][1]["init"] = {{"kind", "permutation"}, {"high", 3}};
   ExpectError(Write("perm_small", task), "inputs[1].init.high", "distinct");
