@@ -28,7 +28,8 @@ struct Initializer {
     kRandInt,      // integers in [a, b)
     kPermutation,  // integers: every element distinct, drawn from [0, b) (b >= the element count;
                    // b == the count makes the flattened tensor a permutation), in random order
-    kPartition,    // integers >= 0 that sum to b: a uniformly random composition (group sizes)
+    kPartition,    // integers >= 0 that sum to b: the gaps between sorted cut points drawn
+                   // uniformly from [0, b] (group sizes; empty groups occur)
   };
   Kind kind = Kind::kNormal;
   double a = 0.0;
