@@ -1,0 +1,49 @@
+"""Input tensors drawn from a task's initializers, in numpy, deterministic given a seed.
+
+The same kinds as the C++ runner's (tpu_runner/inputs.h): normal, uniform (optionally on a dyadic
+grid), randint, permutation, partition. The values are not bit-identical to the C++ draws (a
+different generator); what matters is that the server's seed fixes them, and that the candidate's
+process cannot choose them: they are drawn before the candidate is imported.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .task_spec import TensorSpec
+
+
+def draw(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
+    init = spec.init
+    kind = init["kind"]
+    shape = tuple(spec.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    if kind == "normal":
+        values = rng.normal(init["mean"], init["std"], size=n)
+    elif kind == "uniform":
+        low, high, step = init["low"], init["high"], init.get("step", 0.0)
+        if step > 0:
+            cells = int(np.floor((high - low) / step))
+            values = low + step * rng.integers(0, cells, size=n)
+        else:
+            values = rng.uniform(low, high, size=n)
+    elif kind == "randint":
+        values = rng.integers(int(init["low"]), int(init["high"]), size=n)
+    elif kind == "permutation":
+        values = rng.permutation(int(init["high"]))[:n]
+    elif kind == "partition":
+        total = int(init["total"])
+        cuts = np.sort(rng.integers(0, total + 1, size=max(n - 1, 0)))
+        values = np.diff(np.concatenate([[0], cuts, [total]]))
+    else:  # the loader refuses other kinds; reaching here is a bug
+        raise AssertionError(f"unknown initializer kind {kind!r}")
+    out = values.astype(spec.dtype).reshape(shape)
+    if kind == "uniform" and np.issubdtype(out.dtype, np.floating):
+        # float32 rounding can land a value on `high`; keep the half-open interval honest
+        out = np.where(out >= init["high"], np.nextafter(np.float32(init["high"]), np.float32(-np.inf)), out)
+        out = out.astype(spec.dtype)
+    return out
+
+
+def draw_all(specs: list[TensorSpec], seed: int) -> list[np.ndarray]:
+    """One input set: every tensor from its own stream of `seed`."""
+    return [draw(spec, np.random.default_rng([seed, index])) for index, spec in enumerate(specs)]
