@@ -1,5 +1,7 @@
 #include "datasets/suite.h"
 
+#include "datasets/variants.h"
+
 #include <algorithm>
 #include <cstdlib>
 
@@ -27,7 +29,24 @@ TaskRegistry TaskRegistry::LoadFrom(const std::filesystem::path& suites_root) {
     std::string id = loaded.task->id;
     registry.tasks_.emplace(std::move(id), std::move(*loaded.task));
   }
+  if (const char* jaxbench = std::getenv("KERNELGYM_JAXBENCH_DIR"); jaxbench && *jaxbench) {
+    const char* suite = std::getenv("KERNELGYM_JAXBENCH_SUITE");
+    registry.AddJaxBenchLayout(jaxbench, suite && *suite ? suite : "jaxbench-ext");
+  }
   return registry;
+}
+
+void TaskRegistry::AddJaxBenchLayout(const std::filesystem::path& benchmark_dir, const std::string& suite) {
+  JaxBenchLoad loaded = LoadJaxBenchLayout(benchmark_dir, suite);
+  for (std::string& e : loaded.errors) errors_.push_back(std::move(e));
+  for (Task& task : loaded.tasks) {
+    if (tasks_.count(task.id)) {
+      errors_.push_back(task.dir.string() + ": task id " + task.id + " is taken; choose another suite name");
+      continue;
+    }
+    std::string id = task.id;
+    tasks_.emplace(std::move(id), std::move(task));
+  }
 }
 
 const Task* TaskRegistry::Find(const std::string& id) const {
@@ -50,7 +69,7 @@ std::vector<const Task*> TaskRegistry::InSuite(const std::string& suite) const {
   std::vector<const Task*> out;
   for (const Task* t : All()) {
     const std::string own = t->Suite();
-    if (suite.empty() || suite == "all" || own == suite || (suite == "jaxbench" && own.rfind("jaxbench-", 0) == 0))
+    if (suite.empty() || suite == "all" || own == suite || (suite == "jaxbench" && (own == "jaxbench-p" || own == "jaxbench-k")))
       out.push_back(t);
   }
   return out;

@@ -12,9 +12,14 @@ namespace kernelgym {
 
 class TaskRegistry {
  public:
-  // Loads every `<root>/<suite>/<name>/task.json`. Tasks that fail to load are kept in
-  // `errors()` (one line each) instead of aborting the scan.
+  // Loads every `<root>/<suite>/<name>/task.json`, then, when $KERNELGYM_JAXBENCH_DIR names a
+  // folder of JAXBench cases, those (suite $KERNELGYM_JAXBENCH_SUITE, default "jaxbench-ext").
+  // Tasks that fail to load are kept in `errors()` (one line each) instead of aborting the scan.
   static TaskRegistry LoadFrom(const std::filesystem::path& suites_root);
+
+  // Adds the cases of a folder in JAXBench's layout (`<id>/baseline.py`) as suite `suite`,
+  // pallas-only (datasets/variants.h). Cases that fail to load go to errors().
+  void AddJaxBenchLayout(const std::filesystem::path& benchmark_dir, const std::string& suite);
 
   const Task* Find(const std::string& id) const;
   std::vector<const Task*> All() const;

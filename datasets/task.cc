@@ -1,5 +1,7 @@
 #include "datasets/task.h"
 
+#include "datasets/variants.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -447,6 +449,16 @@ std::string ExpectedSignature(const Task& task) {
   return sig + ")";
 }
 
+bool Task::Supports(std::string_view backend) const {
+  if (variants.count(std::string(backend))) return true;
+  return has_cpu_version && !IsVariantBackend(backend);
+}
+
+const std::string& Task::StarterFor(std::string_view backend) const {
+  auto it = variants.find(std::string(backend));
+  return it == variants.end() ? starter_source : it->second.starter_source;
+}
+
 TaskLoadResult LoadTask(const std::filesystem::path& dir) {
   const std::filesystem::path file = dir / "task.json";
   TaskLoadResult result;
@@ -464,6 +476,10 @@ TaskLoadResult LoadTask(const std::filesystem::path& dir) {
   }
   try {
     result.task = ParseTask(root, dir);
+    if (std::string problem = LoadVariants(*result.task); !problem.empty()) {
+      result.task.reset();
+      result.error = problem;
+    }
   } catch (const FieldError& e) {
     result.error = file.string() + ": " + e.field + ": " + e.message;
   } catch (const json::exception& e) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -83,6 +84,19 @@ struct Knob {
 // string as it is (a token such as `std::exp`, not a C string literal).
 std::string KnobValueText(const Knob::Value& value);
 
+// A task's version for a backend other than `cpu`: a subfolder named after the backend (today
+// `pallas/`) whose sources that backend's runner reads itself (JAX reference, Pallas starter).
+// The registry knows that it exists, what an episode starts from and its size sets (for
+// listings); the semantics stay the task's (task.json's tensors, initializers, tolerances).
+struct BackendVariant {
+  std::filesystem::path dir;
+  std::string layout = "kernelgym";  // or "jaxbench": a JAXBench `baseline.py` folder (docs/pallas.md)
+  std::string starter_source;        // what an episode on this backend starts from
+  // Named size sets (pallas: "small" for interpret-mode correctness, "full" for the TPU compile
+  // and timing); empty for the jaxbench layout, whose shapes live in its CONFIG.
+  std::vector<std::pair<std::string, std::vector<SizeParam>>> size_sets;
+};
+
 struct Task {
   std::string id;  // "suite/name"
   std::string category;
@@ -104,8 +118,13 @@ struct Task {
   std::string starter_source;    // naive C++ kernel
   std::vector<Knob> knobs;       // sorted by name; empty: the task has no knob template
   std::string template_source;   // the kernel the knobs' #define lines are prepended to (when knobs)
+  bool has_cpu_version = true;   // false for tasks that exist only for another backend (jaxbench layout)
+  std::map<std::string, BackendVariant> variants;  // by backend name ("pallas")
 
   std::string Suite() const { return id.substr(0, id.find('/')); }
+  // Whether an episode on `backend` can run this task, and the source it starts from.
+  bool Supports(std::string_view backend) const;
+  const std::string& StarterFor(std::string_view backend) const;  // Supports(backend) must hold
 };
 
 // The C signature a task's inputs, outputs and sizes imply, e.g.

@@ -54,8 +54,14 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
     for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
     return 2;
   }
+  if (!task->Supports(backend_name)) {
+    spdlog::error("task '{}' has no version for backend '{}'", task_id, backend_name);
+    return 2;
+  }
   std::ostringstream ss;
-  if (knobs) {
+  if (source_path.empty() && !knobs) {
+    ss << task->StarterFor(backend_name);
+  } else if (knobs) {
     if (task->knobs.empty()) {
       spdlog::error("--knobs: task '{}' has no knob template", task_id);
       return 2;
@@ -123,12 +129,18 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string suites = DefaultSuitesRoot().string();
   app.add_option("--suites", suites, "folder holding <suite>/<task>/task.json");
+  std::string jaxbench_dir;
+  app.add_option("--jaxbench-dir", jaxbench_dir,
+                 "also load this folder of JAXBench cases (<id>/baseline.py) as suite jaxbench-ext, pallas only "
+                 "(sets KERNELGYM_JAXBENCH_DIR, so local runners see it too)");
 
   bool as_json = false;
   TasksCommandOptions tasks_options;
   CLI::App* tasks = app.add_subcommand("tasks", "list the tasks, their sizes, reference times and headroom");
   tasks->add_flag("--json", tasks_options.as_json, "print JSON");
   tasks->add_option("--suite", tasks_options.suite, "a suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")
+      ->capture_default_str();
+  tasks->add_option("--backend", tasks_options.backend, "list the tasks this backend has a version of (cpu, pallas)")
       ->capture_default_str();
   tasks->add_flag("--measure", tasks_options.measure,
                   "evaluate every starter here now instead of showing the recorded figures (measured.json)");
@@ -142,7 +154,8 @@ int main(int argc, char** argv) {
   CLI::App* eval = app.add_subcommand("eval", "evaluate a kernel source on a task");
   eval->add_option("--task", task_id, "task id, e.g. cpu/softmax_rows")->required();
   std::string knobs;
-  auto* source_option = eval->add_option("--source", source, "the kernel's C++ source file");
+  auto* source_option = eval->add_option("--source", source, "the kernel's source file (default: the task's starter "
+                                         "for the backend)");
   auto* knobs_option = eval->add_option("--knobs", knobs, "the task's knob template with these values instead of "
                                         "a source: NAME=value[,NAME=value...] (\"\" for the defaults)");
   source_option->excludes(knobs_option);
@@ -185,6 +198,7 @@ int main(int argc, char** argv) {
   dataset_stats->add_flag("--json", as_json, "print JSON");
 
   CLI11_PARSE(app, argc, argv);
+  if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
   if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
@@ -194,10 +208,6 @@ int main(int argc, char** argv) {
   }
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);
   if (tasks->parsed()) return RunTasksCommand(registry, suites, tasks_options, std::cout);
-  if (source_option->count() + knobs_option->count() == 0) {
-    spdlog::error("eval needs --source FILE or --knobs VALUES");
-    return 2;
-  }
   return Eval(registry, task_id, source, knobs_option->count() ? std::optional(knobs) : std::nullopt, backend,
               as_json, samples, budget, no_timing);
 }

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <sstream>
@@ -23,6 +24,9 @@ void AddServeCommand(CLI::App& app, ServeCommand& command) {
   serve->add_option("--local-runners", o.local_runners, "runner processes to start on this host")
       ->capture_default_str()->check(CLI::Range(0, 256));
   serve->add_option("--backends", command.known_backends, "backends env.make accepts before a runner joins (comma list)")
+      ->capture_default_str();
+  serve->add_option("--local-runner-backends", command.local_runner_backends,
+                    "backends each local runner serves (comma list, e.g. cpu,pallas)")
       ->capture_default_str();
   serve->add_flag("--null-backend", o.null_backend, "enable the in-process `null` backend (benchmarks)");
   serve->add_option("--max-steps", o.default_max_steps, "default steps per episode")->capture_default_str();
@@ -55,6 +59,14 @@ int RunServeCommand(ServeCommand& command, const std::string& suites) {
     if (!name.empty()) o.known_backends.push_back(name);
   // Local runners are this same program: `kernelgym --suites S runner --connect ...`.
   o.runner_argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--suites", suites, "runner"};
+  std::stringstream runner_backends(command.local_runner_backends);
+  for (std::string name; std::getline(runner_backends, name, ',');) {
+    if (name.empty()) continue;
+    o.runner_argv.insert(o.runner_argv.end(), {"--backend", name});
+    // What local runners serve, env.make accepts from the start.
+    if (std::find(o.known_backends.begin(), o.known_backends.end(), name) == o.known_backends.end())
+      o.known_backends.push_back(name);
+  }
   struct sigaction action {};
   action.sa_handler = OnSignal;
   sigaction(SIGTERM, &action, nullptr);

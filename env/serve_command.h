@@ -11,6 +11,7 @@ namespace kernelgym {
 struct ServeCommand {
   server::ServerOptions options;
   std::string known_backends = "cpu";
+  std::string local_runner_backends = "cpu";  // what each local runner serves
   CLI::App* app = nullptr;
 };
 

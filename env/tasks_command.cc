@@ -71,12 +71,74 @@ std::string SizesText(const Task& task) {
   return out;
 }
 
+namespace {
+
+std::string SizeSetText(const std::vector<SizeParam>& sizes) {
+  std::string text;
+  for (const SizeParam& s : sizes) text += (text.empty() ? "" : " ") + s.name + "=" + std::to_string(s.value);
+  return text.empty() ? "(from its CONFIG)" : text;
+}
+
+// The tasks a subfolder backend (pallas) has a version of, with that version's size sets. No
+// timings: without the backend's hardware there are none to show (docs/pallas.md).
+int ListVariants(const TaskRegistry& registry, const std::vector<const Task*>& all, const TasksCommandOptions& options,
+                 std::ostream& out) {
+  std::vector<const Task*> tasks;
+  for (const Task* t : all)
+    if (t->variants.count(options.backend)) tasks.push_back(t);
+  if (options.as_json) {
+    json list = json::array();
+    for (const Task* t : tasks) {
+      const BackendVariant& v = t->variants.at(options.backend);
+      json sets = json::object();
+      for (const auto& [name, sizes] : v.size_sets) {
+        json set = json::object();
+        for (const SizeParam& s : sizes) set[s.name] = s.value;
+        sets[name] = set;
+      }
+      list.push_back({{"id", t->id}, {"category", t->category}, {"backend", options.backend}, {"layout", v.layout},
+                      {"size_sets", sets}});
+    }
+    out << list.dump(2) << "\n";
+  } else {
+    std::size_t id_width = 4, small_width = 5;
+    for (const Task* t : tasks) {
+      id_width = std::max(id_width, t->id.size());
+      for (const auto& [name, sizes] : t->variants.at(options.backend).size_sets)
+        if (name == "small") small_width = std::max(small_width, SizeSetText(sizes).size());
+    }
+    out << fmt::format("{} tasks in '{}' with a {} version\n", tasks.size(), options.suite, options.backend);
+    out << fmt::format("{:<{}}  {:<{}}  {}\n", "id", id_width, "small (checks)", small_width, "full (compile, TPU timing)");
+    for (const Task* t : tasks) {
+      std::string small = SizeSetText({}), full = SizeSetText({});
+      for (const auto& [name, sizes] : t->variants.at(options.backend).size_sets)
+        (name == "small" ? small : full) = SizeSetText(sizes);
+      out << fmt::format("{:<{}}  {:<{}}  {}\n", t->id, id_width, small, small_width, full);
+    }
+  }
+  for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);
+  if (tasks.empty()) {
+    spdlog::error("no task in suite '{}' has a {} version", options.suite, options.backend);
+    return 2;
+  }
+  return registry.errors().empty() ? 0 : 1;
+}
+
+}  // namespace
+
 int RunTasksCommand(const TaskRegistry& registry, const std::filesystem::path& suites_root,
                     const TasksCommandOptions& options, std::ostream& out) {
   const std::vector<const Task*> tasks = registry.InSuite(options.suite);
   if (tasks.empty()) {
     spdlog::error("no tasks in suite '{}' (suites: {})", options.suite, fmt::join(registry.SuiteNames(), ", "));
     return 2;
+  }
+  if (options.backend != "cpu") {
+    if (options.measure) {
+      spdlog::error("--measure times starters on the cpu backend only");
+      return 2;
+    }
+    return ListVariants(registry, tasks, options, out);
   }
 
   Measurements figures;

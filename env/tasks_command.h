@@ -14,6 +14,7 @@ namespace kernelgym {
 
 struct TasksCommandOptions {
   std::string suite = "all";
+  std::string backend = "cpu";  // other backends list their versions' size sets, no timings
   bool as_json = false;
   bool measure = false;         // evaluate every starter now (cpu backend) instead of reading
   double budget_seconds = 1.0;  // timing budget per starter with `measure`

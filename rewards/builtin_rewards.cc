@@ -82,7 +82,7 @@ constexpr double kMaxCap = 1e6;
 
 // The measured speedup of a correct, timed result; 0 when there is none.
 double MeasuredSpeedup(const EvalResult& r) {
-  if (r.status != Status::kOk || !r.timing) return 0;
+  if (r.status != Status::kOk || !r.timing || !r.timing_representative) return 0;
   const double s = r.timing->speedup;
   return std::isfinite(s) && s > 0 ? s : 0;
 }

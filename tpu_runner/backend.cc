@@ -1,6 +1,7 @@
 #include "tpu_runner/backend.h"
 
 #include "tpu_runner/cpu_backend.h"
+#include "tpu_runner/pallas_backend.h"
 
 namespace kernelgym {
 
@@ -32,6 +33,8 @@ std::vector<std::string> BackendRegistry::Names() const {
 
 void RegisterBuiltinBackends() {
   BackendRegistry::Global().Register("cpu", [](const BackendConfig& c) { return std::make_unique<CpuBackend>(c); });
+  BackendRegistry::Global().Register(
+      "pallas", [](const BackendConfig& c) { return std::make_unique<PallasBackend>(c, DefaultPallasSettings()); });
 }
 
 }  // namespace kernelgym

@@ -220,6 +220,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   timing.converged = speedup.median > 0 && speedup.relative_half_width <= options.timing.target_relative_ci &&
                      static_cast<int>(usable.size()) >= options.timing.min_rounds;
   result.timing = timing;
+  result.timing_clock = "cpu";
 
   // 6. Physical floor and profile.
   t = Clock::now();

@@ -118,6 +118,16 @@ struct EvalResult {
   std::optional<CorrectnessReport> correctness;
   std::optional<TimingReport> timing;
   std::optional<ProfileReport> profile;
+  // Whether `timing` is the target device's own clock. False where no clock of the target ran
+  // (pallas without a TPU): the result then has no timing, speed earns no reward, and
+  // `timing_note` says why. `timing_clock` names the clock that ran: "cpu" (the cpu backend's
+  // wall and CPU time), "tpu_device" (profiler device events), "none".
+  bool timing_representative = true;
+  std::string timing_clock;
+  std::string timing_note;
+  // Labelled estimates and compile facts, never measurements and never rewarded
+  // (reference_estimated_tpu_us from XLA's cost model, the TPU executable's memory, ...).
+  std::map<std::string, double> estimates;
   std::map<std::string, bool> protections;     // which sandbox protections were on
   std::map<std::string, double> stage_seconds; // wall time per stage
   double seconds = 0;

@@ -267,6 +267,10 @@ EvalResult ReadResult(const json& j) {
   r.protections = ReadMap(f.Require("protections"), f.Path("protections"), ReadBool);
   r.stage_seconds = ReadMap(f.Require("stage_seconds"), f.Path("stage_seconds"), ReadNumber);
   r.seconds = ReadNumber(f.Require("seconds"), f.Path("seconds"));
+  if (const json* v = f.Find("timing_representative")) r.timing_representative = ReadBool(*v, f.Path("timing_representative"));
+  if (const json* v = f.Find("timing_clock")) r.timing_clock = ReadString(*v, f.Path("timing_clock"));
+  if (const json* v = f.Find("timing_note")) r.timing_note = ReadString(*v, f.Path("timing_note"));
+  if (const json* v = f.Find("estimates")) r.estimates = ReadMap(*v, f.Path("estimates"), ReadNumber);
   f.Finish();
   return r;
 }
@@ -294,7 +298,11 @@ json ResultToJson(const EvalResult& r, bool include_samples) {
          {"compile_cached", r.compile_cached},
          {"protections", r.protections},
          {"stage_seconds", r.stage_seconds},
-         {"seconds", r.seconds}};
+         {"seconds", r.seconds},
+         {"timing_representative", r.timing_representative},
+         {"timing_clock", r.timing_clock},
+         {"timing_note", r.timing_note},
+         {"estimates", r.estimates}};
   json diags = json::array();
   for (const Diagnostic& d : r.diagnostics)
     diags.push_back({{"file", d.file}, {"line", d.line}, {"column", d.column}, {"severity", d.severity}, {"message", d.message}});
@@ -397,6 +405,12 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
       }
       out << "  line " << m.line << ": " << (m.vectorized ? "optimized: " : "missed: ") << m.message << "\n";
     }
+  }
+  if (r.status == Status::kOk && !r.timing_representative && !r.timing_note.empty()) out << "timing: not representative: " << r.timing_note << "\n";
+  if (!r.estimates.empty()) {
+    out << "estimates and compile facts (not measurements):";
+    for (const auto& [name, v] : r.estimates) out << " " << name << "=" << Fmt("%.4g", v);
+    out << "\n";
   }
   if (!r.protections.empty()) {
     out << "sandbox:";

@@ -93,6 +93,7 @@ std::vector<std::string> SandboxCommand(const SandboxSpec& spec, const std::vect
   }
   for (const BindMount& b : spec.binds)
     args.insert(args.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.target});
+  for (const std::string& device : spec.devices) args.insert(args.end(), {"--dev-bind", device, device});
   if (!spec.working_dir.empty()) args.insert(args.end(), {"--chdir", spec.working_dir});
   args.push_back("--");
   args.insert(args.end(), argv.begin(), argv.end());

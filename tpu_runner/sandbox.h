@@ -32,6 +32,7 @@ struct SandboxSpec {
   std::string working_dir;            // inside the sandbox
   bool keep_setuid_capability = false;  // lets the (trusted) harness drop to a sandbox uid itself
   bool cpu_info = false;              // /proc/cpuinfo and /sys/devices/system/cpu (libtorch needs them)
+  std::vector<std::string> devices;   // device nodes to pass through (a TPU VM's /dev/accel*)
 };
 
 // Wraps argv in bwrap when it works; otherwise returns argv unchanged (the caller records that

@@ -21,7 +21,7 @@ uint64_t Mix(uint64_t x) {
 }
 
 double CorrectSpeedup(const EvalResult& result) {
-  if (result.status != Status::kOk || !result.timing) return 0;
+  if (result.status != Status::kOk || !result.timing || !result.timing_representative) return 0;
   return result.timing->speedup;
 }
 
@@ -62,19 +62,19 @@ EvaluationRequest Episode::Reset(uint64_t seed) {
   done_ = false;
   seed_ = seed;
   evaluations_ = 0;
-  sources_.assign(1, task_->starter_source);
+  sources_.assign(1, task_->StarterFor(backend_));
   best_speedup_ = 0;
   seconds_used_ = 0;
   last_text_.clear();
   pending_ = PendingKind::kReset;
-  pending_source_ = task_->starter_source;
+  pending_source_ = task_->StarterFor(backend_);
   pending_action_error_.clear();
   pending_submit_ = false;
   pending_reused_ = false;
   // Evaluations of the previous episode are dropped: a new seed means new inputs, and the
   // starter is evaluated afresh on them.
   evaluations_by_source_.clear();
-  return MakeRequest(task_->starter_source, false);
+  return MakeRequest(task_->StarterFor(backend_), false);
 }
 
 Episode::Plan Episode::PlanStep(const protocol::Action& action) {

@@ -235,7 +235,13 @@ std::string RenderText(const EvalResult& r, const ObservationContext& context, c
   if (r.status != Status::kOk && r.diagnostics.empty())
     for (std::size_t i = 0; i < r.details.size() && i < kMaxDetails; ++i) out << "> " << OneLine(r.details[i]) << "\n";
   if (r.correctness) RenderCorrectness(out, *r.correctness);
-  if (r.timing) RenderTiming(out, *r.timing);
+  if (r.timing && r.timing_representative) RenderTiming(out, *r.timing);
+  if (r.status == Status::kOk && !r.timing_representative) out << "timing: not representative (no reward for speed): " << OneLine(r.timing_note) << "\n";
+  if (!r.estimates.empty()) {
+    out << "estimates (not measurements):";
+    for (const auto& [name, value] : r.estimates) out << " " << name << "=" << Num("%.4g", value);
+    out << "\n";
+  }
   if (r.profile) RenderProfile(out, *r.profile, loops);
   out << "best speedup so far: "
       << (context.best_speedup > 0 && std::isfinite(context.best_speedup) ? Num("%.3f", context.best_speedup) + "x"
@@ -283,7 +289,7 @@ void AddFeatures(FeatureSink& f, const EvalResult& r, const ObservationContext& 
   f.Flag("status_", kInvalidAction, status == kInvalidAction);
   for (Stage s : kStages) f.Flag("stage_", StageName(s), r.stage == s);
 
-  const bool timed = status == "ok" && r.timing && r.timing->speedup > 0;
+  const bool timed = status == "ok" && r.timing && r.timing_representative && r.timing->speedup > 0;
   const double log_speedup = timed ? LogOrZero(r.timing->speedup) : 0;
   // A bound that is missing (a run too short for an interval) reads as the point estimate.
   auto log_bound = [&](double bound) { return timed && bound > 0 ? LogOrZero(bound) : log_speedup; };
@@ -334,7 +340,7 @@ protocol::Observation BuildObservation(const EvalResult& result, const Observati
   obs.message = invalid ? context.action_error : result.message;
   obs.action_error = context.action_error;
   obs.reused = context.reused;
-  if (!invalid && result.status == Status::kOk && result.timing) {
+  if (!invalid && result.status == Status::kOk && result.timing && result.timing_representative) {
     obs.speedup = FiniteOrZero(result.timing->speedup);
     obs.speedup_ci_low = FiniteOrZero(result.timing->speedup_ci_low);
     obs.speedup_ci_high = FiniteOrZero(result.timing->speedup_ci_high);

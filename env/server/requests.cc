@@ -110,6 +110,10 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   if (!backend_ok)
     return ReplyError(client, id, ErrorCode::kUnknownBackend, op, op + ": no backend '" + r.backend + "'",
                       {{"backend", r.backend}});
+  if (!task->Supports(r.backend))
+    return ReplyError(client, id, ErrorCode::kBadRequest, op,
+                      op + ": task '" + r.task + "' has no version for backend '" + r.backend + "'",
+                      {{"task", r.task}, {"backend", r.backend}, {"field", "backend"}});
   const std::vector<std::string> rewards = RewardRegistry::Global().Names();
   if (std::find(rewards.begin(), rewards.end(), r.reward) == rewards.end())
     return ReplyError(client, id, ErrorCode::kUnknownReward, op, op + ": no reward '" + r.reward + "'",

@@ -1,13 +1,27 @@
 #include "env/server/task_info.h"
 
 #include <fstream>
+#include <iterator>
 
 namespace kernelgym::server {
+
+namespace {
+
+// The backends a task has a version for: the C++ one serves cpu (and the in-process null), a
+// subfolder serves its own backend.
+std::vector<std::string> Backends(const Task& task) {
+  std::vector<std::string> out;
+  if (task.has_cpu_version) out.push_back("cpu");
+  for (const auto& [name, variant] : task.variants) out.push_back(name);
+  return out;
+}
+
+}  // namespace
 
 nlohmann::json TaskSummary(const Task& task) {
   return {{"id", task.id},         {"suite", task.Suite()}, {"category", task.category},
           {"description", task.description}, {"signature", task.signature}, {"flops", task.flops},
-          {"bytes", task.bytes},   {"threads", task.threads}};
+          {"bytes", task.bytes},   {"threads", task.threads}, {"backends", Backends(task)}};
 }
 
 nlohmann::json TaskDetails(const Task& task) {
@@ -16,6 +30,21 @@ nlohmann::json TaskDetails(const Task& task) {
   details["spec"] = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   details["starter_source"] = task.starter_source;
   details["reference_source"] = task.reference_source;
+  // Per other backend: its starter, its reference and its size sets.
+  nlohmann::json variants = nlohmann::json::object();
+  for (const auto& [name, variant] : task.variants) {
+    nlohmann::json sets = nlohmann::json::object();
+    for (const auto& [set_name, sizes] : variant.size_sets) {
+      nlohmann::json set = nlohmann::json::object();
+      for (const SizeParam& s : sizes) set[s.name] = s.value;
+      sets[set_name] = set;
+    }
+    std::ifstream reference(variant.dir / (variant.layout == "jaxbench" ? "baseline.py" : "reference.py"));
+    std::string reference_text((std::istreambuf_iterator<char>(reference)), std::istreambuf_iterator<char>());
+    variants[name] = {{"layout", variant.layout}, {"starter_source", variant.starter_source},
+                      {"reference_source", reference_text}, {"size_sets", sets}};
+  }
+  details["variants"] = variants;
   return details;
 }
 

@@ -50,10 +50,13 @@ def main() -> int:
                                   cwd=pathlib.Path(__file__).resolve().parent.parent)
 
         def read():
-            line = worker.stdout.readline()
-            if not line:
-                raise SystemExit(f"worker exited ({worker.wait()})")
-            return json.loads(line)
+            while True:
+                line = worker.stdout.readline()
+                if not line:
+                    raise SystemExit(f"worker exited ({worker.wait()})")
+                event = json.loads(line)
+                if event.get("event") != "progress":
+                    return event
 
         ready = read()
         print(f"worker ready in {time.perf_counter() - started:.2f} s: {ready}")

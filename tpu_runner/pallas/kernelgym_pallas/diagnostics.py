@@ -15,24 +15,36 @@ MAX_MESSAGE_CHARS = 2000
 
 
 def _first_lines(text: str, limit: int = 12) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
+    # Tracebacks nested in the message (interpret mode reports errors through a host callback):
+    # their frame lines are jax's internals; the exception line after them is what matters.
+    lines = [line for line in text.strip().splitlines()
+             if line.strip() and not line.lstrip().startswith('File "') and "Traceback (most recent" not in line]
     out = "\n".join(lines[:limit])
     return out[:MAX_MESSAGE_CHARS]
 
 
-def from_exception(error: BaseException, candidate_file: str, stage: str) -> list[dict]:
-    """At least one diagnostic; line 0 when no line of the candidate could be found."""
-    message = f"{type(error).__name__}: {error}"
-    lines: list[int] = []
-    for frame in traceback.extract_tb(error.__traceback__):
-        if frame.filename == candidate_file:
-            lines.append(frame.lineno or 0)
-    name = re.escape(candidate_file.rsplit("/", 1)[-1])
-    for match in re.finditer(name + r'"?[:(](\d+)', message):
-        lines.append(int(match.group(1)))
-    line = lines[-1] if lines else 0  # the innermost candidate frame is where it went wrong
-    return [{"file": "candidate.py", "line": line, "column": 0, "severity": "error",
-             "message": f"[{stage}] " + _first_lines(message)}]
+def from_exception(error: BaseException, candidate_file: str, stage: str,
+                   pallas_calls: list[tuple[str, int]] | None = None) -> list[dict]:
+    """An error on the candidate line the innermost candidate frame was running (the call that
+    failed), then a note for each other candidate line the message names (Mosaic names the kernel
+    body's line). Line 0 when no line of the candidate could be found."""
+    message = f"{type(error).__name__}: {error}".replace(candidate_file, "candidate.py")
+    frames = [f.lineno or 0 for f in traceback.extract_tb(error.__traceback__) if f.filename == candidate_file]
+    named = [int(m.group(1)) for m in re.finditer(r'candidate\.py"?[:(](\d+)', message)]
+    line = frames[-1] if frames else 0
+    if not line and pallas_calls:
+        # Raised after tracing (Mosaic): the pallas_call whose kernel the message names, else the first.
+        mentioned = [l for name, l in pallas_calls if name and f"pallas_call {name}" in message]
+        line = (mentioned or [pallas_calls[0][1]])[0]
+    if not line and named:
+        line = named[0]
+    out = [{"file": "candidate.py", "line": line, "column": 0, "severity": "error",
+            "message": f"[{stage}] " + _first_lines(message)}]
+    for other in dict.fromkeys(named):
+        if other != line:
+            out.append({"file": "candidate.py", "line": other, "column": 0, "severity": "note",
+                        "message": "named in the error above"})
+    return out
 
 
 def from_findings(findings) -> list[dict]:

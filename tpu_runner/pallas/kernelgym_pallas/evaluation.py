@@ -21,11 +21,15 @@ def warm_up(target_name: str) -> tpu_target.Target:
     """Everything that costs seconds and does not depend on the job: jax, the TPU target, the
     interpreter's first trace. Done before the job arrives."""
     import jax
-    jax.config.update("jax_default_matmul_precision", "highest")  # f32 means f32, on TPU too
     import jax.numpy as jnp
     from jax.experimental import pallas  # noqa: F401  (import cost, not per job)
     from jax.experimental.pallas import tpu  # noqa: F401
     target = tpu_target.open_target(target_name)
+    if target.on_tpu:
+        # The tasks are float32: on a TPU, XLA's default would multiply in one bfloat16 pass and
+        # miss the tolerances. (On the CPU, interpret mode and the reference are exact float32
+        # anyway, and a deviceless compile at "highest" takes ten times longer.)
+        jax.config.update("jax_default_matmul_precision", "highest")
     jnp.zeros(8).block_until_ready()
     return target
 
@@ -36,6 +40,14 @@ def _sha256(array: np.ndarray) -> str:
 
 def _as_tuple(value):
     return tuple(value) if isinstance(value, (tuple, list)) else (value,)
+
+
+def _wire(array: np.ndarray) -> np.ndarray:
+    """bfloat16/float16 travel as float32 (what the runner compares); the rest as they are."""
+    if array.dtype.kind == "V" or (array.dtype.kind == "f" and array.dtype.itemsize < 4) or \
+            str(array.dtype) == "bfloat16":
+        return array.astype(np.float32)
+    return array
 
 
 def _write(array: np.ndarray, path: pathlib.Path) -> None:
@@ -97,7 +109,7 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
     with _timed(facts, "reference"):
         for t, seed in enumerate(job["seeds"]):
             inputs = task.draw_inputs("small", int(seed))
-            expected = [np.asarray(o) for o in _as_tuple(reference(*inputs))]
+            expected = [_wire(np.asarray(o)) for o in _as_tuple(reference(*inputs))]
             if len(expected) != len(small.outputs):
                 raise AssertionError(f"the reference returned {len(expected)} outputs; the task has {len(small.outputs)}")
             entries = []
@@ -107,8 +119,8 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
                 entries.append(_tensor_entry(spec, array, path))
             trials.append({"seed": int(seed), "inputs_sha256": [_sha256(x) for x in inputs], "outputs": entries})
             inputs_per_trial.append(inputs)
-        facts["estimates"] = _estimates(task, target, full.inputs)
-    send({"event": "reference", "trials": trials})
+        facts["estimates"] = _estimates(task, target, full.inputs) if job.get("estimates", True) else {}
+    send({"event": "reference", "trials": trials, "estimates": facts["estimates"]})
     go = receive()
     if not go or not go.get("go"):
         raise Outcome("internal_error", "correctness", "the runner did not answer the reference phase")
@@ -142,12 +154,14 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
                      for name, line, size in heavy]
             raise Outcome("rejected", "compile", diags[0]["message"], diags)
         facts["pallas_calls"] = pallas_calls
+        pallas_lines = jaxpr_check.pallas_call_lines(closed, candidate_file)
         # The real TPU compile (Pallas -> Mosaic -> libtpu) at the task's full shapes.
         try:
             compiled = tpu_target.compile_for(target, kernel, full_specs)
         except Exception as error:
             raise Outcome("compile_error", "compile", f"compiling for TPU {target.name} ({target.device_kind}) failed",
-                          diagnostics.from_exception(error, candidate_file, "mosaic"))
+                          diagnostics.from_exception(error, candidate_file, "mosaic", pallas_lines))
+        send({"event": "progress", "stage": "compiled"})
         facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
                                 "deviceless": not target.on_tpu, "seconds": compiled.seconds,
                                 "memory": compiled.memory}
@@ -158,11 +172,13 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
         for t, inputs in enumerate(inputs_per_trial):
             repeats = 2 if t == 0 else 1  # trial 0 runs twice: a second run must give the same bits
             for r in range(repeats):
-                arrays = _run_candidate(kernel, inputs, target, candidate_file)
+                send({"event": "progress", "stage": "trial", "trial": t, "repeat": r})
+                arrays = _run_candidate(kernel, inputs, target, candidate_file, pallas_lines)
                 if len(arrays) != len(small.outputs):
                     raise Outcome("incorrect", "correctness",
                                   f"kernel returned {len(arrays)} outputs; the task has {len(small.outputs)}")
                 entries = []
+                arrays = [_wire(a) for a in arrays]
                 for k, array in enumerate(arrays):
                     path = out_dir / f"candidate_{t}_{k}{'_repeat' if r else ''}.bin"
                     _write(array, path)
@@ -183,7 +199,7 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
     send(result)
 
 
-def _run_candidate(kernel, inputs, target, candidate_file) -> list[np.ndarray]:
+def _run_candidate(kernel, inputs, target, candidate_file, pallas_lines) -> list[np.ndarray]:
     import jax
     from jax.experimental.pallas import tpu as pltpu
     try:
@@ -206,7 +222,7 @@ def _run_candidate(kernel, inputs, target, candidate_file) -> list[np.ndarray]:
     except Exception as error:
         raise Outcome("crashed", "correctness", "the kernel raised while running (TPU interpret mode)"
                       if not target.on_tpu else "the kernel raised while running on the TPU",
-                      diagnostics.from_exception(error, candidate_file, "run"))
+                      diagnostics.from_exception(error, candidate_file, "run", pallas_lines))
 
 
 def _estimates(task, target, full_specs) -> dict:

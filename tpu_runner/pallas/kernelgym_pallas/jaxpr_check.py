@@ -67,3 +67,20 @@ def check(closed_jaxpr, candidate_file: str, largest_input: int) -> tuple[int, l
 
     walk(closed_jaxpr.jaxpr)
     return pallas_calls, heavy
+
+
+def pallas_call_lines(closed_jaxpr, candidate_file: str) -> list[tuple[str, int]]:
+    """(kernel name, candidate line of its pallas_call) for every pallas_call: where a Mosaic
+    error, raised after tracing has left the candidate's frames, belongs."""
+    out = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                out.append((str(eqn.params.get("name", "")), _line_of(eqn, candidate_file)))
+                continue
+            for sub in _subjaxprs(eqn):
+                walk(sub)
+
+    walk(closed_jaxpr.jaxpr)
+    return out

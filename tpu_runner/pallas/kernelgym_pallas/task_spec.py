@@ -168,7 +168,7 @@ def _jaxbench_inputs(module, seed: int) -> list[np.ndarray]:
     """create_inputs() or create_inputs(key): JAXBench cases draw from a JAX PRNG key."""
     import jax
     params = inspect.signature(module.create_inputs).parameters
-    made = module.create_inputs(jax.random.PRNGKey(seed)) if params else module.create_inputs()
+    made = module.create_inputs(jax.random.PRNGKey(seed % (1 << 31))) if params else module.create_inputs()
     made = made if isinstance(made, (tuple, list)) else (made,)
     return [np.asarray(x) for x in made]
 

@@ -20,10 +20,18 @@ TARGETS = {
 DEFAULT_TARGET = "v5e"
 
 
+def host_has_tpu() -> bool:
+    """TPU VMs expose their chips as /dev/accel* (v4, v5e, v6e) or /dev/vfio/<n> (v5p and later)."""
+    import glob
+    return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
+
+
 def deviceless_environment(target: str) -> dict[str, str]:
     _, accelerator, _, _ = TARGETS[target]
+    # ALLOW_MULTIPLE_LIBTPU_LOAD: workers that share a /tmp (no sandbox) would otherwise trip over
+    # libtpu's single-process lockfile; without a TPU there is nothing for them to contend for.
     return {"JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1", "TPU_ACCELERATOR_TYPE": accelerator,
-            "TPU_WORKER_HOSTNAMES": "localhost"}
+            "TPU_WORKER_HOSTNAMES": "localhost", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 
 
 @dataclasses.dataclass

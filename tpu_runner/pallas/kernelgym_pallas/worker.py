@@ -17,22 +17,23 @@ candidate leaves behind can reach the next one); it is started ahead of time, so
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import pathlib
 import sys
 import time
 import traceback
 
 
+_channels = {"in": sys.stdin, "out": sys.__stdout__}
+
+
 def send(message: dict) -> None:
-    sys.__stdout__.write(json.dumps(message) + "\n")
-    sys.__stdout__.flush()
+    _channels["out"].write(json.dumps(message) + "\n")
+    _channels["out"].flush()
 
 
 def receive() -> dict | None:
-    line = sys.stdin.readline()
+    line = _channels["in"].readline()
     return json.loads(line) if line else None
 
 
@@ -41,12 +42,18 @@ def main() -> int:
     parser.add_argument("--target", default="v5e", help="TPU generation to compile for (v5e, v6e)")
     parser.add_argument("--max-jobs", type=int, default=1)
     parser.add_argument("--no-seccomp", action="store_true", help="for debugging only")
+    parser.add_argument("--control-fd", type=int, help="read jobs here instead of stdin")
+    parser.add_argument("--report-fd", type=int, help="write events here instead of stdout")
     args = parser.parse_args()
+    if args.control_fd is not None:
+        _channels["in"] = os.fdopen(args.control_fd, "r")
+    if args.report_fd is not None:
+        _channels["out"] = os.fdopen(args.report_fd, "w")
     from . import tpu_target
     if args.target not in tpu_target.TARGETS:
         send({"event": "fatal", "message": f"unknown TPU target {args.target!r}; known: {sorted(tpu_target.TARGETS)}"})
         return 2
-    if os.environ.get("JAX_PLATFORMS", "") != "tpu":
+    if not tpu_target.host_has_tpu():
         for key, value in tpu_target.deviceless_environment(args.target).items():
             os.environ.setdefault(key, value)
     # Anything the candidate prints must not reach the protocol stream.

@@ -1,0 +1,55 @@
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+
+def _tile(dim, preferred):
+    # The preferred tile when it divides the dimension, else the whole dimension (always legal).
+    return preferred if dim % preferred == 0 else dim
+
+
+def _linear_sigmoid_sum_block(x_ref, w_ref, b_ref, y_ref, acc_ref, sum_ref):
+    # Grid (i, j, k): acc[i, j] += x[i, k] . weight[j, k]^T over k. On the last k step the row sums
+    # of sigmoid(acc + bias) are added into a running sum over the j tiles; the last j writes y.
+    j, k = pl.program_id(1), pl.program_id(2)
+
+    @pl.when(k == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    @pl.when((j == 0) & (k == 0))
+    def _():
+        sum_ref[...] = jnp.zeros_like(sum_ref)
+
+    # weight is in nn.Linear layout [N, K]: contract the last dim of both blocks (x . w^T).
+    acc_ref[...] += jax.lax.dot_general(x_ref[...], w_ref[...], (((1,), (1,)), ((), ())),
+                                        precision=jax.lax.Precision.HIGHEST,
+                                        preferred_element_type=jnp.float32)
+
+    @pl.when(k == pl.num_programs(2) - 1)
+    def _():
+        v = acc_ref[...] + b_ref[...]
+        sum_ref[...] += jnp.sum(1.0 / (1.0 + jnp.exp(-v)), axis=1, keepdims=True)
+
+    @pl.when((j == pl.num_programs(1) - 1) & (k == pl.num_programs(2) - 1))
+    def _():
+        y_ref[...] = sum_ref[...].astype(y_ref.dtype)
+
+
+def kernel(x, weight, bias):
+    M, K = x.shape
+    N = weight.shape[0]
+    # 256x256 output tiles, 256-deep K slices: 256 KiB float32 blocks, plain and small.
+    bm, bn, bk = _tile(M, 256), _tile(N, 256), _tile(K, 256)
+    return pl.pallas_call(
+        _linear_sigmoid_sum_block,
+        grid=(M // bm, N // bn, K // bk),
+        in_specs=[pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),
+                  pl.BlockSpec((bn, bk), lambda i, j, k: (j, k)),
+                  pl.BlockSpec((1, bn), lambda i, j, k: (0, j))],
+        # the (bm, 1) output column stays resident over j and k (the reduction axes)
+        out_specs=pl.BlockSpec((bm, 1), lambda i, j, k: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((M, 1), x.dtype),
+        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32), pltpu.VMEM((bm, 1), jnp.float32)],
+    )(x, weight, bias.reshape(1, N))  # bias as a (1, N) row: Mosaic wants 2D blocks

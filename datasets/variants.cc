@@ -1,0 +1,130 @@
+#include "datasets/variants.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace kernelgym {
+namespace {
+
+using nlohmann::json;
+
+std::optional<std::string> ReadText(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Where a JAXBench case has no starter: a kernel that says what to write. It has no pallas_call,
+// so evaluating it is an honest `rejected`, never a score.
+std::string JaxBenchStub(const std::string& case_id) {
+  return "# " + case_id +
+         ": write `kernel(*inputs)` with jax.experimental.pallas.pallas_call; it receives what\n"
+         "# the case's create_inputs() returns and must return what its workload() returns.\n"
+         "import jax\n"
+         "import jax.numpy as jnp\n"
+         "from jax.experimental import pallas as pl\n\n\n"
+         "def kernel(*inputs):\n"
+         "    raise NotImplementedError(\"write a Pallas kernel\")\n";
+}
+
+}  // namespace
+
+bool IsVariantBackend(std::string_view backend) { return backend == "pallas"; }
+
+std::string LoadVariants(Task& task) {
+  const std::filesystem::path dir = task.dir / "pallas";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return "";
+  const std::filesystem::path config_file = dir / "pallas.json";
+  const auto config_text = ReadText(config_file);
+  if (!config_text) return config_file.string() + ": cannot be read";
+  json config;
+  try {
+    config = json::parse(*config_text);
+  } catch (const json::parse_error& e) {
+    return config_file.string() + ": not valid JSON: " + e.what();
+  }
+  BackendVariant variant;
+  variant.dir = dir;
+  std::vector<std::string> names;
+  for (const SizeParam& s : task.sizes) names.push_back(s.name);
+  std::sort(names.begin(), names.end());
+  for (const char* set_name : {"small", "full"}) {
+    const std::string field = std::string("sizes.") + set_name;
+    if (!config.contains("sizes") || !config["sizes"].is_object() || !config["sizes"].contains(set_name) ||
+        !config["sizes"][set_name].is_object())
+      return config_file.string() + ": " + field + ": is required (an object: size name -> value)";
+    std::vector<SizeParam> sizes;
+    std::vector<std::string> given;
+    for (const auto& [name, value] : config["sizes"][set_name].items()) {
+      if (!value.is_number_integer() || value.get<int64_t>() <= 0)
+        return config_file.string() + ": " + field + "." + name + ": must be a positive integer";
+      sizes.push_back({name, value.get<int64_t>()});
+      given.push_back(name);
+    }
+    std::sort(given.begin(), given.end());
+    if (given != names) return config_file.string() + ": " + field + ": must give exactly the task's sizes";
+    // task.json's order, so listings read the same for every set
+    std::sort(sizes.begin(), sizes.end(), [&](const SizeParam& a, const SizeParam& b) {
+      auto pos = [&](const std::string& n) {
+        return std::find_if(task.sizes.begin(), task.sizes.end(), [&](const SizeParam& s) { return s.name == n; });
+      };
+      return pos(a.name) < pos(b.name);
+    });
+    variant.size_sets.emplace_back(set_name, std::move(sizes));
+  }
+  if (!ReadText(dir / "reference.py")) return (dir / "reference.py").string() + ": cannot be read";
+  auto starter = ReadText(dir / "starter.py");
+  if (!starter) return (dir / "starter.py").string() + ": cannot be read";
+  variant.starter_source = std::move(*starter);
+  task.variants["pallas"] = std::move(variant);
+  return "";
+}
+
+JaxBenchLoad LoadJaxBenchLayout(const std::filesystem::path& benchmark_dir, const std::string& suite) {
+  JaxBenchLoad out;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(benchmark_dir, ec)) {
+    out.errors.push_back(benchmark_dir.string() + ": not a folder");
+    return out;
+  }
+  std::vector<std::filesystem::path> cases;
+  for (const auto& entry : std::filesystem::directory_iterator(benchmark_dir, ec))
+    if (entry.is_directory() && std::filesystem::exists(entry.path() / "baseline.py")) cases.push_back(entry.path());
+  std::sort(cases.begin(), cases.end());
+  for (const auto& case_dir : cases) {
+    const auto baseline = ReadText(case_dir / "baseline.py");
+    if (!baseline) {
+      out.errors.push_back((case_dir / "baseline.py").string() + ": cannot be read");
+      continue;
+    }
+    std::string missing;
+    for (const char* name : {"CONFIG", "def create_inputs", "def workload"})
+      if (baseline->find(name) == std::string::npos) missing += missing.empty() ? name : std::string(", ") + name;
+    if (!missing.empty()) {
+      out.errors.push_back((case_dir / "baseline.py").string() + ": lacks " + missing + " (the JAXBench layout)");
+      continue;
+    }
+    Task task;
+    task.id = suite + "/" + case_dir.filename().string();
+    task.category = "jaxbench";
+    task.description = "JAXBench case " + case_dir.filename().string() + " (" + (case_dir / "baseline.py").string() +
+                       "): its workload() is the reference, its create_inputs() the inputs.";
+    task.dir = case_dir;
+    task.has_cpu_version = false;
+    BackendVariant variant;
+    variant.dir = case_dir;
+    variant.layout = "jaxbench";
+    const auto starter = ReadText(case_dir / "starter.py");
+    variant.starter_source = starter ? *starter : JaxBenchStub(task.id);
+    task.variants["pallas"] = std::move(variant);
+    out.tasks.push_back(std::move(task));
+  }
+  return out;
+}
+
+}  // namespace kernelgym

@@ -1,0 +1,201 @@
+// The pallas backend end to end: the real worker (jax, libtpu's deviceless TPU compiler, Pallas
+// TPU interpret mode) in the real sandbox. Every task's Pallas starter must be correct; every
+// known hack in tests/adversarial_pallas/ must get its verdict; a whole episode must run through
+// the server; a folder in JAXBench's layout must load as a suite.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "env/client/client.h"
+#include "server_fixture.h"
+#include "tpu_runner/sandbox.h"
+
+namespace kernelgym::testing {
+namespace {
+
+Backend& Pallas() {
+  static std::unique_ptr<Backend> backend = [] {
+    RegisterBuiltinBackends();
+    // Pre-started workers: the parameterized tests evaluate many candidates in one process.
+    return BackendRegistry::Global().Create("pallas", DefaultBackendConfig());
+  }();
+  return *backend;
+}
+
+EvalOptions PallasOptions() {
+  EvalOptions options;
+  options.seeds = {11, 12};
+  options.call_timeout_seconds = 20;  // interpret mode on a loaded 2-core machine
+  return options;
+}
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string VerdictText(const EvalResult& r) {
+  std::string text = r.message;
+  for (const auto& d : r.details) text += "\n" + d;
+  for (const auto& d : r.diagnostics) text += "\n" + std::to_string(d.line) + ": " + d.message;
+  return text;
+}
+
+std::vector<std::string> PallasTaskIds() {
+  std::vector<std::string> ids;
+  for (const Task* t : Tasks().All())
+    if (t->variants.count("pallas")) ids.push_back(t->id);
+  return ids;
+}
+
+std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
+  std::string name = info.param;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+// ---- every task's Pallas starter -------------------------------------------------------------
+
+class PallasStarterTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PallasStarterTest, CompilesForTpuAndIsCorrectInInterpretMode) {
+  const Task* task = Tasks().Find(GetParam());
+  ASSERT_NE(task, nullptr);
+  const EvalResult r = Pallas().Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  ASSERT_EQ(r.status, Status::kOk) << task->id << ": " << VerdictText(r);
+  ASSERT_TRUE(r.correctness.has_value());
+  EXPECT_EQ(r.correctness->trials_run, 2);
+  EXPECT_TRUE(r.correctness->deterministic);
+  // Without a TPU there is no clock to trust: no timing, and the result says so.
+  EXPECT_FALSE(r.timing.has_value());
+  EXPECT_FALSE(r.timing_representative);
+  EXPECT_NE(r.timing_note.find("no TPU"), std::string::npos) << r.timing_note;
+  // The deviceless compile happened and left its facts.
+  EXPECT_GT(r.stage_seconds.at("tpu_compile"), 0);
+  EXPECT_EQ(r.estimates.at("tpu_compile_deviceless"), 1);
+  EXPECT_GT(r.estimates.at("tpu_argument_size_in_bytes"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPallasTasks, PallasStarterTest, ::testing::ValuesIn(PallasTaskIds()), TestName);
+
+// ---- adversarial cases -----------------------------------------------------------------------
+
+std::vector<std::string> AdversarialCases() {
+  std::vector<std::string> cases;
+  for (const auto& entry : std::filesystem::directory_iterator(SourceDir() / "tests/adversarial_pallas"))
+    if (entry.is_directory()) cases.push_back(entry.path().filename().string());
+  std::sort(cases.begin(), cases.end());
+  return cases;
+}
+
+class PallasAdversarialTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
+  const std::filesystem::path dir = SourceDir() / "tests/adversarial_pallas" / GetParam();
+  const nlohmann::json expected = nlohmann::json::parse(ReadText(dir / "expected.json"));
+  const Task* task = Tasks().Find(expected.at("task").get<std::string>());
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = PallasOptions();
+  if (expected.contains("call_timeout_seconds")) options.call_timeout_seconds = expected["call_timeout_seconds"];
+  const EvalResult r = Pallas().Evaluate(*task, ReadText(dir / "kernel.py"), options);
+  EXPECT_EQ(StatusName(r.status), expected.at("status").get<std::string>())
+      << GetParam() << " (" << expected.value("attack", "") << "): " << VerdictText(r);
+  EXPECT_EQ(StageName(r.stage), expected.at("stage").get<std::string>()) << VerdictText(r);
+  const std::string reason = expected.value("reason", "");
+  EXPECT_NE(Lower(VerdictText(r)).find(Lower(reason)), std::string::npos)
+      << GetParam() << ": expected '" << reason << "' in: " << VerdictText(r);
+  if (expected.contains("line")) {
+    ASSERT_FALSE(r.diagnostics.empty()) << VerdictText(r);
+    EXPECT_EQ(r.diagnostics[0].line, expected["line"].get<int>()) << VerdictText(r);
+  }
+  EXPECT_FALSE(r.timing.has_value()) << "no hack is ever timed without a TPU";
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, PallasAdversarialTest, ::testing::ValuesIn(AdversarialCases()), TestName);
+
+// One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
+// and in its working folder (files are what a Python candidate can still write past the static
+// check); the next answers wrongly if it finds one. Each evaluation's fresh worker, with its own
+// /tmp and job folder, must keep the second correct.
+TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
+  if (!ProbeSandbox().bwrap) GTEST_SKIP() << "the private /tmp is bwrap's: " << ProbeSandbox().problem;
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_isolation";
+  const EvalResult first = Pallas().Evaluate(*task, ReadText(dir / "leaves_marker.py"), PallasOptions());
+  EXPECT_EQ(first.status, Status::kOk) << VerdictText(first);
+  const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
+  EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
+}
+
+// ---- the JAXBench layout ---------------------------------------------------------------------
+
+TEST(JaxBenchLayout, LoadsAsASuiteAndEvaluates) {
+  TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
+  registry.AddJaxBenchLayout(SourceDir() / "tests/fixtures/jaxbench_layout/benchmark", "jaxbench-ext");
+  EXPECT_TRUE(registry.errors().empty()) << registry.errors().front();
+  const std::vector<const Task*> suite = registry.InSuite("jaxbench-ext");
+  ASSERT_EQ(suite.size(), 2u);
+  const Task* with_starter = registry.Find("jaxbench-ext/scaled_softmax");
+  ASSERT_NE(with_starter, nullptr);
+  EXPECT_FALSE(with_starter->Supports("cpu"));
+  EXPECT_TRUE(with_starter->Supports("pallas"));
+  const EvalResult ok = Pallas().Evaluate(*with_starter, with_starter->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(ok.status, Status::kOk) << VerdictText(ok);
+  // A case without a starter starts from a stub: an honest `rejected`, never a score.
+  const Task* stub = registry.Find("jaxbench-ext/vector_add");
+  ASSERT_NE(stub, nullptr);
+  const EvalResult rejected = Pallas().Evaluate(*stub, stub->StarterFor("pallas"), PallasOptions());
+  EXPECT_NE(rejected.status, Status::kOk) << VerdictText(rejected);
+}
+
+// ---- an episode through the server ------------------------------------------------------------
+
+TEST(PallasServer, AWholeEpisodeThroughTheServer) {
+  ServerProcess server({"--local-runners", "1", "--local-runner-backends", "pallas"});
+  client::Client c(client::ClientOptions{.endpoint = server.clients(), .request_timeout_s = 300});
+  protocol::EnvMakeRequest make;
+  make.task = "cpu/silu_mul";
+  make.backend = "pallas";
+  make.max_steps = 6;
+  const protocol::EnvInfo env = c.Make(make);
+
+  // The starter: correct, not timed, and no reward for a speed nobody measured.
+  const protocol::ResetResult reset = c.Reset(env.env, 3);
+  EXPECT_EQ(reset.observation.status, "ok") << reset.observation.text;
+  EXPECT_EQ(reset.observation.speedup, 0);
+  EXPECT_NE(reset.observation.text.find("not representative"), std::string::npos) << reset.observation.text;
+  EXPECT_NE(reset.observation.text.find("no TPU on this host"), std::string::npos) << reset.observation.text;
+  EXPECT_NE(reset.observation.text.find("tpu_compile_deviceless=1"), std::string::npos)
+      << "the episode starts from the Pallas starter, compiled for TPU: " << reset.observation.text;
+
+  // A block shape Mosaic refuses: a compile error on the pallas_call's line.
+  const protocol::StepResult broken =
+      c.Step(env.env, protocol::EditAction{{{"pl.BlockSpec((8, 128)", "pl.BlockSpec((4, 100)"}}});
+  EXPECT_EQ(broken.observation.status, "compile_error") << broken.observation.text;
+  EXPECT_NE(broken.observation.text.find("divisible by 8 and 128"), std::string::npos) << broken.observation.text;
+  EXPECT_LT(broken.reward, 0);
+
+  // A wrong answer: the mismatch report.
+  const protocol::StepResult wrong =
+      c.Step(env.env, protocol::ReplaceAction{ReadText(SourceDir() / "tests/adversarial_pallas/wrong_answer/kernel.py")});
+  EXPECT_EQ(wrong.observation.status, "incorrect") << wrong.observation.text;
+  EXPECT_NE(wrong.observation.text.find("elements wrong"), std::string::npos) << wrong.observation.text;
+  EXPECT_NE(wrong.observation.text.find("first at [0]"), std::string::npos) << wrong.observation.text;
+
+  // Back to a correct kernel: passes, and the speed reward stays unpaid.
+  const protocol::StepResult fixed = c.Step(env.env, protocol::RevertAction{0});
+  EXPECT_EQ(fixed.observation.status, "ok") << fixed.observation.text;
+  const protocol::StepResult submit = c.Step(env.env, protocol::SubmitAction{});
+  EXPECT_TRUE(submit.terminated);
+  EXPECT_EQ(submit.observation.status, "ok") << submit.observation.text;
+  EXPECT_EQ(submit.observation.speedup, 0);
+  c.Close(env.env);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace kernelgym::testing

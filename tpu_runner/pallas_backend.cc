@@ -1,0 +1,644 @@
+#include "tpu_runner/pallas_backend.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "tpu_runner/correctness.h"
+#include "tpu_runner/sandbox.h"
+#include "tpu_runner/subprocess.h"
+#include "tpu_runner/timing_stats.h"
+
+namespace kernelgym {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kControlFd = 3;  // runner -> worker: the job, then "go"
+constexpr int kReportFd = 4;   // worker -> runner: one JSON event per line
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+Clock::time_point After(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+std::optional<std::string> ReadBinary(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+std::span<const std::byte> Bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+std::vector<int64_t> Shape(const json& j) { return j.get<std::vector<int64_t>>(); }
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+// A started worker: jax imported (once `ready` has been read), waiting for its one job. Owned by
+// one thread; destroying it kills the process group and removes its job folder.
+struct PallasWorker {
+  PallasWorker() = default;
+  PallasWorker(const PallasWorker&) = delete;
+  PallasWorker& operator=(const PallasWorker&) = delete;
+  ~PallasWorker() {
+    if (child.pid() > 0 && !child.exited()) child.Kill();
+    if (child.pid() > 0) child.Wait(After(5));
+    if (control_fd >= 0) close(control_fd);
+    if (report_fd >= 0) close(report_fd);
+    std::error_code ec;
+    if (!job_dir.empty()) std::filesystem::remove_all(job_dir, ec);
+  }
+
+  enum class Read { kEvent, kTimeout, kClosed, kGarbled };
+
+  // The next event line, waiting until `deadline`; drains the child's stderr meanwhile (a full
+  // pipe would stall it).
+  Read Next(Clock::time_point deadline, json& event) {
+    for (;;) {
+      if (auto newline = buffer.find('\n'); newline != std::string::npos) {
+        const std::string line = buffer.substr(0, newline);
+        buffer.erase(0, newline + 1);
+        event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (event.is_discarded() || !event.is_object() || !event.contains("event")) {
+          garbled = line.substr(0, 200);
+          return Read::kGarbled;
+        }
+        return Read::kEvent;
+      }
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return Read::kTimeout;
+      pollfd fds[2] = {{report_fd, POLLIN, 0}, {child.stderr_fd(), POLLIN, 0}};
+      const int n = poll(fds, child.stderr_fd() >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left, 200)));
+      if (n < 0 && errno != EINTR) return Read::kClosed;
+      child.DrainOutput();
+      if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char chunk[65536];
+        const ssize_t got = read(report_fd, chunk, sizeof chunk);
+        if (got > 0) {
+          buffer.append(chunk, static_cast<std::size_t>(got));
+        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+          return Read::kClosed;
+        }
+      }
+    }
+  }
+
+  bool Send(const json& message) {
+    const std::string line = message.dump() + "\n";
+    std::size_t sent = 0;
+    while (sent < line.size()) {
+      const ssize_t n = ::send(control_fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      sent += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  ChildProcess child;
+  int control_fd = -1, report_fd = -1;
+  std::filesystem::path job_dir;  // bound writable at the same path inside the sandbox
+  std::string buffer;
+  std::string garbled;
+  std::optional<json> ready;  // the worker's `ready` event, once read
+};
+
+namespace {
+
+// A TPU VM's chips, as device nodes: /dev/accel* (v4, v5e, v6e) or /dev/vfio/<n> (v5p on).
+std::vector<std::string> TpuDevices() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec))
+    if (entry.path().filename().string().rfind("accel", 0) == 0) out.push_back(entry.path().string());
+  if (std::filesystem::is_directory("/dev/vfio", ec)) out.push_back("/dev/vfio");
+  return out;
+}
+
+std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const std::filesystem::path& scratch,
+                                          std::string& error) {
+  static std::atomic<uint64_t> counter{0};
+  auto worker = std::make_unique<PallasWorker>();
+  std::error_code ec;
+  worker->job_dir = scratch / ("pallas-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::create_directories(worker->job_dir, ec);
+  if (ec) {
+    error = "cannot create the job folder " + worker->job_dir.string() + ": " + ec.message();
+    return nullptr;
+  }
+  if (!std::filesystem::exists(settings.python)) {
+    error = "no Python for the pallas worker at " + settings.python.string() +
+            " (scripts/pallas_venv.sh installs it; KERNELGYM_PALLAS_PYTHON points elsewhere)";
+    return nullptr;
+  }
+  int control[2], report[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
+    error = std::string("socketpair: ") + strerror(errno);
+    return nullptr;
+  }
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + strerror(errno);
+    close(control[0]);
+    close(control[1]);
+    return nullptr;
+  }
+  // The venv sits next to the build, outside the sandbox's /usr view: bind it, the package and
+  // the job folder at their own paths (so paths in the job mean the same on both sides).
+  const std::filesystem::path venv = settings.python.parent_path().parent_path();
+  SandboxSpec spec;
+  spec.binds = {{venv.string(), venv.string(), false},
+                {settings.package_dir.string(), settings.package_dir.string(), false},
+                {worker->job_dir.string(), worker->job_dir.string(), true}};
+  spec.cpu_info = true;
+  spec.devices = TpuDevices();
+  SpawnOptions spawn;
+  spawn.argv = SandboxCommand(spec, {settings.python.string(), "-m", "kernelgym_pallas.worker", "--target",
+                                     settings.target, "--control-fd", std::to_string(kControlFd), "--report-fd",
+                                     std::to_string(kReportFd)});
+  spawn.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/tmp", "TMPDIR=/tmp", "PYTHONPATH=" + settings.package_dir.string(),
+               "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "TF_CPP_MIN_LOG_LEVEL=2"};
+  spawn.working_dir = worker->job_dir.string();
+  spawn.limits.address_space = std::size_t{32} << 30;  // XLA reserves address space generously
+  spawn.limits.cpu_seconds = 3600;
+  spawn.limits.open_files = 1024;
+  spawn.limits.file_size = std::size_t{1} << 30;
+  spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
+  worker->child = ChildProcess::Spawn(spawn);
+  close(control[0]);
+  close(report[1]);
+  worker->control_fd = control[1];
+  worker->report_fd = report[0];
+  fcntl(worker->report_fd, F_SETFL, O_NONBLOCK);
+  if (worker->child.pid() <= 0) {
+    error = "the pallas worker did not start: " + worker->child.error();
+    return nullptr;
+  }
+  return worker;
+}
+
+// What the worker's death or silence means for the verdict.
+void Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& during) {
+  worker.child.Wait(After(5));
+  worker.child.DrainOutput();
+  r.stage = stage;
+  const std::string stderr_head = HeadLines(worker.child.stderr_text(), 12);
+  // Under bubblewrap the worker is bwrap's child: its death by a signal reaches us as bwrap's
+  // exit code 128 + signal.
+  int signal = worker.child.signal();
+  if (signal == 0 && worker.child.exit_code() > 128 && worker.child.exit_code() < 128 + 65 && ProbeSandbox().bwrap)
+    signal = worker.child.exit_code() - 128;
+  if (signal == SIGSYS) {
+    r.status = Status::kSandboxViolation;
+    r.message = "the candidate made a forbidden system call (seccomp killed the worker with SIGSYS) " + during;
+  } else if (signal != 0) {
+    r.status = Status::kCrashed;
+    r.message = "the worker was killed by " + SignalName(signal) + " " + during;
+  } else {
+    r.status = Status::kCrashed;
+    r.message = "the worker exited (code " + std::to_string(worker.child.exit_code()) + ") " + during;
+  }
+  if (!stderr_head.empty()) r.details.push_back("stderr: " + stderr_head);
+}
+
+std::optional<Status> WorkerStatus(const std::string& name) {
+  static const std::map<std::string, Status> kStatuses = {
+      {"ok", Status::kOk},           {"rejected", Status::kRejected},         {"compile_error", Status::kCompileError},
+      {"incorrect", Status::kIncorrect}, {"crashed", Status::kCrashed},       {"internal_error", Status::kInternalError}};
+  auto it = kStatuses.find(name);
+  return it == kStatuses.end() ? std::nullopt : std::optional(it->second);
+}
+
+struct Expected {
+  TensorSpec spec;
+  std::string bytes;
+  std::vector<std::string> inputs_sha256;
+};
+
+// Judges the candidate's outputs against the expected ones: the verdict is made here, outside
+// the process the candidate ran in.
+void Judge(const json& result, const std::filesystem::path& job_dir, const std::map<std::pair<int, int>, Expected>& expected,
+           const std::vector<uint64_t>& seeds, EvalResult& r) {
+  CorrectnessReport report;
+  report.seeds = seeds;
+  std::map<int, OutputCheck> worst;  // per output index
+  std::map<std::pair<int, int>, std::string> first_run;  // (trial, output) -> bytes of the first run
+  std::string failure;
+  for (const json& run : result.value("trials", json::array())) {
+    const int trial = run.value("trial", -1);
+    const int repeat = run.value("repeat", 0);
+    const json outputs = run.value("outputs", json::array());
+    for (int k = 0; k < static_cast<int>(outputs.size()); ++k) {
+      auto want = expected.find({trial, k});
+      if (want == expected.end()) {
+        failure = "the worker reported output " + std::to_string(k) + " of trial " + std::to_string(trial) +
+                  " that the reference never produced";
+        break;
+      }
+      const json& o = outputs[k];
+      const std::optional<std::string> actual = ReadBinary(job_dir / o.value("file", ""));
+      const std::vector<int64_t> shape = Shape(o.at("shape"));
+      if (!actual) {
+        failure = "output '" + want->second.spec.name + "' of trial " + std::to_string(trial) + " is missing";
+        break;
+      }
+      if (shape != want->second.spec.shape || o.value("dtype", "") != DTypeName(want->second.spec.dtype)) {
+        failure = "output '" + want->second.spec.name + "' is " + o.value("dtype", "?") + ShapeText(shape) +
+                  "; the task's is " + std::string(DTypeName(want->second.spec.dtype)) +
+                  ShapeText(want->second.spec.shape);
+        break;
+      }
+      if (repeat > 0) {
+        if (first_run[{trial, k}] != *actual) report.deterministic = false;
+        continue;
+      }
+      first_run[{trial, k}] = *actual;
+      OutputCheck check = CompareOutput(want->second.spec, Bytes(want->second.bytes), Bytes(*actual));
+      if (!worst.count(k) || worst[k].passed()) worst[k] = check;
+    }
+    if (!failure.empty()) break;
+    if (repeat == 0) {
+      report.trials_run = std::max(report.trials_run, trial + 1);
+      auto want = expected.find({trial, 0});
+      if (want != expected.end() && run.value("inputs_sha256", json::array()) != json(want->second.inputs_sha256))
+        failure = "the kernel changed its inputs (trial " + std::to_string(trial) + ")";
+    }
+    if (!failure.empty()) break;
+  }
+  for (auto& [k, check] : worst) report.checks.push_back(check);
+  r.correctness = report;
+  r.stage = Stage::kCorrectness;
+  if (!failure.empty()) {
+    r.status = Status::kIncorrect;
+    r.message = failure;
+    return;
+  }
+  for (const OutputCheck& c : report.checks)
+    if (!c.passed()) {
+      r.status = Status::kIncorrect;
+      r.message = "output '" + c.output + "': " + std::to_string(c.mismatches) + " of " + std::to_string(c.elements) +
+                  " elements outside tolerance";
+      return;
+    }
+  if (!report.deterministic) {
+    r.status = Status::kIncorrect;
+    r.message = "two runs on the same inputs gave different outputs";
+    return;
+  }
+  if (report.trials_run < static_cast<int>(seeds.size())) {
+    r.status = Status::kIncorrect;
+    r.message = "the worker reported " + std::to_string(report.trials_run) + " of " + std::to_string(seeds.size()) +
+                " trials";
+    return;
+  }
+  r.status = Status::kOk;
+}
+
+// The worker's timing block: representative only when a TPU's own clock produced the samples.
+void ReadTiming(const json& timing, EvalResult& r) {
+  r.timing_clock = timing.value("clock", "none");
+  r.timing_note = timing.value("reason", "");
+  r.timing_representative = timing.value("representative", false) && r.timing_clock == "tpu_device";
+  if (!r.timing_representative) return;
+  TimingReport report;
+  std::vector<double> reference_ns, candidate_ns;
+  for (const json& s : timing.value("samples", json::array())) {
+    TimingSample sample;
+    sample.reference_ns = s.value("reference_ns", 0.0);
+    sample.candidate_ns = s.value("candidate_ns", 0.0);
+    sample.reference_cpu_ns = sample.reference_ns;  // device time: no preemption to discard
+    sample.candidate_cpu_ns = sample.candidate_ns;
+    if (sample.reference_ns <= 0 || sample.candidate_ns <= 0) continue;
+    reference_ns.push_back(sample.reference_ns);
+    candidate_ns.push_back(sample.candidate_ns);
+    report.samples.push_back(sample);
+  }
+  const RatioEstimate speedup = EstimateSpeedup(report.samples);
+  if (speedup.median <= 0) {
+    r.timing_representative = false;
+    r.timing_note = "the TPU trace gave " + std::to_string(report.samples.size()) +
+                    " usable rounds (6 needed for an interval): " + r.timing_note;
+    return;
+  }
+  report.reference = Summarize(reference_ns);
+  report.candidate = Summarize(candidate_ns);
+  report.speedup = speedup.median;
+  report.speedup_ci_low = speedup.low;
+  report.speedup_ci_high = speedup.high;
+  report.rounds = static_cast<int>(report.samples.size());
+  report.converged = true;
+  report.seconds = timing.value("seconds", 0.0);
+  r.timing = report;
+  r.stage = Stage::kTiming;
+  if (timing.contains("profile") && timing["profile"].is_object()) {
+    ProfileReport profile;
+    for (const auto& [name, value] : timing["profile"].items())
+      if (value.is_number()) profile.counters[name] = value.get<double>();
+    profile.achieved_gflops = profile.counters.count("achieved_flops") ? profile.counters["achieved_flops"] / 1e9 : 0;
+    profile.peak_gflops = profile.counters.count("peak_flops") ? profile.counters["peak_flops"] / 1e9 : 0;
+    r.profile = profile;
+  }
+}
+
+}  // namespace
+
+PallasSettings DefaultPallasSettings() {
+  PallasSettings s;
+  const char* python = std::getenv("KERNELGYM_PALLAS_PYTHON");
+  s.python = python && *python ? python : KERNELGYM_PALLAS_VENV "/bin/python";
+  s.package_dir = KERNELGYM_PALLAS_PACKAGE_DIR;
+  if (const char* target = std::getenv("KERNELGYM_PALLAS_TARGET"); target && *target) s.target = target;
+  return s;
+}
+
+PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings settings)
+    : config_(config), settings_(std::move(settings)) {}
+
+PallasBackend::~PallasBackend() = default;
+
+std::unique_ptr<PallasWorker> PallasBackend::TakeWorker(std::string& error) {
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (spare_ && !spare_->child.exited()) return std::move(spare_);
+    spare_.reset();
+  }
+  return StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", error);
+}
+
+void PallasBackend::Prestart() {
+  // On a TPU VM one process at a time may hold the chips: the next worker starts after this one.
+  if (!config_.prestart_harness || !TpuDevices().empty()) return;
+  std::string error;
+  auto worker = StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", error);
+  std::lock_guard<std::mutex> lock(spare_mutex_);
+  if (!spare_) spare_ = std::move(worker);
+}
+
+EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, const EvalOptions& options) {
+  const auto start = Clock::now();
+  EvalResult r;
+  r.task_id = task.id;
+  r.backend = "pallas";
+  r.timing_representative = false;
+  r.timing_clock = "none";
+  auto finish = [&]() -> EvalResult {
+    r.seconds = SecondsSince(start);
+    return r;
+  };
+  auto variant = task.variants.find("pallas");
+  if (variant == task.variants.end()) {
+    r.status = Status::kRejected;
+    r.message = "task " + task.id + " has no pallas version (no pallas/ folder)";
+    return finish();
+  }
+
+  std::string error;
+  std::unique_ptr<PallasWorker> worker = TakeWorker(error);
+  if (!worker) {
+    r.status = Status::kInternalError;
+    r.message = error;
+    return finish();
+  }
+  json event;
+  if (!worker->ready) {
+    const auto read = worker->Next(After(settings_.start_timeout_s), event);
+    if (read != PallasWorker::Read::kEvent || event.value("event", "") != "ready") {
+      r.status = Status::kInternalError;
+      r.message = read == PallasWorker::Read::kTimeout
+                      ? "the pallas worker was not ready within " + std::to_string(settings_.start_timeout_s) + " s"
+                      : "the pallas worker failed to start: " + event.dump().substr(0, 300);
+      worker->child.Kill();
+      worker->child.Wait(After(5));
+      worker->child.DrainOutput();
+      r.details.push_back("stderr: " + HeadLines(worker->child.stderr_text(), 20));
+      return finish();
+    }
+    worker->ready = event;
+  }
+  r.stage_seconds["worker_wait"] = SecondsSince(start);
+  Prestart();  // the next evaluation's worker imports jax while this one runs
+
+  std::vector<uint64_t> seeds = options.seeds;
+  if (seeds.empty()) {
+    std::random_device device;
+    for (int i = 0; i < task.trials; ++i) seeds.push_back((uint64_t{device()} << 32) ^ device());
+  }
+  const std::filesystem::path candidate = worker->job_dir / "candidate.py";
+  {
+    std::ofstream out(candidate);
+    out << source;
+  }
+  // The task's files travel into the job folder (the worker was started before the task was
+  // known, so its view cannot hold the task's own folder): task.json and pallas/, or the JAXBench
+  // case folder. The worker reads them before the candidate is loaded.
+  const std::filesystem::path task_copy = worker->job_dir / "task";
+  {
+    std::error_code ec;
+    const auto recursive = std::filesystem::copy_options::recursive;
+    if (variant->second.layout == "jaxbench") {
+      std::filesystem::copy(variant->second.dir, task_copy, recursive, ec);
+    } else {
+      std::filesystem::create_directories(task_copy, ec);
+      if (!ec) std::filesystem::copy_file(task.dir / "task.json", task_copy / "task.json", ec);
+      if (!ec) std::filesystem::copy(variant->second.dir, task_copy / "pallas", recursive, ec);
+    }
+    if (ec) {
+      r.status = Status::kInternalError;
+      r.message = "cannot copy the task's files into the job folder: " + ec.message();
+      return finish();
+    }
+  }
+  json seeds_json = json::array();
+  for (uint64_t s : seeds) seeds_json.push_back(s & ((uint64_t{1} << 53) - 1));  // exact in a JSON double
+  json job = {{"task_dir", task_copy.string()},
+              {"layout", variant->second.layout},
+              {"suite", task.Suite()},
+              {"out_dir", worker->job_dir.string()},
+              {"candidate_path", candidate.string()},
+              {"seeds", seeds_json},
+              {"run_timing", options.run_timing},
+              {"timing_seed", options.timing_seed & ((uint64_t{1} << 53) - 1)}};
+  // XLA's estimate for the reference depends on the task alone: compiled once per backend.
+  std::optional<std::map<std::string, double>> cached_estimates;
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (auto it = estimates_.find(task.id); it != estimates_.end()) cached_estimates = it->second;
+  }
+  job["estimates"] = !cached_estimates.has_value();
+  if (cached_estimates)
+    for (const auto& [name, value] : *cached_estimates) r.estimates[name] = value;
+  r.protections = NamespaceProtections();
+  r.protections["seccomp"] = true;
+  r.protections["static_check"] = true;
+  r.protections["fresh_process"] = true;
+  const bool on_tpu = worker->ready->value("on_tpu", false);
+  if (!on_tpu) r.timing_note = "no TPU on this host: interpret-mode time says nothing about a TPU's";
+  r.details.push_back("tpu target: " + worker->ready->value("target", settings_.target) + " (" +
+                      worker->ready->value("device_kind", "?") + "), " +
+                      (on_tpu ? "this host's TPU" : "deviceless compile; correctness in TPU interpret mode") +
+                      ", jax " + worker->ready->value("jax", "?"));
+  if (!worker->Send({{"job", job}})) {
+    Died(*worker, r, Stage::kStaticCheck, "before it read the job");
+    r.status = Status::kInternalError;
+    return finish();
+  }
+
+  // The task's side first: the reference's outputs are read here before the candidate is loaded.
+  const double call_timeout = std::max(1.0, options.call_timeout_seconds);
+  const double compile_timeout = std::max(10.0, 3 * call_timeout);
+  std::map<std::pair<int, int>, Expected> expected;
+  Stage stage = Stage::kStaticCheck;
+  auto deadline = After(120);  // the task's own reference: trusted, but not unbounded
+  bool saw_reference = false;
+  for (;;) {
+    const PallasWorker::Read read = worker->Next(deadline, event);
+    if (read == PallasWorker::Read::kTimeout) {
+      worker->child.Kill();
+      r.status = saw_reference ? Status::kTimeout : Status::kInternalError;
+      r.stage = stage;
+      r.message = saw_reference ? "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
+                                      (stage == Stage::kCompile ? std::to_string(compile_timeout) : std::to_string(call_timeout)) +
+                                      " s)"
+                                : "the task's reference did not finish within 120 s";
+      return finish();
+    }
+    if (read == PallasWorker::Read::kClosed) {
+      Died(*worker, r, stage, saw_reference ? "while the candidate ran" : "while the reference ran");
+      if (!saw_reference) r.status = Status::kInternalError;
+      return finish();
+    }
+    if (read == PallasWorker::Read::kGarbled) {
+      // Only candidate code can write garbage there once it runs (the worker writes JSON lines).
+      worker->child.Kill();
+      r.status = saw_reference ? Status::kCrashed : Status::kInternalError;
+      r.stage = stage;
+      r.message = "the worker's report channel carried something that is not an event: " + worker->garbled;
+      return finish();
+    }
+    const std::string kind = event.value("event", "");
+    if (kind == "reference" && !saw_reference) {
+      saw_reference = true;
+      int trial = 0;
+      for (const json& t : event.value("trials", json::array())) {
+        std::vector<std::string> hashes = t.value("inputs_sha256", std::vector<std::string>{});
+        int k = 0;
+        for (const json& o : t.value("outputs", json::array())) {
+          Expected e;
+          e.spec.name = o.value("name", "out" + std::to_string(k));
+          const std::optional<DType> dtype = ParseDType(o.value("dtype", ""));
+          const std::optional<std::string> bytes = ReadBinary(worker->job_dir / o.value("file", ""));
+          if (!dtype || !bytes) {
+            worker->child.Kill();
+            r.status = Status::kInternalError;
+            r.message = "the reference's output '" + e.spec.name + "' has dtype " + o.value("dtype", "?") +
+                        (bytes ? "" : " and no data") + " (float32/64, int32/64 are compared)";
+            return finish();
+          }
+          e.spec.dtype = *dtype;
+          e.spec.shape = Shape(o.at("shape"));
+          e.spec.tolerance = {o.value("atol", 0.0), o.value("rtol", 0.0)};
+          e.bytes = *bytes;
+          e.inputs_sha256 = hashes;
+          expected[{trial, k}] = std::move(e);
+          ++k;
+        }
+        ++trial;
+      }
+      if (!cached_estimates && event.contains("estimates") && event["estimates"].is_object()) {
+        std::map<std::string, double> fresh;
+        for (const auto& [name, value] : event["estimates"].items())
+          if (value.is_number()) fresh[name] = value.get<double>();
+        for (const auto& [name, value] : fresh) r.estimates[name] = value;
+        std::lock_guard<std::mutex> lock(spare_mutex_);
+        estimates_[task.id] = std::move(fresh);
+      }
+      if (!worker->Send({{"go", true}})) {
+        Died(*worker, r, Stage::kCompile, "before the candidate was loaded");
+        return finish();
+      }
+      stage = Stage::kCompile;
+      deadline = After(compile_timeout);
+    } else if (kind == "progress") {
+      stage = event.value("stage", "") == "compiled" || event.value("stage", "") == "trial" ? Stage::kCorrectness : stage;
+      deadline = After(call_timeout + (event.value("trial", 0) == 0 && event.value("repeat", 0) == 0 ? compile_timeout : 0));
+    } else if (kind == "result") {
+      break;
+    } else {
+      worker->child.Kill();
+      r.status = saw_reference ? Status::kCrashed : Status::kInternalError;
+      r.message = "unexpected worker event '" + kind + "'";
+      return finish();
+    }
+  }
+
+  // The worker's facts, then the verdict.
+  const json stage_seconds = event.value("stage_seconds", json::object());
+  for (const auto& [name, value] : stage_seconds.items())
+    if (value.is_number()) r.stage_seconds[name] = value.get<double>();
+  if (event.contains("tpu_compile") && event["tpu_compile"].is_object()) {
+    const json& c = event["tpu_compile"];
+    r.stage_seconds["tpu_compile"] = c.value("seconds", 0.0);
+    const json memory = c.value("memory", json::object());
+    for (const auto& [name, value] : memory.items())
+      if (value.is_number()) r.estimates["tpu_" + name] = value.get<double>();
+    r.estimates["tpu_compile_deviceless"] = c.value("deviceless", true) ? 1 : 0;
+  }
+  for (const auto& d : event.value("diagnostics", json::array())) {
+    Diagnostic diag;
+    diag.file = d.value("file", "candidate.py");
+    diag.line = d.value("line", 0);
+    diag.column = d.value("column", 0);
+    diag.severity = d.value("severity", "error");
+    diag.message = d.value("message", "");
+    r.diagnostics.push_back(std::move(diag));
+  }
+  for (const auto& line : event.value("details", json::array()))
+    if (line.is_string()) r.details.push_back(line.get<std::string>());
+  const std::string status_name = event.value("status", "");
+  const std::optional<Status> status = WorkerStatus(status_name);
+  const std::string stage_name = event.value("stage", "correctness");
+  r.stage = ParseStage(stage_name).value_or(Stage::kCorrectness);
+  r.message = event.value("message", "");
+  if (!status) {
+    r.status = Status::kInternalError;
+    r.message = "the worker answered status '" + status_name + "'";
+    return finish();
+  }
+  if (*status != Status::kOk) {
+    r.status = *status;
+    if (event.contains("timing") && event["timing"].is_object()) r.timing_note = event["timing"].value("reason", "");
+    return finish();
+  }
+  Judge(event, worker->job_dir, expected, seeds, r);
+  if (r.status == Status::kOk) {
+    if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], r);
+    r.stage = r.timing ? Stage::kTiming : Stage::kCorrectness;
+    r.message = r.timing ? "correct; timed on the TPU" : "correct (TPU interpret mode); not timed: " + r.timing_note;
+  }
+  return finish();
+}
+
+}  // namespace kernelgym
