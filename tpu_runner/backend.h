@@ -22,6 +22,9 @@ struct EvalOptions {
   bool run_timing = true;
   double call_timeout_seconds = 10;   // one kernel call, wall clock
   std::size_t memory_bytes = std::size_t{8} << 30;  // harness address space (libtorch needs ~1 GiB)
+  // Backends that can estimate what they cannot measure (pallas without a TPU: XLA's cost model
+  // for the reference, compiled at full size) do so; off spares that compile (tests).
+  bool estimates = true;
 };
 
 class Backend {

@@ -487,8 +487,8 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     std::lock_guard<std::mutex> lock(spare_mutex_);
     if (auto it = estimates_.find(task.id); it != estimates_.end()) cached_estimates = it->second;
   }
-  job["estimates"] = !cached_estimates.has_value();
-  if (cached_estimates)
+  job["estimates"] = options.estimates && !cached_estimates.has_value();
+  if (cached_estimates && options.estimates)
     for (const auto& [name, value] : *cached_estimates) r.estimates[name] = value;
   r.protections = NamespaceProtections();
   r.protections["seccomp"] = true;

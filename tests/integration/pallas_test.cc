@@ -10,6 +10,7 @@
 
 #include "env/client/client.h"
 #include "server_fixture.h"
+#include "tpu_runner/pallas_backend.h"
 #include "tpu_runner/sandbox.h"
 
 namespace kernelgym::testing {
@@ -28,6 +29,9 @@ EvalOptions PallasOptions() {
   EvalOptions options;
   options.seeds = {11, 12};
   options.call_timeout_seconds = 20;  // interpret mode on a loaded 2-core machine
+  // XLA's estimate for the reference compiles it at the full TPU shapes: seconds to minutes per
+  // task, checked once below (PallasIsolation) rather than for every task.
+  options.estimates = false;
   return options;
 }
 
@@ -81,6 +85,13 @@ TEST_P(PallasStarterTest, CompilesForTpuAndIsCorrectInInterpretMode) {
 
 INSTANTIATE_TEST_SUITE_P(AllPallasTasks, PallasStarterTest, ::testing::ValuesIn(PallasTaskIds()), TestName);
 
+TEST(PallasTasks, EveryBundledTaskHasAPallasVersion) {
+  std::vector<std::string> missing;
+  for (const Task* t : Tasks().All())
+    if (!t->Supports("pallas")) missing.push_back(t->id);
+  EXPECT_TRUE(missing.empty()) << missing.size() << " without pallas/, e.g. " << (missing.empty() ? "" : missing[0]);
+}
+
 // ---- adversarial cases -----------------------------------------------------------------------
 
 std::vector<std::string> AdversarialCases() {
@@ -125,10 +136,29 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   const Task* task = Tasks().Find("cpu/silu_mul");
   ASSERT_NE(task, nullptr);
   const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_isolation";
-  const EvalResult first = Pallas().Evaluate(*task, ReadText(dir / "leaves_marker.py"), PallasOptions());
+  EvalOptions with_estimates = PallasOptions();
+  with_estimates.estimates = true;
+  const EvalResult first = Pallas().Evaluate(*task, ReadText(dir / "leaves_marker.py"), with_estimates);
   EXPECT_EQ(first.status, Status::kOk) << VerdictText(first);
+  // The labelled estimate: XLA's cost model for the reference on the TPU target.
+  EXPECT_GT(first.estimates.count("reference_estimated_tpu_us") ? first.estimates.at("reference_estimated_tpu_us") : 0, 0);
+  EXPECT_GT(first.estimates.count("reference_flops") ? first.estimates.at("reference_flops") : 0, 0);
   const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
+}
+
+// The TPU generation is a setting: the same starter compiles for v6e (Trillium) deviceless.
+TEST(PallasTargets, CompilesForV6eToo) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.target = "v6e";
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;
+  PallasBackend v6e(config, settings);
+  const EvalResult r = v6e.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(r.status, Status::kOk) << VerdictText(r);
+  EXPECT_NE(VerdictText(r).find("TPU v6 lite"), std::string::npos) << VerdictText(r);
 }
 
 // ---- the JAXBench layout ---------------------------------------------------------------------

@@ -125,6 +125,8 @@ def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
         for entry in task["inputs"]:
             override = input_overrides.get(entry["name"], {})
             init = override.get("init", entry["init"])
+            if "kind" not in init and set_name in init:  # one initializer per size set
+                init = init[set_name]
             inputs.append(_tensor(entry, sizes, f"{pallas_json}: inputs.{entry['name']}", init, {}))
         outputs = []
         for entry in task["outputs"]:

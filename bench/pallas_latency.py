@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Latency of one pallas evaluation (deviceless TPU compile + interpret-mode correctness).
+
+    python3 bench/pallas_latency.py [--kernelgym build/env/kernelgym] [--repeats 3] [TASK ...]
+
+Two ways, side by side in one run:
+
+* cold: `kernelgym eval --backend pallas --json`, one process per evaluation: the worker's start
+  (import jax, open the TPU target) and the reference's full-size estimate compile are paid each time.
+* warm: a `kernelgym serve --local-runner-backends pallas` server and one env per task: the first
+  step pays the reference estimate once; later steps find a pre-started worker. Each step sends
+  the starter with a new comment line, so nothing is served from the reuse cache.
+
+Prints one row per task with the median wall seconds and the worker's stage breakdown of the
+cold run (reference, tpu compile, correctness). Standard library only, plus the kernelgym Python
+package for the warm path (scripts/python_venv.sh installs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_TASKS = ["cpu/silu_mul", "cpu/softmax_rows", "jaxbench-p/gemm", "jaxbench-p/flash_attention",
+                 "jaxbench-k/gemm_add_relu", "models/rmsnorm_residual"]
+
+
+def cold(kernelgym: str, task: str) -> tuple[float, dict]:
+    start = time.perf_counter()
+    run = subprocess.run([kernelgym, "eval", "--task", task, "--backend", "pallas", "--json"],
+                         capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    result = json.loads(run.stdout)
+    if result["status"] != "ok":
+        raise SystemExit(f"{task}: {result['status']}: {result['message']}")
+    return wall, result["stage_seconds"]
+
+
+def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[float, float]]:
+    sys.path.insert(0, str(REPO / "python"))
+    import kernelgym as kg
+    with tempfile.TemporaryDirectory() as tmp:
+        endpoint_file = Path(tmp) / "endpoints.json"
+        server = subprocess.Popen([kernelgym, "serve", "--bind", "tcp://127.0.0.1:*", "--runner-bind",
+                                   "tcp://127.0.0.1:*", "--local-runners", "1", "--local-runner-backends", "pallas",
+                                   "--endpoint-file", str(endpoint_file)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            while not endpoint_file.exists():
+                time.sleep(0.1)
+            endpoints = json.loads(endpoint_file.read_text())
+            client = kg.Client(endpoints["clients"], timeout_s=600)
+            out = {}
+            for task in tasks:
+                env = client.make(task, backend="pallas", max_steps=repeats + 2)
+                starter = client.get_task(task)["variants"]["pallas"]["starter_source"]
+                start = time.perf_counter()
+                client.reset(env["env"], seed=1)
+                first = time.perf_counter() - start
+                steps = []
+                for i in range(repeats):
+                    start = time.perf_counter()
+                    step = client.step(env["env"], kg.protocol.replace(f"# variant {i}\n{starter}"))
+                    steps.append(time.perf_counter() - start)
+                    if step["observation"]["status"] != "ok":
+                        raise SystemExit(f"{task}: {step['observation']['text']}")
+                client.close(env["env"])
+                out[task] = (first, statistics.median(steps))
+            return out
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("tasks", nargs="*", default=DEFAULT_TASKS)
+    args = parser.parse_args()
+    rows = {}
+    for task in args.tasks:
+        walls, stages = [], []
+        for _ in range(args.repeats):
+            wall, stage_seconds = cold(args.kernelgym, task)
+            walls.append(wall)
+            stages.append(stage_seconds)
+        median = lambda key: statistics.median(s.get(key, 0.0) for s in stages)  # noqa: E731
+        rows[task] = (statistics.median(walls), median("worker_wait"), median("reference"), median("tpu_compile"),
+                      median("correctness"))
+    served = warm(args.kernelgym, args.tasks, args.repeats)
+    print(f"# {os.cpu_count()} vCPU; median of {args.repeats}; seconds")
+    print("| task | cold eval | worker start | reference (+ estimate) | TPU compile | interpret check | "
+          "served: first step | served: later steps |")
+    print("|---|---|---|---|---|---|---|---|")
+    for task, (wall, start, reference, compile_s, check) in rows.items():
+        first, later = served[task]
+        print(f"| {task} | {wall:.2f} | {start:.2f} | {reference:.2f} | {compile_s:.2f} | {check:.2f} | "
+              f"{first:.2f} | {later:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+# Naive top-2 MoE, dense over experts like the original JAXBench baseline: every expert runs on
+# every token and is weighted by its gate (0 for the 6 unselected experts). Three Pallas calls:
+#   1. router:   logits = x @ Wr, top-2 (ties -> lower expert index), 2-way softmax -> w[T, E]
+#   2. gate/up:  H[e] = silu(x @ Wg[e]) * (x @ Wu[e])         grid (E, T, F, D-reduction)
+#   3. down:     out = sum_e w[:, e] * (H[e] @ Wd[e])          grid (T, D, E, F-reduction)
+# All matmul tiles are 128 wide (or the whole dimension when smaller), a few hundred KiB each.
+BLOCK = 128
+
+
+def _tile(n):
+    b = min(n, BLOCK)
+    assert n % b == 0, (n, b)
+    return b
+
+
+def _router_block(x_ref, wr_ref, w_ref):
+    logits = jnp.dot(x_ref[...], wr_ref[...], preferred_element_type=jnp.float32)  # (bt, E)
+    e_count = logits.shape[1]
+    expert = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
+    # largest logit; among equal ones the lowest expert index
+    m1 = jnp.max(logits, axis=1, keepdims=True)
+    i1 = jnp.min(jnp.where(logits == m1, expert, e_count), axis=1, keepdims=True)
+    # second largest among the others, same tie rule
+    rest = jnp.where(expert == i1, -jnp.inf, logits)
+    m2 = jnp.max(rest, axis=1, keepdims=True)
+    i2 = jnp.min(jnp.where(rest == m2, expert, e_count), axis=1, keepdims=True)
+    # softmax over (m1, m2), m1 >= m2
+    p2 = jnp.exp(m2 - m1)
+    g1 = 1.0 / (1.0 + p2)
+    g2 = p2 / (1.0 + p2)
+    w_ref[...] = jnp.where(expert == i1, g1, 0.0) + jnp.where(expert == i2, g2, 0.0)
+
+
+def _gate_up_block(x_ref, wg_ref, wu_ref, h_ref, g_acc, u_acc):
+    k = pl.program_id(3)
+
+    @pl.when(k == 0)
+    def _():
+        g_acc[...] = jnp.zeros_like(g_acc)
+        u_acc[...] = jnp.zeros_like(u_acc)
+
+    x = x_ref[...]
+    g_acc[...] += jnp.dot(x, wg_ref[...], preferred_element_type=jnp.float32)
+    u_acc[...] += jnp.dot(x, wu_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(k == pl.num_programs(3) - 1)
+    def _():
+        g = g_acc[...]
+        h_ref[...] = g / (1.0 + jnp.exp(-g)) * u_acc[...]
+
+
+def _down_block(w_ref, h_ref, wd_ref, o_ref, acc_ref):
+    e, f = pl.program_id(2), pl.program_id(3)
+
+    @pl.when((e == 0) & (f == 0))
+    def _():
+        o_ref[...] = jnp.zeros_like(o_ref)
+
+    @pl.when(f == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    acc_ref[...] += jnp.dot(h_ref[...], wd_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(f == pl.num_programs(3) - 1)
+    def _():
+        o_ref[...] += w_ref[...] * acc_ref[...]   # (bt, 1) gate column times this expert's output
+
+
+def kernel(x, Wr, Wg, Wu, Wd):
+    t, d = x.shape
+    e_count, _, f = Wg.shape
+    bt, bd, bf = _tile(t), _tile(d), _tile(f)
+
+    w = pl.pallas_call(
+        _router_block,
+        grid=(t // bt,),
+        in_specs=[pl.BlockSpec((bt, d), lambda i: (i, 0)),
+                  pl.BlockSpec((d, e_count), lambda i: (0, 0))],
+        out_specs=pl.BlockSpec((bt, e_count), lambda i: (i, 0)),
+        out_shape=jax.ShapeDtypeStruct((t, e_count), jnp.float32),
+    )(x, Wr)
+    # [E, T, 1]: one expert's gate column per block, with no lane slicing inside the kernel
+    w_cols = w.T.reshape(e_count, t, 1)
+
+    h = pl.pallas_call(
+        _gate_up_block,
+        grid=(e_count, t // bt, f // bf, d // bd),
+        in_specs=[pl.BlockSpec((bt, bd), lambda e, i, j, k: (i, k)),
+                  pl.BlockSpec((None, bd, bf), lambda e, i, j, k: (e, k, j)),
+                  pl.BlockSpec((None, bd, bf), lambda e, i, j, k: (e, k, j))],
+        out_specs=pl.BlockSpec((None, bt, bf), lambda e, i, j, k: (e, i, j)),
+        out_shape=jax.ShapeDtypeStruct((e_count, t, f), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((bt, bf), jnp.float32), pltpu.VMEM((bt, bf), jnp.float32)],
+    )(x, Wg, Wu)
+
+    return pl.pallas_call(
+        _down_block,
+        grid=(t // bt, d // bd, e_count, f // bf),
+        in_specs=[pl.BlockSpec((None, bt, 1), lambda i, j, e, k: (e, i, 0)),
+                  pl.BlockSpec((None, bt, bf), lambda i, j, e, k: (e, i, k)),
+                  pl.BlockSpec((None, bf, bd), lambda i, j, e, k: (e, k, j))],
+        out_specs=pl.BlockSpec((bt, bd), lambda i, j, e, k: (i, j)),
+        out_shape=jax.ShapeDtypeStruct((t, d), jnp.float32),
+        scratch_shapes=[pltpu.VMEM((bt, bd), jnp.float32)],
+    )(w_cols, h, Wd)

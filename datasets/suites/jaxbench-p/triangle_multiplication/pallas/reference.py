@@ -1,0 +1,21 @@
+import jax
+import jax.numpy as jnp
+
+
+def _layer_norm(x, w, b, eps=1e-5):
+    # torch.layer_norm over the last dim: biased variance, eps inside the square root, affine
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + eps) * w + b
+
+
+def reference(z, ln_in_w, ln_in_b, W_ab, b_ab, ln_out_w, ln_out_b, Wo, bo, Wg, bg):
+    # AlphaFold2 triangle multiplicative update, outgoing edges (float32).
+    zl = _layer_norm(z, ln_in_w, ln_in_b)
+    # W_ab[p]: 0 a, 1 a gate, 2 b, 3 b gate
+    a = jax.nn.sigmoid(jnp.matmul(zl, W_ab[1]) + b_ab[1]) * (jnp.matmul(zl, W_ab[0]) + b_ab[0])
+    b = jax.nn.sigmoid(jnp.matmul(zl, W_ab[3]) + b_ab[3]) * (jnp.matmul(zl, W_ab[2]) + b_ab[2])
+    t = jnp.einsum("ikc,jkc->ijc", a, b)          # t[i, j, c] = sum_k a[i, k, c] * b[j, k, c]
+    tl = _layer_norm(t, ln_out_w, ln_out_b)
+    g = jax.nn.sigmoid(jnp.matmul(zl, Wg) + bg)
+    return g * (jnp.matmul(tl, Wo) + bo)

@@ -1,0 +1,97 @@
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+
+# Naive AlphaFold2 triangle multiplication (outgoing), in three Pallas calls:
+#   1. per pair row: zl = LayerNorm(z); a, b = gated projections of zl          [N*N, CH] each
+#   2. per channel: t[:, :, c] = A_c @ B_c^T, A_c[i, k] = a[i, k, c]           on [CH, N, N] layouts
+#   3. per pair row: out = sigmoid(LayerNorm(z) @ Wg + bg) * (LayerNorm(t) @ Wo + bo)
+# The transposes between them (channel-last <-> channel-first) are plain layout glue.
+ROWS = 256   # pair rows per grid step in 1 and 3: 256 x C floats (128 KiB at C = 128)
+TILE = 128   # i/j/k tile of the per-channel products in 2 (the whole N when it is smaller)
+CHANS = 8    # channels per grid step in 2, one 2D product each
+
+
+def _layer_norm(x, w, b):
+    mean = jnp.mean(x, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
+    return (x - mean) * jax.lax.rsqrt(var + 1e-5) * w + b
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + jnp.exp(-x))
+
+
+def _project_block(z_ref, lnw_ref, lnb_ref, w_ref, bias_ref, a_ref, b_ref):
+    zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
+    proj = [jnp.dot(zl, w_ref[p], preferred_element_type=jnp.float32) + bias_ref[p:p + 1, :]
+            for p in range(4)]
+    a_ref[...] = _sigmoid(proj[1]) * proj[0]
+    b_ref[...] = _sigmoid(proj[3]) * proj[2]
+
+
+def _triangle_block(a_ref, b_ref, t_ref):
+    @pl.when(pl.program_id(3) == 0)
+    def _():
+        t_ref[...] = jnp.zeros_like(t_ref)
+
+    for c in range(a_ref.shape[0]):
+        t_ref[c] += jax.lax.dot_general(a_ref[c], b_ref[c], (((1,), (1,)), ((), ())),
+                                        preferred_element_type=jnp.float32)
+
+
+def _output_block(z_ref, t_ref, lnw_ref, lnb_ref, wg_ref, bg_ref, lnow_ref, lnob_ref, wo_ref, bo_ref,
+                  o_ref):
+    zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
+    gate = _sigmoid(jnp.dot(zl, wg_ref[...], preferred_element_type=jnp.float32) + bg_ref[...])
+    tl = _layer_norm(t_ref[...], lnow_ref[...], lnob_ref[...])
+    o_ref[...] = gate * (jnp.dot(tl, wo_ref[...], preferred_element_type=jnp.float32) + bo_ref[...])
+
+
+def _whole(shape):
+    # a block that is the whole (small) parameter array, the same at every grid step
+    return pl.BlockSpec(shape, lambda *idx: (0,) * len(shape))
+
+
+def kernel(z, ln_in_w, ln_in_b, W_ab, b_ab, ln_out_w, ln_out_b, Wo, bo, Wg, bg):
+    n, _, c = z.shape
+    ch = Wo.shape[0]
+    r = n * n
+    br = min(r, ROWS)
+    assert r % br == 0, r
+    z2 = z.reshape(r, c)
+    vec = lambda x: x.reshape(1, -1)  # 1D parameters as (1, len) rows for Mosaic
+    rows = lambda width: pl.BlockSpec((br, width), lambda i: (i, 0))
+
+    a, b = pl.pallas_call(
+        _project_block,
+        grid=(r // br,),
+        in_specs=[rows(c), _whole((1, c)), _whole((1, c)), _whole((4, c, ch)), _whole((4, ch))],
+        out_specs=[rows(ch), rows(ch)],
+        out_shape=[jax.ShapeDtypeStruct((r, ch), jnp.float32)] * 2,
+    )(z2, vec(ln_in_w), vec(ln_in_b), W_ab, b_ab)
+
+    # channel-first: a_t[c, i, k] = a[i, k, c], b_t[c, j, k] = b[j, k, c]
+    a_t = a.reshape(n, n, ch).transpose(2, 0, 1)
+    b_t = b.reshape(n, n, ch).transpose(2, 0, 1)
+    bt, bc = min(n, TILE), min(ch, CHANS)
+    assert n % bt == 0 and ch % bc == 0, (n, ch)
+    t_t = pl.pallas_call(
+        _triangle_block,
+        grid=(ch // bc, n // bt, n // bt, n // bt),
+        in_specs=[pl.BlockSpec((bc, bt, bt), lambda cc, i, j, k: (cc, i, k)),
+                  pl.BlockSpec((bc, bt, bt), lambda cc, i, j, k: (cc, j, k))],
+        out_specs=pl.BlockSpec((bc, bt, bt), lambda cc, i, j, k: (cc, i, j)),
+        out_shape=jax.ShapeDtypeStruct((ch, n, n), jnp.float32),
+    )(a_t, b_t)
+    t = t_t.transpose(1, 2, 0).reshape(r, ch)
+
+    out = pl.pallas_call(
+        _output_block,
+        grid=(r // br,),
+        in_specs=[rows(c), rows(ch), _whole((1, c)), _whole((1, c)), _whole((c, c)), _whole((1, c)),
+                  _whole((1, ch)), _whole((1, ch)), _whole((ch, c)), _whole((1, c))],
+        out_specs=rows(c),
+        out_shape=jax.ShapeDtypeStruct((r, c), jnp.float32),
+    )(z2, t, vec(ln_in_w), vec(ln_in_b), Wg, vec(bg), vec(ln_out_w), vec(ln_out_b), Wo, vec(bo))
+    return out.reshape(n, n, c)
