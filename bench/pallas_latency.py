@@ -72,8 +72,9 @@ def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[floa
                     steps.append(time.perf_counter() - start)
                     if step["observation"]["status"] != "ok":
                         raise SystemExit(f"{task}: {step['observation']['text']}")
-                client.close(env["env"])
+                client.close_env(env["env"])
                 out[task] = (first, statistics.median(steps))
+            client.close()
             return out
         finally:
             server.terminate()

@@ -8,12 +8,19 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <span>
+#include <sstream>
+#include <unistd.h>
 
 #include "datasets/suite.h"
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/harness/reference.h"
 #include "tpu_runner/inputs.h"
+#include "tpu_runner/pallas_backend.h"
+#include "tpu_runner/subprocess.h"
 
 namespace kernelgym {
 namespace {
@@ -129,6 +136,90 @@ INSTANTIATE_TEST_SUITE_P(Tasks, TaskReferenceTest, ::testing::ValuesIn(TaskIds()
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return name;
                          });
+
+// Every task's Pallas version has its own reference, in JAX: it must compute what the TorchScript
+// reference computes. Both run on the same inputs (drawn here, at task.json's sizes); one Python
+// process (the pallas venv) runs every JAX reference; the outputs must agree within the task's
+// tolerance. A translation slip in a JAX reference would otherwise become the Pallas task's truth.
+TEST(JaxReferences, AgreeWithTheTorchReferences) {
+  const PallasSettings pallas = DefaultPallasSettings();
+  ASSERT_TRUE(std::filesystem::exists(pallas.python)) << "no pallas venv at " << pallas.python;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kernelgym-jaxref-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  struct Expected {
+    const Task* task;
+    Buffers outputs;
+  };
+  std::vector<Expected> expected;
+  nlohmann::json jobs = nlohmann::json::array();
+  for (const Task* task : Registry().All()) {
+    if (!task->variants.count("pallas") || task->variants.at("pallas").layout != "kernelgym") continue;
+    nlohmann::json inputs = nlohmann::json::array();
+    std::vector<std::vector<std::byte>> buffers;
+    for (std::size_t i = 0; i < task->inputs.size(); ++i) {
+      buffers.emplace_back(task->inputs[i].NumBytes());
+      FillInput(task->inputs[i], buffers.back(), MixSeed(77, i));
+      const std::filesystem::path file = dir / (std::to_string(expected.size()) + "_in" + std::to_string(i) + ".bin");
+      std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(buffers.back().data()),
+                                                  static_cast<std::streamsize>(buffers.back().size()));
+      inputs.push_back({{"file", file.string()},
+                        {"dtype", std::string(DTypeName(task->inputs[i].dtype))},
+                        {"shape", task->inputs[i].shape}});
+    }
+    std::string error;
+    auto reference = Reference::Create(task->reference_source, task->threads, task->inputs, task->outputs, error);
+    ASSERT_NE(reference, nullptr) << task->id << ": " << error;
+    std::vector<std::span<std::byte>> views(buffers.begin(), buffers.end());
+    reference->BindInputs(0, views);
+    ASSERT_TRUE(reference->Run(0, error)) << task->id << ": " << error;
+    Buffers out;
+    for (const TensorSpec& spec : task->outputs) out.emplace_back(spec.NumBytes());
+    std::vector<std::span<std::byte>> out_views(out.begin(), out.end());
+    reference->TakeOutputs(out_views);
+    jobs.push_back({{"task_dir", task->dir.string()},
+                    {"inputs", inputs},
+                    {"out_prefix", (dir / (std::to_string(expected.size()) + "_out")).string()}});
+    expected.push_back({task, std::move(out)});
+  }
+  ASSERT_FALSE(expected.empty());
+  std::ofstream(dir / "jobs.json") << jobs.dump();
+
+  SpawnOptions spawn;
+  spawn.argv = {pallas.python.string(), "-m", "kernelgym_pallas.run_reference", (dir / "jobs.json").string()};
+  spawn.env = {"PATH=/usr/bin:/bin", "HOME=/tmp", "PYTHONPATH=" + pallas.package_dir.string(), "JAX_PLATFORMS=cpu",
+               "TF_CPP_MIN_LOG_LEVEL=2"};
+  const ProcessResult run = RunProcess(spawn, 600);
+  ASSERT_TRUE(run.ok()) << run.Describe(600) << "\n" << HeadLines(run.stderr_text, 20);
+  std::istringstream lines(run.stdout_text);
+  std::string line;
+  std::size_t index = 0, compared = 0;
+  for (; std::getline(lines, line) && index < expected.size(); ++index) {
+    const nlohmann::json answer = nlohmann::json::parse(line);
+    const Task& task = *expected[index].task;
+    ASSERT_FALSE(answer.contains("error")) << task.id << ": the JAX reference failed: " << answer["error"];
+    const nlohmann::json& outputs = answer.at("outputs");
+    ASSERT_EQ(outputs.size(), task.outputs.size()) << task.id;
+    for (std::size_t o = 0; o < task.outputs.size(); ++o) {
+      const TensorSpec& spec = task.outputs[o];
+      EXPECT_EQ(outputs[o].at("shape").get<std::vector<int64_t>>(), spec.shape) << task.id << " " << spec.name;
+      std::ifstream in(outputs[o].at("file").get<std::string>(), std::ios::binary);
+      std::vector<std::byte> actual(spec.NumBytes());
+      in.read(reinterpret_cast<char*>(actual.data()), static_cast<std::streamsize>(actual.size()));
+      ASSERT_EQ(outputs[o].at("dtype").get<std::string>(), DTypeName(spec.dtype)) << task.id << " " << spec.name;
+      const OutputCheck check = CompareOutput(spec, expected[index].outputs[o], actual);
+      EXPECT_TRUE(check.passed()) << task.id << " output " << spec.name << ": " << check.mismatches << " of "
+                                  << check.elements << " outside tolerance; max abs error " << check.max_abs_error
+                                  << ", first at flat index " << check.first_mismatch << ": torch " << check.expected
+                                  << ", jax " << check.actual;
+      ++compared;
+    }
+  }
+  EXPECT_EQ(index, expected.size()) << "answers for " << index << " of " << expected.size() << " tasks";
+  EXPECT_GE(compared, expected.size()) << "every task has at least one output";
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
 
 }  // namespace
 }  // namespace kernelgym
