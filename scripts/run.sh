@@ -2,7 +2,8 @@
 # The main job: set everything up, start the environment server with a local runner, and run one
 # short episode through the C++ client (starter -> an improved kernel -> a broken edit -> revert
 # -> submit), printing every observation and reward; then the same server through the Python
-# package (pip-installed into a venv): a random-knobs agent. Stops everything it started.
+# package (pip-installed into a venv): a random-knobs agent, and an episode on the pallas backend
+# (a Pallas TPU kernel: deviceless TPU compile, interpret-mode check). Stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
@@ -19,7 +20,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BUILD_DIR/env/kernelgym" serve --bind "tcp://127.0.0.1:*" --local-runners 1 \
+"$BUILD_DIR/env/kernelgym" serve --bind "tcp://127.0.0.1:*" --local-runners 1 --local-runner-backends cpu,pallas \
   --endpoint-file "$work/endpoints.json" --record-dir "$work/trajectories" &
 server_pid=$!
 for _ in $(seq 600); do
@@ -34,6 +35,9 @@ endpoint=$(sed -n 's/.*"clients":"\([^"]*\)".*/\1/p' "$work/endpoints.json")
 echo
 echo "==== the same server from Python: random knob settings of cpu/softmax_rows ===="
 "$VENV/bin/python" python/examples/random_knobs_agent.py --address "$endpoint" --task cpu/softmax_rows --steps 3
+echo
+echo "==== the pallas backend: a Pallas TPU kernel, compiled for TPU v5e without one ===="
+"$VENV/bin/python" python/examples/pallas_episode.py --address "$endpoint" --task cpu/silu_mul
 "$BUILD_DIR/env/kernelgym" dataset stats --store "$work/trajectories"
 
 kill -TERM "$server_pid"
