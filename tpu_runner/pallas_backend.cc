@@ -45,6 +45,13 @@ std::optional<std::string> ReadBinary(const std::filesystem::path& file) {
   return bytes.str();
 }
 
+// "12" or "2.5": a limit in seconds as a person writes it.
+std::string Seconds(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
 std::span<const std::byte> Bytes(const std::string& s) {
   return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
 }
@@ -428,7 +435,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     if (read != PallasWorker::Read::kEvent || event.value("event", "") != "ready") {
       r.status = Status::kInternalError;
       r.message = read == PallasWorker::Read::kTimeout
-                      ? "the pallas worker was not ready within " + std::to_string(settings_.start_timeout_s) + " s"
+                      ? "the pallas worker was not ready within " + Seconds(settings_.start_timeout_s) + " s"
                       : "the pallas worker failed to start: " + event.dump().substr(0, 300);
       worker->child.Kill();
       worker->child.Wait(After(5));
@@ -511,7 +518,10 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   const double compile_timeout = std::max(10.0, 3 * call_timeout);
   std::map<std::pair<int, int>, Expected> expected;
   Stage stage = Stage::kStaticCheck;
-  auto deadline = After(120);  // the task's own reference: trusted, but not unbounded
+  // The task's own reference: trusted, but not unbounded. Its XLA estimate compiles it at the
+  // full TPU shapes, which takes minutes for the largest references on a busy machine.
+  const double reference_timeout = job["estimates"].get<bool>() ? 600 : 120;
+  auto deadline = After(reference_timeout);
   bool saw_reference = false;
   for (;;) {
     const PallasWorker::Read read = worker->Next(deadline, event);
@@ -520,9 +530,9 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
       r.status = saw_reference ? Status::kTimeout : Status::kInternalError;
       r.stage = stage;
       r.message = saw_reference ? "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
-                                      (stage == Stage::kCompile ? std::to_string(compile_timeout) : std::to_string(call_timeout)) +
+                                      (stage == Stage::kCompile ? Seconds(compile_timeout) : Seconds(call_timeout)) +
                                       " s)"
-                                : "the task's reference did not finish within 120 s";
+                                : "the task's reference did not finish within " + Seconds(reference_timeout) + " s";
       return finish();
     }
     if (read == PallasWorker::Read::kClosed) {

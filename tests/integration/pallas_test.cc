@@ -3,6 +3,7 @@
 // known hack in tests/adversarial_pallas/ must get its verdict; a whole episode must run through
 // the server; a folder in JAXBench's layout must load as a suite.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cctype>
@@ -12,6 +13,7 @@
 #include "server_fixture.h"
 #include "tpu_runner/pallas_backend.h"
 #include "tpu_runner/sandbox.h"
+#include "tpu_runner/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -145,6 +147,31 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   EXPECT_GT(first.estimates.count("reference_flops") ? first.estimates.at("reference_flops") : 0, 0);
   const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
+}
+
+// The worker's seccomp layer on its own (the static check refuses the routes to native code that
+// would reach these calls from a candidate): after install(), threads still work, while a fork,
+// an exec or a socket kills the process with SIGSYS.
+TEST(PallasConfine, ForbiddenCallsKillTheWorkerAndThreadsStillWork) {
+  const PallasSettings settings = DefaultPallasSettings();
+  auto run = [&](const std::string& forbidden) {
+    SpawnOptions spawn;
+    spawn.argv = {settings.python.string(), "-c",
+                  "import os, socket, threading\n"
+                  "from kernelgym_pallas import confine\n"
+                  "confine.install()\n"
+                  "t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
+                  "print('threads ok', flush=True)\n" +
+                      forbidden + "\nprint('not reached', flush=True)\n"};
+    spawn.env = {"PATH=/usr/bin:/bin", "PYTHONPATH=" + settings.package_dir.string()};
+    return RunProcess(spawn, 60);
+  };
+  for (const std::string forbidden : {"os.system('true')", "socket.socket()", "os.execv('/bin/true', ['true'])"}) {
+    const ProcessResult r = run(forbidden);
+    EXPECT_EQ(r.signal, SIGSYS) << forbidden << ": " << r.Describe(60) << "\n" << r.stderr_text;
+    EXPECT_NE(r.stdout_text.find("threads ok"), std::string::npos) << forbidden << ": " << r.stderr_text;
+    EXPECT_EQ(r.stdout_text.find("not reached"), std::string::npos) << forbidden;
+  }
 }
 
 // The TPU generation is a setting: the same starter compiles for v6e (Trillium) deviceless.

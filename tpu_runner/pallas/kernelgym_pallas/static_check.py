@@ -19,10 +19,14 @@ ALLOWED_MODULES = ("jax", "jax.numpy", "jax.lax", "jax.nn", "jax.experimental.pa
 FORBIDDEN_NAMES = {"__import__", "exec", "eval", "compile", "open", "globals", "locals", "vars",
                    "getattr", "setattr", "delattr", "breakpoint", "input", "memoryview",
                    "__builtins__", "__loader__", "__spec__"}
-# Attributes that lead to the judge, the clock or the interpreter: jax's profiler/config, private
-# modules, frames and code objects.
+# Attributes that lead to the judge, the clock or native code: jax's profiler/config and host
+# callbacks, and every door to machine code from Python (numpy's ctypes helpers, jax's FFI). Native
+# code in the worker could forge the worker's own report (a TPU time, a verdict), which nothing
+# outside the process could tell apart: so it is refused here, and seccomp stops what it would
+# do to the machine.
 FORBIDDEN_ATTRIBUTES = {"profiler", "config", "monitoring", "compilation_cache", "host_callback",
-                        "pure_callback", "io_callback", "callback", "ctypes", "tofile", "fromfile"}
+                        "pure_callback", "io_callback", "callback", "ctypes", "ctypeslib", "load_library",
+                        "ffi", "extend", "memmap", "tofile", "fromfile"}
 _OPEN_PACKAGES = ("jax.numpy", "jax.lax", "jax.nn", "jax.experimental.pallas")  # and their submodules
 MAX_SOURCE_BYTES = 256 * 1024
 
