@@ -458,19 +458,10 @@ std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harnes
     error = "cannot create the harness slot " + process->slot_dir.string() + ": " + ec.message();
     return nullptr;
   }
-  // The control channel is a socket so that the runner's writes can say MSG_NOSIGNAL: a
-  // harness that dies before reading must not take the runner down with SIGPIPE.
-  int control[2], report[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
-    error = std::string("socketpair: ") + strerror(errno);
-    return nullptr;
-  }
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    error = std::string("pipe: ") + strerror(errno);
-    close(control[0]);
-    close(control[1]);
-    return nullptr;
-  }
+  ChildChannels channels;
+  if (!OpenChildChannels(channels, error)) return nullptr;
+  int* control = channels.control;
+  int* report = channels.report;
   const bool sandboxed = ProbeSandbox().bwrap;
   const std::string harness_in = sandboxed ? "/opt/kernelgym/kernelgym-harness" : harness_program.string();
   process->slot_in_sandbox = sandboxed ? "/opt/kernelgym/slot" : process->slot_dir.string();

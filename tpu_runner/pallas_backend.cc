@@ -162,17 +162,10 @@ std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const 
             " (scripts/pallas_venv.sh installs it; KERNELGYM_PALLAS_PYTHON points elsewhere)";
     return nullptr;
   }
-  int control[2], report[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, control) != 0) {
-    error = std::string("socketpair: ") + strerror(errno);
-    return nullptr;
-  }
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    error = std::string("pipe: ") + strerror(errno);
-    close(control[0]);
-    close(control[1]);
-    return nullptr;
-  }
+  ChildChannels channels;
+  if (!OpenChildChannels(channels, error)) return nullptr;
+  int* control = channels.control;
+  int* report = channels.report;
   // The venv sits next to the build, outside the sandbox's /usr view: bind it, the package and
   // the job folder at their own paths (so paths in the job mean the same on both sides).
   const std::filesystem::path venv = settings.python.parent_path().parent_path();

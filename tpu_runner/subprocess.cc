@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -257,6 +258,20 @@ std::string HeadLines(const std::string& text, int max_lines) {
     if (pos != std::string::npos) ++pos;
   }
   return pos == std::string::npos ? text : text.substr(0, pos);
+}
+
+bool OpenChildChannels(ChildChannels& channels, std::string& error) {
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, channels.control) != 0) {
+    error = std::string("socketpair: ") + strerror(errno);
+    return false;
+  }
+  if (pipe2(channels.report, O_CLOEXEC) != 0) {
+    error = std::string("pipe: ") + strerror(errno);
+    close(channels.control[0]);
+    close(channels.control[1]);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace kernelgym

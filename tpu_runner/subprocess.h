@@ -83,6 +83,17 @@ struct ProcessResult {
   std::string Describe(double wall_limit_seconds = 0) const;
 };
 
+// The two channels between the runner and a child it drives (the harness, the pallas worker):
+// `control` is a socket pair, so the runner's writes can say MSG_NOSIGNAL (a child that dies before
+// reading must not take the runner down with SIGPIPE); `report` is a pipe. [0] is the read end of
+// both for the child's side of control and the runner's side of report: the child gets
+// control[0] and report[1]. Both close-on-exec; the caller closes what it keeps.
+struct ChildChannels {
+  int control[2] = {-1, -1};
+  int report[2] = {-1, -1};
+};
+[[nodiscard]] bool OpenChildChannels(ChildChannels& channels, std::string& error);
+
 // Runs to completion (or to the wall-clock limit, then kills the process group).
 ProcessResult RunProcess(const SpawnOptions& options, double wall_limit_seconds);
 

@@ -26,18 +26,7 @@ std::vector<Case> AllCases() {
   return cases;
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
-// The whole verdict text a reason may be found in.
-std::string VerdictText(const EvalResult& r) {
-  std::string text = r.message;
-  for (const auto& d : r.details) text += "\n" + d;
-  for (const auto& d : r.diagnostics) text += "\n" + d.message;
-  return text;
-}
 
 double StarterSpeedup(const Task& task) {
   static std::map<std::string, double> cache;

@@ -2,6 +2,7 @@
 // backend (compiler, sandbox, harness), with short budgets so the suite stays fast.
 #pragma once
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -47,6 +48,19 @@ inline std::string ReadText(const std::filesystem::path& path) {
 }
 
 inline std::filesystem::path SourceDir() { return KERNELGYM_SOURCE_DIR; }
+
+inline std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The whole verdict text an expected reason may be found in: message, details, diagnostics.
+inline std::string VerdictText(const EvalResult& r) {
+  std::string text = r.message;
+  for (const auto& d : r.details) text += "\n" + d;
+  for (const auto& d : r.diagnostics) text += "\n" + std::to_string(d.line) + ": " + d.message;
+  return text;
+}
 
 // A folder of this test process's own under the system temp folder, created on first use and
 // removed when the test binary exits.

@@ -37,17 +37,7 @@ EvalOptions PallasOptions() {
   return options;
 }
 
-std::string Lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
 
-std::string VerdictText(const EvalResult& r) {
-  std::string text = r.message;
-  for (const auto& d : r.details) text += "\n" + d;
-  for (const auto& d : r.diagnostics) text += "\n" + std::to_string(d.line) + ": " + d.message;
-  return text;
-}
 
 std::vector<std::string> PallasTaskIds() {
   std::vector<std::string> ids;
