@@ -73,6 +73,7 @@ TEST_P(PallasStarterTest, CompilesForTpuAndIsCorrectInInterpretMode) {
   EXPECT_GT(r.stage_seconds.at("tpu_compile"), 0);
   EXPECT_EQ(r.estimates.at("tpu_compile_deviceless"), 1);
   EXPECT_GT(r.estimates.at("tpu_argument_size_in_bytes"), 0);
+  EXPECT_GT(r.estimates.at("tpu_vmem_estimate_bytes"), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPallasTasks, PallasStarterTest, ::testing::ValuesIn(PallasTaskIds()), TestName);

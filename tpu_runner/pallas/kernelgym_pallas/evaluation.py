@@ -155,6 +155,10 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
             raise Outcome("rejected", "compile", diags[0]["message"], diags)
         facts["pallas_calls"] = pallas_calls
         pallas_lines = jaxpr_check.pallas_call_lines(closed, candidate_file)
+        try:
+            vmem = jaxpr_check.vmem_estimate(closed)
+        except Exception:  # an estimate: its absence is no verdict
+            vmem = 0
         # The real TPU compile (Pallas -> Mosaic -> libtpu) at the task's full shapes.
         try:
             compiled = tpu_target.compile_for(target, kernel, full_specs)
@@ -164,7 +168,7 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
         send({"event": "progress", "stage": "compiled"})
         facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
                                 "deviceless": not target.on_tpu, "seconds": compiled.seconds,
-                                "memory": compiled.memory}
+                                "memory": dict(compiled.memory, vmem_estimate_bytes=float(vmem))}
 
     # 4. Correctness on the small shapes: on the chip when there is one, else TPU interpret mode.
     outputs_meta = []

@@ -84,3 +84,44 @@ def pallas_call_lines(closed_jaxpr, candidate_file: str) -> list[tuple[str, int]
 
     walk(closed_jaxpr.jaxpr)
     return out
+
+
+def _bytes(aval) -> int:
+    inner = getattr(aval, "inner_aval", aval)
+    shape = getattr(inner, "shape", None)
+    dtype = getattr(inner, "dtype", None)
+    if shape is None or dtype is None:
+        return 0  # semaphores and the like
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return count * dtype.itemsize
+
+
+def _in_vmem(aval) -> bool:
+    space = str(getattr(aval, "memory_space", "")).lower()
+    return not any(word in space for word in ("any", "hbm", "smem", "semaphore"))
+
+
+def vmem_estimate(closed_jaxpr) -> int:
+    """Bytes of VMEM the largest pallas_call asks for: its blocks twice (Pallas double-buffers
+    the pipeline) plus its VMEM scratch. An estimate from the program, not Mosaic's allocation."""
+    largest = 0
+
+    def walk(jaxpr):
+        nonlocal largest
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                mapping = eqn.params.get("grid_mapping")
+                if mapping is None:
+                    continue
+                total = sum(2 * _bytes(bm.transformed_block_aval) for bm in mapping.block_mappings
+                            if _in_vmem(bm.transformed_block_aval))
+                total += sum(_bytes(a) for a in mapping.scratch_avals if _in_vmem(a))
+                largest = max(largest, total)
+                continue
+            for sub in _subjaxprs(eqn):
+                walk(sub)
+
+    walk(closed_jaxpr.jaxpr)
+    return largest
