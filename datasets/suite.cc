@@ -1,9 +1,9 @@
 #include "datasets/suite.h"
 
-#include "datasets/variants.h"
-
 #include <algorithm>
 #include <cstdlib>
+
+#include "datasets/variants.h"
 
 namespace kernelgym {
 

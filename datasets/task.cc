@@ -1,7 +1,5 @@
 #include "datasets/task.h"
 
-#include "datasets/variants.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -9,6 +7,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "datasets/variants.h"
 
 namespace kernelgym {
 namespace {

@@ -890,3 +890,84 @@ TEST(TaskConformance, EveryBundledTaskSatisfiesTheInvariants) {
 
 }  // namespace
 }  // namespace kernelgym
+
+// ---- pallas/ (datasets/variants.h) ------------------------------------------------------------
+
+namespace kernelgym {
+namespace {
+
+class PallasVariantTest : public TaskLoadTest {
+ protected:
+  fs::path WriteWithPallas(const std::string& name, const std::string& pallas_json, bool with_starter = true) {
+    const fs::path dir = Write(name, ValidTaskJson("tst/" + name));
+    WriteText(dir / "pallas" / "pallas.json", pallas_json);
+    WriteText(dir / "pallas" / "reference.py", "def reference(x, idx):\n    return x\n");
+    if (with_starter) WriteText(dir / "pallas" / "starter.py", "def kernel(x, idx):\n    return x\n");
+    return dir;
+  }
+  // The load fails with "<dir>/pallas/<file>: ..." containing `what`.
+  static void ExpectPallasError(const fs::path& dir, const std::string& file, const std::string& what) {
+    const TaskLoadResult r = LoadTask(dir);
+    EXPECT_FALSE(r.task.has_value());
+    EXPECT_EQ(r.error.rfind((dir / "pallas" / file).string(), 0), 0u) << r.error;
+    EXPECT_NE(r.error.find(what), std::string::npos) << r.error << "\nwanted: " << what;
+  }
+};
+
+TEST_F(PallasVariantTest, AVariantLoadsWithItsSizeSetsAndStarter) {
+  const fs::path dir =
+      WriteWithPallas("with_pallas", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"C": 4096, "R": 1024}}})");
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_TRUE(r.task->Supports("cpu"));
+  EXPECT_TRUE(r.task->Supports("pallas"));
+  EXPECT_EQ(r.task->StarterFor("pallas"), "def kernel(x, idx):\n    return x\n");
+  EXPECT_EQ(r.task->StarterFor("cpu"), r.task->starter_source);
+  const BackendVariant& v = r.task->variants.at("pallas");
+  ASSERT_EQ(v.size_sets.size(), 2u);
+  EXPECT_EQ(v.size_sets[1].first, "full");
+  ASSERT_EQ(v.size_sets[1].second.size(), 2u);
+  EXPECT_EQ(v.size_sets[1].second[0].name, "R") << "task.json's order, whatever pallas.json's";
+  EXPECT_EQ(v.size_sets[1].second[0].value, 1024);
+}
+
+TEST_F(PallasVariantTest, WithoutTheFolderTheTaskIsNotOfferedOnPallas) {
+  const TaskLoadResult r = LoadTask(Write("cpu_only", ValidTaskJson("tst/cpu_only")));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_FALSE(r.task->Supports("pallas"));
+  EXPECT_TRUE(r.task->Supports("null"));
+}
+
+TEST_F(PallasVariantTest, BadPallasFoldersNameTheFileAndField) {
+  ExpectPallasError(WriteWithPallas("no_full", R"({"sizes": {"small": {"R": 8, "C": 128}}})"), "pallas.json",
+                    "sizes.full: is required");
+  ExpectPallasError(WriteWithPallas("missing_size", R"({"sizes": {"small": {"R": 8}, "full": {"R": 8, "C": 128}}})"),
+                    "pallas.json", "sizes.small: must give exactly the task's sizes");
+  ExpectPallasError(WriteWithPallas("zero_size", R"({"sizes": {"small": {"R": 0, "C": 128}, "full": {"R": 8, "C": 128}}})"),
+                    "pallas.json", "sizes.small.R: must be a positive integer");
+  ExpectPallasError(WriteWithPallas("not_json", "{sizes"), "pallas.json", "not valid JSON");
+  ExpectPallasError(WriteWithPallas("no_starter", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"R": 8, "C": 128}}})",
+                                    /*with_starter=*/false),
+                    "starter.py", "cannot be read");
+}
+
+TEST_F(PallasVariantTest, AJaxBenchFolderLoadsAsAPallasOnlySuite) {
+  const fs::path root = tmp_.path() / "benchmark";
+  WriteText(root / "good" / "baseline.py",
+            "CONFIG = {}\ndef create_inputs():\n    return ()\ndef workload():\n    return 0\n");
+  WriteText(root / "no_workload" / "baseline.py", "CONFIG = {}\ndef create_inputs():\n    return ()\n");
+  TaskRegistry registry = TaskRegistry::LoadFrom(tmp_.path() / "no_suites_here");
+  registry.AddJaxBenchLayout(root, "ext");
+  const Task* good = registry.Find("ext/good");
+  ASSERT_NE(good, nullptr);
+  EXPECT_FALSE(good->Supports("cpu"));
+  EXPECT_TRUE(good->Supports("pallas"));
+  EXPECT_NE(good->StarterFor("pallas").find("def kernel"), std::string::npos) << "the stub";
+  EXPECT_EQ(registry.Find("ext/no_workload"), nullptr);
+  bool named = false;
+  for (const std::string& e : registry.errors()) named |= e.find("no_workload") != std::string::npos && e.find("def workload") != std::string::npos;
+  EXPECT_TRUE(named) << "the case without workload() is an error naming it";
+}
+
+}  // namespace
+}  // namespace kernelgym
