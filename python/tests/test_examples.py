@@ -52,6 +52,23 @@ def test_random_knobs_agent_steps_the_cpu_backend(start_server):
     assert lines[-1].startswith("best: ") and "speedup" in lines[-1]
 
 
+def test_pallas_episode_through_a_pallas_runner(start_server):
+    # The real pallas backend (jax, libtpu's deviceless compile, interpret mode) behind the server.
+    server = start_server("--local-runners", "1", "--local-runner-backends", "pallas")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PYTHON_DIR), env.get("PYTHONPATH", "")) if p)
+    run = subprocess.run(
+        [sys.executable, str(EXAMPLES / "pallas_episode.py"), "--address", server.address, "--task", "cpu/silu_mul"],
+        check=False, capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = run.stdout
+    assert "status: ok (stage correctness)" in text
+    assert "timing: not representative (no reward for speed): no TPU on this host" in text
+    assert "status: compile_error" in text and "divisible by 8 and 128" in text
+    assert "submitted the starter again (reward +0.000)" in text
+
+
 def test_random_knobs_agent_refuses_a_task_without_knobs(server):
     agent = load_example("random_knobs_agent")
     assert agent.main(["--address", server.address, "--task", "jaxbench-p/flash_attention", "--backend", "null"]) == 2
