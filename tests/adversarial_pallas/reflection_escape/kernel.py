@@ -1,6 +1,5 @@
 # Climbs from a harmless object to the builtins (object.__subclasses__ -> a class with os in its
 # globals) to reach os.system without importing anything forbidden.
-import jax
 
 
 def kernel(a, b):
