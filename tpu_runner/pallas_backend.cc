@@ -318,7 +318,7 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
 }
 
 // The worker's timing block: representative only when a TPU's own clock produced the samples.
-void ReadTiming(const json& timing, EvalResult& r) {
+void ReadTiming(const json& timing, const TimingOptions& options, EvalResult& r) {
   r.timing_clock = timing.value("clock", "none");
   r.timing_note = timing.value("reason", "");
   r.timing_representative = timing.value("representative", false) && r.timing_clock == "tpu_device";
@@ -349,7 +349,9 @@ void ReadTiming(const json& timing, EvalResult& r) {
   report.speedup_ci_low = speedup.low;
   report.speedup_ci_high = speedup.high;
   report.rounds = static_cast<int>(report.samples.size());
-  report.converged = true;
+  // The cpu backend's rule: the interval met its target on at least the minimum number of rounds.
+  report.converged = speedup.relative_half_width <= options.target_relative_ci &&
+                     static_cast<int>(report.samples.size()) >= options.min_rounds;
   report.seconds = timing.value("seconds", 0.0);
   r.timing = report;
   r.stage = Stage::kTiming;
@@ -637,7 +639,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   }
   Judge(event, worker->job_dir, expected, seeds, r);
   if (r.status == Status::kOk) {
-    if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], r);
+    if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], options.timing, r);
     r.stage = r.timing ? Stage::kTiming : Stage::kCorrectness;
     r.message = r.timing ? "correct; timed on the TPU" : "correct (TPU interpret mode); not timed: " + r.timing_note;
   }

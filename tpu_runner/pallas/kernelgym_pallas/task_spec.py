@@ -22,8 +22,8 @@ from typing import Any, Callable
 import numpy as np
 
 SIZE_SETS = ("small", "full")
-_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64,
-           "bfloat16": "bfloat16"}
+# The dtypes task.json may name (the C++ loader accepts the same four).
+_DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 
 
 class TaskError(Exception):
