@@ -15,6 +15,9 @@ find_package(cppzmq REQUIRED)                    # cppzmq (ZeroMQ C++ bindings o
 find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256 for the compile cache)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)   # PkgConfig::SECCOMP
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)        # PkgConfig::LIBELF (symbol policy)
+find_package(CURL REQUIRED)                      # CURL::libcurl (the LLM policies' chat-completions client)
+# cpp-httplib: the scripted chat-completions endpoint the LLM policies are tested against.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)  # PkgConfig::HTTPLIB
 
 # libtorch is only linked by the harness (the process that runs the reference) and the tests
 # that check it; nothing that forks candidates loads it (forking a torch process costs ~5 ms).

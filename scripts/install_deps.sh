@@ -10,6 +10,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libseccomp-dev bubblewrap libelf-dev libssl-dev
   libcli11-dev libspdlog-dev patch              # patch: applies unified-diff actions
+  libcpp-httplib-dev                            # the scripted chat-completions endpoint (LLM policy tests)
+  tmux                                          # the HITL terminal's test drives it in a real terminal
   python3 python3-venv python3-pip              # the Python package (python/); scripts/test.sh tests it in a venv
 )
 

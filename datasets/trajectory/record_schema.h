@@ -34,6 +34,10 @@
 //   reward          number
 //   terminated      bool (submit)
 //   truncated       bool (step or time budget spent)
+//   meta            the step request's `meta` map, when the policy sent a non-empty one: e.g. an
+//                   LLM policy's {"policy": "llm-agent", "model", "exchanges": [{"role", "messages":
+//                   [{role, content}], "completion", "status", "usage", "seconds"}]} — every chat
+//                   exchange that led to this action (docs/dataset.md, "meta")
 //
 // Readers tolerate missing fields (an exporter writes null for them) and ignore unknown ones, so
 // a field can be added without a migration; renaming or removing one is a breaking change.
@@ -69,6 +73,16 @@ inline constexpr const char* kPrompt = "prompt";
 inline constexpr const char* kReward = "reward";
 inline constexpr const char* kTerminated = "terminated";
 inline constexpr const char* kTruncated = "truncated";
+inline constexpr const char* kMeta = "meta";  // optional
+
+// Inside kMeta, as the LLM policies write it (policies/agent): the chat exchanges behind a step.
+namespace meta {
+inline constexpr const char* kExchanges = "exchanges";
+inline constexpr const char* kRole = "role";          // planner, implementer, debugger, ...
+inline constexpr const char* kMessages = "messages";  // [{role, content}] as sent
+inline constexpr const char* kCompletion = "completion";
+inline constexpr const char* kStatus = "status";      // the chat call's status ("ok", "truncated", ...)
+}  // namespace meta
 
 // Inside kObservation (the protocol's Observation wire names).
 namespace obs {

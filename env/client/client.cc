@@ -319,8 +319,8 @@ protocol::ResetResult Client::Reset(const std::string& env, std::optional<uint64
   return AsResetResult(impl_->Call(protocol::EnvResetRequest{env, seed}));
 }
 
-protocol::StepResult Client::Step(const std::string& env, const protocol::Action& action) {
-  return AsStepResult(impl_->Call(protocol::EnvStepRequest{env, action}));
+protocol::StepResult Client::Step(const std::string& env, const protocol::Action& action, json meta) {
+  return AsStepResult(impl_->Call(protocol::EnvStepRequest{env, action, std::move(meta)}));
 }
 
 protocol::EnvInfo Client::Fork(const std::string& env) { return AsEnvInfo(impl_->Call(protocol::EnvForkRequest{env})); }

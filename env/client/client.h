@@ -82,7 +82,9 @@ class Client {
   nlohmann::json GetTask(const std::string& task);          // the task's map
   protocol::EnvInfo Make(const protocol::EnvMakeRequest& request);
   protocol::ResetResult Reset(const std::string& env, std::optional<uint64_t> seed = std::nullopt);
-  protocol::StepResult Step(const std::string& env, const protocol::Action& action);
+  // `meta`: kept with the step in the trajectory store (EnvStepRequest::meta); a map.
+  protocol::StepResult Step(const std::string& env, const protocol::Action& action,
+                            nlohmann::json meta = nlohmann::json::object());
   protocol::EnvInfo Fork(const std::string& env);
   void Close(const std::string& env);
   nlohmann::json Stats();

@@ -82,7 +82,14 @@ RequestBody DecodeBody(const std::string& op, Fields& f) {
     if (const msgpack::object* s = f.Find("seed"); s && s->type != msgpack::type::NIL) r.seed = f.AsUnsigned(*s, "seed");
     return r;
   }
-  if (op == "env.step") return EnvStepRequest{f.String("env"), DecodeAction(f.Require("action"), f.where() + ".action")};
+  if (op == "env.step") {
+    EnvStepRequest r{f.String("env"), DecodeAction(f.Require("action"), f.where() + ".action")};
+    if (const msgpack::object* m = f.Find("meta")) {
+      if (m->type != msgpack::type::MAP) f.FieldType("meta", "a map", *m);
+      r.meta = ToJson(*m, f.where() + ".meta");
+    }
+    return r;
+  }
   if (op == "env.fork") return EnvForkRequest{f.String("env")};
   if (op == "env.close") return EnvCloseRequest{f.String("env")};
   if (op == "stats") return StatsRequest{};
@@ -157,9 +164,11 @@ void PackBody(Packer& pk, const Request& r) {
           if (b.seed) pk.pack(*b.seed);
           else pk.pack_nil();
         } else if constexpr (std::is_same_v<B, EnvStepRequest>) {
-          header(2);
+          header(3);
           pk.pack("env"), pk.pack(b.env), pk.pack("action");
           PackAction(pk, b.action);
+          pk.pack("meta");
+          PackJson(pk, b.meta);
         } else {  // env.fork, env.close
           header(1);
           pk.pack("env"), pk.pack(b.env);

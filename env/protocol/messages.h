@@ -106,6 +106,10 @@ struct EnvResetRequest {
 struct EnvStepRequest {
   std::string env;
   Action action;
+  // What the policy wants kept with this step in the trajectory store, e.g. an LLM policy's
+  // prompts and completions (docs/dataset.md, "meta"). A map; the server never reads it, only
+  // records it (when the env records) — so prompts become SFT data next to the outcome they led to.
+  nlohmann::json meta = nlohmann::json::object();
   bool operator==(const EnvStepRequest&) const = default;
 };
 struct EnvForkRequest {

@@ -62,7 +62,7 @@ std::string ResetRecord(const RecordContext& context, const protocol::ResetResul
 }
 
 std::string TransitionRecord(const RecordContext& context, const protocol::Action& action, const std::string& prompt,
-                             const protocol::StepResult& step, const EvalResult* result) {
+                             const json& meta, const protocol::StepResult& step, const EvalResult* result) {
   json out = Base(context, record::kKindTransition, step.observation.step, step.observation, result);
   out[record::kAction] = ActionToJson(action);
   out[record::kPrompt] = prompt;
@@ -70,6 +70,7 @@ std::string TransitionRecord(const RecordContext& context, const protocol::Actio
   out[record::kTerminated] = step.terminated;
   out[record::kTruncated] = step.truncated;
   out[record::kInfo] = step.info;
+  if (meta.is_object() && !meta.empty()) out[record::kMeta] = meta;
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -22,7 +22,8 @@ nlohmann::json ActionToJson(const protocol::Action& action);
 // `result`: the evaluation behind the observation (its raw timing samples are recorded); may be
 // null (an invalid action or a re-used evaluation: no new samples).
 std::string ResetRecord(const RecordContext& context, const protocol::ResetResult& reset, const EvalResult* result);
+// `meta`: the step request's meta map, recorded as is when it is not empty.
 std::string TransitionRecord(const RecordContext& context, const protocol::Action& action, const std::string& prompt,
-                             const protocol::StepResult& step, const EvalResult* result);
+                             const nlohmann::json& meta, const protocol::StepResult& step, const EvalResult* result);
 
 }  // namespace kernelgym::server

@@ -175,7 +175,7 @@ void ServerLoop::Reset(const std::string& client, uint64_t id, const protocol::E
   const EvaluationRequest request = session->episode->Reset(seed);
   session->episode_id = NewId("ep-");
   ++resets_;
-  Evaluate(*session, request, Pending{r.env, client, id, std::nullopt, ""}, "env.reset");
+  Evaluate(*session, request, Pending{r.env, client, id, std::nullopt, "", nullptr}, "env.reset");
 }
 
 void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::EnvStepRequest& r) {
@@ -188,7 +188,7 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
                           (episode.was_reset() ? "has terminated or been truncated" : "has not been reset") +
                           "; call env.reset",
                       {{"env", r.env}});
-  Pending pending{r.env, client, id, r.action, episode.last_text()};
+  Pending pending{r.env, client, id, r.action, episode.last_text(), r.meta};
   Episode::Plan plan = episode.PlanStep(r.action);
   ++steps_;
   if (!plan.evaluation) return Finish(pending, nullptr, "");
@@ -257,7 +257,7 @@ void ServerLoop::Finish(const Pending& pending, const EvalResult* result, const 
   protocol::StepResult step = episode.FinishStep(result, runner);
   step.info["attempts"] = attempts;
   if (session.record)
-    record = TransitionRecord(RecordContextFor(session, pending.env, runner), *pending.action, pending.prompt, step, result);
+    record = TransitionRecord(RecordContextFor(session, pending.env, runner), *pending.action, pending.prompt, pending.meta, step, result);
   Deliver(pending.client, protocol::EncodeReply(pending.request_id, step), std::move(record));
 }
 

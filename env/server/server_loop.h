@@ -43,6 +43,7 @@ struct Pending {
   uint64_t request_id = 0;
   std::optional<protocol::Action> action;  // empty for a reset
   std::string prompt;       // the observation the action was chosen from (recorded)
+  nlohmann::json meta;      // the step request's meta (recorded)
 };
 
 class ServerLoop {

@@ -189,10 +189,11 @@ class Client(_Options):
         """Starts an episode: {observation, info}; ``seed`` None lets the server draw one."""
         return self._call("env.reset", env=env, seed=seed).unwrap()
 
-    def step(self, env: str, action: Mapping[str, Any]) -> dict[str, Any]:
+    def step(self, env: str, action: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Applies an action (kernelgym.protocol.replace(...), edit(...), ...):
-        {observation, reward, terminated, truncated, info}."""
-        return self._call("env.step", env=env, action=action).unwrap()
+        {observation, reward, terminated, truncated, info}. ``meta`` (a map) is kept with the step
+        in the trajectory store when the env records, e.g. the prompts and completions behind it."""
+        return self._call("env.step", env=env, action=action, meta=dict(meta or {})).unwrap()
 
     def fork(self, env: str) -> dict[str, Any]:
         """A copy of the env's episode under a new id (EnvInfo)."""
@@ -461,8 +462,8 @@ class AsyncClient(_Options):
     async def reset(self, env: str, seed: int | None = None) -> dict[str, Any]:
         return (await self._call("env.reset", env=env, seed=seed)).unwrap()
 
-    async def step(self, env: str, action: Mapping[str, Any]) -> dict[str, Any]:
-        return (await self._call("env.step", env=env, action=action)).unwrap()
+    async def step(self, env: str, action: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return (await self._call("env.step", env=env, action=action, meta=dict(meta or {}))).unwrap()
 
     async def fork(self, env: str) -> dict[str, Any]:
         return (await self._call("env.fork", env=env)).unwrap()

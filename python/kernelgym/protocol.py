@@ -3,7 +3,7 @@
 The only module of the package that sees msgpack. Requests are encoded canonically, byte for
 byte as the C++ codec (env/protocol/codec.cc) encodes the same values: the envelope ``v, id, op``,
 then every field of the op in the order of docs/protocol.md's table, defaults filled in; maps
-inside (``reward_config``, knob values) with their keys sorted; integers in their shortest form;
+inside (``reward_config``, ``meta``, knob values) with their keys sorted; integers in their shortest form;
 floating-point numbers as float64 unless they hold an integer: msgpack-c packs a double such as
 2.0 as the integer 2 (``packer::pack_double``), so ``2.0`` goes out as ``2``, and a number in a
 reply may arrive as an int. The golden fixtures (tests/fixtures/protocol/) pin this down.
@@ -53,7 +53,7 @@ REQUEST_FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
         ("record", False),
     ),
     "env.reset": (("env", REQUIRED), ("seed", None)),
-    "env.step": (("env", REQUIRED), ("action", REQUIRED)),
+    "env.step": (("env", REQUIRED), ("action", REQUIRED), ("meta", {})),
     "env.fork": (("env", REQUIRED),),
     "env.close": (("env", REQUIRED),),
     "stats": (),
@@ -252,7 +252,8 @@ _FIELD_CHECKS = {
     "backend": _string,
     "reward": _string,
     "env": _string,
-    "reward_config": lambda value, where: _reward_config(value, where),
+    "reward_config": lambda value, where: _map_field(value, where),
+    "meta": lambda value, where: _map_field(value, where),
     "max_steps": _integer,
     "time_budget_s": _number,
     "record": _boolean,
@@ -261,7 +262,7 @@ _FIELD_CHECKS = {
 }
 
 
-def _reward_config(value: Any, where: str) -> dict[str, Any]:
+def _map_field(value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, Mapping):
         raise _want(where, "a map", value)
     return _tree(value, where)

@@ -90,6 +90,8 @@ def test_action_helpers_encode_as_the_fixtures():
     assert step(10, protocol.knobs(unroll=4, alpha=0.5, tile=64, order="ikj")) == fixture("knobs")
     assert step(11, protocol.revert(2)) == fixture("revert")
     assert step(12, protocol.submit()) == fixture("submit")
+    meta = {"exchanges": [{"tokens": 42, "role": "planner", "completion": "## Analysis\n..."}], "policy": "llm-agent"}
+    assert encode_request(16, "env.step", env="env-1", action=protocol.submit(), meta=meta) == fixture("meta")
 
 
 def test_defaults_are_written_out_as_the_cpp_encoder_writes_them():
@@ -225,7 +227,7 @@ def test_numbers_are_packed_as_msgpack_c_packs_a_double(number, packed):
     budget = encode_request(1, "env.make", task="t", time_budget_s=number)
     assert budget.endswith(b"\xadtime_budget_s" + packed + b"\xa6record\xc2")
     knob = encode_request(1, "env.step", env="e", action=protocol.knobs(k=number))
-    assert knob.endswith(b"\xa1k" + packed)
+    assert knob.endswith(b"\xa1k" + packed + b"\xa4meta\x80")
     config = encode_request(1, "env.make", task="t", reward_config={"k": [number]})
     assert b"\xadreward_config\x81\xa1k\x91" + packed in config
 

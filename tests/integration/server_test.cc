@@ -3,6 +3,7 @@
 // answers at once) is used where the test is about the server rather than about evaluations.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <zmq.hpp>
 
@@ -329,6 +330,28 @@ TEST(ServerTest, SigkillLosesNoAnsweredStep) {
     EXPECT_EQ(row["action_kind"], "replace");
   }
   EXPECT_EQ(rows, kSteps);
+}
+
+// A step's meta (e.g. an LLM policy's prompts and completions) is recorded with its transition,
+// as sent; a step without one records none.
+TEST(ServerTest, AStepsMetaIsRecordedWithItsTransition) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null", /*record=*/true));
+  c.Reset(env.env, 1);
+  const nlohmann::json meta = {{"policy", "llm-agent"},
+                               {"exchanges", {{{"role", "implementer"}, {"completion", "```cpp\n// v1\n```"}}}}};
+  c.Step(env.env, protocol::ReplaceAction{"// v1\n"}, meta);
+  c.Step(env.env, protocol::ReplaceAction{"// v2\n"});
+  ASSERT_EQ(server.Terminate(10), 0);
+
+  TrajectoryReader reader(server.store());
+  std::map<int64_t, nlohmann::json> transitions;
+  for (nlohmann::json record; reader.Next(record);)
+    if (record["kind"] == "transition") transitions[record["step"].get<int64_t>()] = record;
+  ASSERT_EQ(transitions.size(), 2u);
+  EXPECT_EQ(transitions[1]["meta"], meta);
+  EXPECT_FALSE(transitions[2].contains("meta"));
 }
 
 // The knobs action through the server: valid values produce the template with their defines;
