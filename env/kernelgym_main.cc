@@ -3,6 +3,8 @@
 //   kernelgym eval --task cpu/softmax_rows --knobs SIMD=1,EXP=exp_poly
 //   kernelgym tasks [--suite S] [--json] [--measure]
 //   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5]
+//   kernelgym agent --task cpu/softmax_rows --endpoint http://127.0.0.1:8000/v1 --model M
+//   kernelgym hitl --task cpu/softmax_rows [--endpoint URL --model M]
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -19,6 +21,7 @@
 #include "env/serve_command.h"
 #include "env/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
+#include "policies/agent/agent_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
 #include "tpu_runner/result_json.h"
@@ -197,9 +200,14 @@ int main(int argc, char** argv) {
   dataset_stats->add_option("--store", store, "the trajectory store folder")->required();
   dataset_stats->add_flag("--json", as_json, "print JSON");
 
+  // The policy commands are clients of a server (their own local one unless --connect is given).
+  agent::AgentCommand agent_command;
+  agent::AddAgentCommand(app, agent_command);
+
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
+  if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
   if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {

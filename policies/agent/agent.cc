@@ -1,0 +1,385 @@
+#include "policies/agent/agent.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <random>
+#include <sstream>
+
+#include "datasets/trajectory/record_schema.h"
+#include "policies/roles/reply_parsers.h"
+
+namespace kernelgym::agent {
+namespace {
+
+using nlohmann::json;
+using roles::Role;
+
+std::string Fixed(double x, int digits = 2) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(digits) << x;
+  return s.str();
+}
+
+std::string FirstLine(const std::string& text, std::size_t max = 100) {
+  std::string line = text.substr(0, text.find('\n'));
+  const auto first = line.find_first_not_of(" \t-*");
+  line = first == std::string::npos ? "" : line.substr(first);
+  return line.size() > max ? line.substr(0, max) + "..." : line;
+}
+
+std::string KnobValueText(const protocol::KnobValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return Fixed(*d, 4);
+  return std::get<std::string>(v);
+}
+
+// "SIMD: 0, 1 (default 0)" per knob of the task's template; "" without one.
+std::string KnobsText(const json& spec) {
+  if (!spec.is_object() || !spec.contains("knobs") || !spec["knobs"].is_object()) return "";
+  std::string out;
+  for (const auto& [name, knob] : spec["knobs"].items()) {
+    out += "- " + name + ": ";
+    std::string values;
+    for (const json& v : knob.value("values", json::array())) values += (values.empty() ? "" : ", ") + v.dump();
+    out += values + " (default " + knob.value("default", json()).dump() + ")\n";
+  }
+  return out;
+}
+
+// Every combination of the space, shuffled with the seed and cut to `limit`.
+std::vector<std::map<std::string, protocol::KnobValue>> Combinations(
+    const std::map<std::string, std::vector<protocol::KnobValue>>& space, int limit, uint64_t seed) {
+  std::vector<std::map<std::string, protocol::KnobValue>> out = {{}};
+  for (const auto& [name, values] : space) {
+    std::vector<std::map<std::string, protocol::KnobValue>> next;
+    for (const auto& partial : out)
+      for (const auto& v : values) {
+        if (next.size() >= 4096) break;  // a space too large to enumerate is sampled from its start
+        auto c = partial;
+        c[name] = v;
+        next.push_back(std::move(c));
+      }
+    out = std::move(next);
+  }
+  std::mt19937_64 rng(seed);
+  std::shuffle(out.begin(), out.end(), rng);
+  if (out.size() > static_cast<std::size_t>(limit)) out.resize(static_cast<std::size_t>(limit));
+  return out;
+}
+
+}  // namespace
+
+json AgentReport::ToJson() const {
+  return {{"env", env},
+          {"task", task},
+          {"backend", backend},
+          {"stop_reason", stop_reason},
+          {"starter_speedup", starter_speedup},
+          {"best_speedup", best_speedup},
+          {"best_step", best_step},
+          {"steps", steps},
+          {"rounds", rounds},
+          {"debug_steps", debug_steps},
+          {"tuner_steps", tuner_steps},
+          {"submitted", submitted},
+          {"submit_status", submit_status},
+          {"submit_speedup", submit_speedup},
+          {"asks", {{"asks", asks.asks}, {"calls", asks.calls}, {"bad_replies", asks.bad_replies},
+                    {"failed_calls", asks.failed_calls}}},
+          {"chat", {{"calls", chat.calls}, {"ok", chat.ok}, {"truncated", chat.truncated}, {"failed", chat.failed},
+                    {"malformed", chat.malformed}, {"retries", chat.retries}, {"prompt_tokens", chat.prompt_tokens},
+                    {"completion_tokens", chat.completion_tokens}, {"seconds", chat.seconds},
+                    {"max_in_flight", chat.max_in_flight}}},
+          {"seconds", seconds},
+          {"best_source", best_source}};
+}
+
+Agent::Agent(client::Client& env, roles::Assistant& assistant, AgentOptions options, std::ostream& log,
+             std::ostream* transcript)
+    : env_(env), assistant_(assistant), options_(std::move(options)), log_(log), transcript_(transcript) {}
+
+void Agent::Log(const std::string& line) { log_ << "agent: " << line << std::endl; }
+
+bool Agent::BudgetLeft(int steps_needed, std::string& why) const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  if (elapsed >= options_.time_budget_s) {
+    why = "time budget spent (" + Fixed(elapsed, 0) + " s of " + Fixed(options_.time_budget_s, 0) + " s)";
+    return false;
+  }
+  // One step is always kept for the final revert and one for submit.
+  if (current_.steps_left < steps_needed + 2) {
+    why = "step budget spent (" + std::to_string(current_.steps_left) + " left, kept for revert and submit)";
+    return false;
+  }
+  return true;
+}
+
+roles::Variables Agent::BaseVariables() const {
+  roles::Variables v;
+  v["task_id"] = options_.task;
+  v["task_description"] = task_.value("description", "");
+  v["signature"] = task_.value("signature", "");
+  v["backend"] = options_.backend;
+  v["language"] = std::string(roles::FenceLanguage(options_.backend));
+  v["hardware"] = assistant_.roles().HardwareNotes(options_.backend);
+  if (options_.backend == "cpu") v["reference"] = task_.value("reference_source", "");
+  else if (task_.contains("variants") && task_["variants"].contains(options_.backend))
+    v["reference"] = task_["variants"][options_.backend].value("reference_source", "");
+  v["best_speedup"] = Fixed(best_.speedup);
+  v["steps_left"] = std::to_string(current_.steps_left);
+  std::string history;
+  for (const std::string& h : history_) history += "- " + h + "\n";
+  v["history"] = history;
+  v["analysis"] = last_analysis_;
+  v["knobs"] = KnobsText(task_.value("spec", json::object()));
+  return v;
+}
+
+void Agent::Observe(const protocol::Observation& o, const std::string& phase) {
+  current_ = o;
+  // The submit's stricter re-evaluation of the best kernel reports on it; it is not a new kernel.
+  const bool better = phase != "submit" && o.status == record::obs::kStatusOk &&
+                      (best_.status != record::obs::kStatusOk || o.speedup > best_.speedup);
+  if (better) best_ = Kernel{o.step, o.speedup, o.source, o.text, o.status};
+  Log("step " + std::to_string(o.step) + " (" + phase + "): " + o.status +
+      (o.status == record::obs::kStatusOk ? " " + Fixed(o.speedup) + "x" : "") +
+      (o.reused ? " (re-used)" : "") + (better ? " -- new best" : "") + "; best " + Fixed(best_.speedup) + "x, " +
+      std::to_string(o.steps_left) + " steps left" +
+      (o.status != record::obs::kStatusOk ? ": " + FirstLine(o.action_error.empty() ? o.message : o.action_error, 160)
+                                          : ""));
+}
+
+protocol::StepResult Agent::Step(const protocol::Action& action, const std::string& phase) {
+  json exchanges = json::array();
+  for (const roles::Exchange& e : pending_) exchanges.push_back(e.ToJson());
+  pending_.clear();
+  json meta = {{"policy", "kernelgym-agent"}, {"model", options_.model}, {"round", round_}, {"phase", phase}};
+  if (!exchanges.empty()) meta[record::meta::kExchanges] = exchanges;
+  protocol::StepResult result = env_.Step(env_id_, action, meta);
+  ++report_.steps;
+  if (transcript_) {
+    *transcript_ << json{{"kind", "step"},       {"round", round_},
+                         {"phase", phase},        {"action", std::string(protocol::ActionKind(action))},
+                         {"meta", meta},          {"status", result.observation.status},
+                         {"speedup", result.observation.speedup}, {"reward", result.reward},
+                         {"step", result.observation.step}}
+                        .dump(-1, ' ', false, json::error_handler_t::replace)
+                 << "\n";
+    transcript_->flush();
+  }
+  Observe(result.observation, phase);
+  return result;
+}
+
+std::optional<roles::Plan> Agent::AskPlan() {
+  roles::Variables v = BaseVariables();
+  v["source"] = best_.source;
+  v["observation"] = best_.text;
+  std::optional<roles::Plan> plan;
+  std::string error;
+  assistant_.Ask(Role::kPlanner, v,
+                 [&](const std::string& reply) {
+                   roles::PlanOrError parsed = roles::ParsePlan(reply);
+                   plan = parsed.plan;
+                   return parsed.error;
+                 },
+                 pending_, error);
+  if (!plan) Log("round " + std::to_string(round_) + ": no usable plan (" + error + ")");
+  else Log("round " + std::to_string(round_) + ": plan: " + FirstLine(plan->sections.at("Strategy")));
+  return plan;
+}
+
+std::optional<protocol::Action> Agent::Implement(const roles::Plan& plan) {
+  roles::Variables v = BaseVariables();
+  v["source"] = current_.source;
+  v["plan"] = plan.text;
+  std::optional<protocol::Action> action;
+  std::string error;
+  assistant_.Ask(Role::kImplementer, v,
+                 [&](const std::string& reply) {
+                   roles::ActionOrError parsed = roles::ParseKernelEdit(reply, options_.backend);
+                   action = parsed.action;
+                   return parsed.error;
+                 },
+                 pending_, error);
+  if (!action) Log("round " + std::to_string(round_) + ": no usable implementation (" + error + ")");
+  return action;
+}
+
+void Agent::Debug(const roles::Plan& plan) {
+  std::vector<std::string> attempts;
+  for (int attempt = 1; attempt <= options_.debug_attempts && current_.status != record::obs::kStatusOk; ++attempt) {
+    std::string why;
+    if (!BudgetLeft(1, why)) return;
+    attempts.push_back("attempt " + std::to_string(attempt) + ": " + current_.status + ": " +
+                       FirstLine(current_.action_error.empty() ? current_.message : current_.action_error, 300));
+    roles::Variables v = BaseVariables();
+    v["source"] = current_.source;
+    v["failure"] = current_.text;
+    v["plan"] = plan.text;
+    std::string tried;
+    for (std::size_t i = 0; i + 1 < attempts.size(); ++i) tried += "- " + attempts[i] + "\n";
+    v["attempts"] = tried;
+    std::optional<protocol::Action> fix;
+    std::string error;
+    assistant_.Ask(Role::kDebugger, v,
+                   [&](const std::string& reply) {
+                     roles::ActionOrError parsed = roles::ParseKernelEdit(reply, options_.backend);
+                     fix = parsed.action;
+                     return parsed.error;
+                   },
+                   pending_, error);
+    if (!fix) {
+      Log("debug attempt " + std::to_string(attempt) + ": no usable fix (" + error + ")");
+      continue;
+    }
+    ++report_.debug_steps;
+    Step(*fix, "debug");
+  }
+}
+
+std::optional<roles::Analysis> Agent::Analyse() {
+  roles::Variables v = BaseVariables();
+  v["source"] = best_.source;
+  v["observation"] = best_.text;
+  std::optional<roles::Analysis> analysis;
+  std::string error;
+  assistant_.Ask(Role::kProfiler, v,
+                 [&](const std::string& reply) {
+                   roles::AnalysisOrError parsed = roles::ParseAnalysis(reply);
+                   analysis = parsed.analysis;
+                   return parsed.error;
+                 },
+                 pending_, error);
+  if (!analysis) {
+    Log("round " + std::to_string(round_) + ": no usable analysis (" + error + ")");
+    return std::nullopt;
+  }
+  last_analysis_ = analysis->bottlenecks + "Decision: " + std::string(roles::DecisionName(analysis->decision)) +
+                   (analysis->reason.empty() ? "" : " - " + analysis->reason);
+  Log("round " + std::to_string(round_) + ": analyst: " + std::string(roles::DecisionName(analysis->decision)) +
+      (analysis->reason.empty() ? "" : " - " + FirstLine(analysis->reason)));
+  return analysis;
+}
+
+void Agent::Tune(const roles::Analysis&) {
+  tuned_ = true;
+  const bool has_template = !KnobsText(task_.value("spec", json::object())).empty();
+  roles::Variables v = BaseVariables();
+  v["source"] = best_.source;
+  std::optional<roles::TunerProposal> proposal;
+  std::string error;
+  assistant_.Ask(Role::kTuner, v,
+                 [&](const std::string& reply) {
+                   roles::TunerOrError parsed = roles::ParseTunerProposal(reply, options_.backend, !has_template);
+                   proposal = parsed.proposal;
+                   return parsed.error;
+                 },
+                 pending_, error);
+  if (!proposal) {
+    Log("tuner: no usable search space (" + error + ")");
+    return;
+  }
+  const auto points = Combinations(proposal->space, options_.tuner_evaluations, options_.seed.value_or(0));
+  Log("tuner: " + std::to_string(points.size()) + " settings to evaluate" +
+      (has_template ? " with the task's template" : " with its own template"));
+  for (const auto& point : points) {
+    std::string why;
+    if (!BudgetLeft(1, why)) return;
+    std::string label;
+    for (const auto& [name, value] : point) label += (label.empty() ? "" : ",") + name + "=" + KnobValueText(value);
+    Log("tuner: " + label);
+    ++report_.tuner_steps;
+    if (has_template) Step(protocol::KnobsAction{point}, "tune");
+    else Step(protocol::ReplaceAction{roles::InstantiateTemplate(proposal->template_source, point)}, "tune");
+  }
+}
+
+void Agent::RevertToBest() {
+  if (current_.step == best_.step || current_.source == best_.source) return;
+  Step(protocol::RevertAction{best_.step}, "revert");
+}
+
+AgentReport Agent::Run() {
+  started_ = std::chrono::steady_clock::now();
+  report_ = {};
+  report_.task = options_.task;
+  report_.backend = options_.backend;
+  task_ = env_.GetTask(options_.task);
+
+  protocol::EnvMakeRequest make;
+  make.task = options_.task;
+  make.backend = options_.backend;
+  make.reward = options_.reward;
+  make.max_steps = options_.max_steps;
+  make.record = options_.record;
+  const protocol::EnvInfo info = env_.Make(make);
+  env_id_ = info.env;
+  report_.env = env_id_;
+  Log("env " + env_id_ + ": " + options_.task + " on " + options_.backend + ", " + std::to_string(info.max_steps) +
+      " steps" + (options_.record ? ", recorded" : ""));
+  const protocol::ResetResult reset = env_.Reset(env_id_, options_.seed);
+  Observe(reset.observation, "reset");
+  report_.starter_speedup = best_.speedup;
+
+  int rounds_without_gain = 0;
+  std::string why;
+  for (round_ = 1; round_ <= options_.rounds; ++round_) {
+    if (!BudgetLeft(1, why)) break;
+    report_.rounds = round_;
+    const double best_before = best_.speedup;
+    const std::optional<roles::Plan> plan = AskPlan();
+    std::string outcome;
+    if (plan) {
+      if (!BudgetLeft(1, why)) break;
+      if (const std::optional<protocol::Action> action = Implement(*plan)) {
+        Step(*action, "implement");
+        if (current_.status != record::obs::kStatusOk) Debug(*plan);
+        outcome = current_.status + (current_.status == record::obs::kStatusOk ? " " + Fixed(current_.speedup) + "x" : "");
+      } else {
+        outcome = "no usable implementation";
+      }
+    } else {
+      outcome = "no usable plan";
+    }
+    const bool gained = best_.speedup > best_before;
+    history_.push_back("round " + std::to_string(round_) + ": " +
+                       (plan ? FirstLine(plan->sections.at("Strategy")) : std::string("(no plan)")) + " -> " + outcome +
+                       (gained ? " (new best " + Fixed(best_.speedup) + "x)" : " (no gain; reverted to the best)"));
+    rounds_without_gain = gained ? 0 : rounds_without_gain + 1;
+    if (BudgetLeft(0, why)) RevertToBest();
+    if (rounds_without_gain >= options_.patience) {
+      why = std::to_string(rounds_without_gain) + " rounds in a row without a new best";
+      break;
+    }
+    if (!BudgetLeft(1, why)) break;
+    const std::optional<roles::Analysis> analysis = Analyse();
+    if (analysis && analysis->decision == roles::Decision::kStop) {
+      why = "the analyst expects no more gain: " + analysis->reason;
+      break;
+    }
+    if (analysis && analysis->decision == roles::Decision::kTune && !tuned_) {
+      Tune(*analysis);
+      RevertToBest();
+    }
+    why = "round limit (" + std::to_string(options_.rounds) + ") reached";
+  }
+  report_.stop_reason = why;
+  Log("stopping: " + why);
+
+  RevertToBest();
+  const protocol::StepResult submit = Step(protocol::SubmitAction{}, "submit");
+  report_.submitted = submit.terminated;
+  report_.submit_status = submit.observation.status;
+  report_.submit_speedup = submit.observation.speedup;
+  report_.best_speedup = best_.speedup;
+  report_.best_step = best_.step;
+  report_.best_source = best_.source;
+  report_.asks = assistant_.stats();
+  report_.chat = assistant_.chat().totals();
+  report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  env_.Close(env_id_);
+  return report_;
+}
+
+}  // namespace kernelgym::agent
