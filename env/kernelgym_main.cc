@@ -22,6 +22,7 @@
 #include "env/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
 #include "policies/agent/agent_command.h"
+#include "policies/hitl/hitl_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
 #include "tpu_runner/result_json.h"
@@ -203,11 +204,14 @@ int main(int argc, char** argv) {
   // The policy commands are clients of a server (their own local one unless --connect is given).
   agent::AgentCommand agent_command;
   agent::AddAgentCommand(app, agent_command);
+  hitl::HitlCommand hitl_command;
+  hitl::AddHitlCommand(app, hitl_command);
 
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
   if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
+  if (hitl_command.app->parsed()) return hitl::RunHitlCommand(hitl_command);
   if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {

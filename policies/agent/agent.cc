@@ -33,19 +33,6 @@ std::string KnobValueText(const protocol::KnobValue& v) {
   return std::get<std::string>(v);
 }
 
-// "SIMD: 0, 1 (default 0)" per knob of the task's template; "" without one.
-std::string KnobsText(const json& spec) {
-  if (!spec.is_object() || !spec.contains("knobs") || !spec["knobs"].is_object()) return "";
-  std::string out;
-  for (const auto& [name, knob] : spec["knobs"].items()) {
-    out += "- " + name + ": ";
-    std::string values;
-    for (const json& v : knob.value("values", json::array())) values += (values.empty() ? "" : ", ") + v.dump();
-    out += values + " (default " + knob.value("default", json()).dump() + ")\n";
-  }
-  return out;
-}
-
 // Every combination of the space, shuffled with the seed and cut to `limit`.
 std::vector<std::map<std::string, protocol::KnobValue>> Combinations(
     const std::map<std::string, std::vector<protocol::KnobValue>>& space, int limit, uint64_t seed) {
@@ -115,23 +102,13 @@ bool Agent::BudgetLeft(int steps_needed, std::string& why) const {
 }
 
 roles::Variables Agent::BaseVariables() const {
-  roles::Variables v;
-  v["task_id"] = options_.task;
-  v["task_description"] = task_.value("description", "");
-  v["signature"] = task_.value("signature", "");
-  v["backend"] = options_.backend;
-  v["language"] = std::string(roles::FenceLanguage(options_.backend));
-  v["hardware"] = assistant_.roles().HardwareNotes(options_.backend);
-  if (options_.backend == "cpu") v["reference"] = task_.value("reference_source", "");
-  else if (task_.contains("variants") && task_["variants"].contains(options_.backend))
-    v["reference"] = task_["variants"][options_.backend].value("reference_source", "");
+  roles::Variables v = roles::TaskVariables(task_, options_.backend, assistant_.roles());
   v["best_speedup"] = Fixed(best_.speedup);
   v["steps_left"] = std::to_string(current_.steps_left);
   std::string history;
   for (const std::string& h : history_) history += "- " + h + "\n";
   v["history"] = history;
   v["analysis"] = last_analysis_;
-  v["knobs"] = KnobsText(task_.value("spec", json::object()));
   return v;
 }
 
@@ -264,8 +241,8 @@ std::optional<roles::Analysis> Agent::Analyse() {
 
 void Agent::Tune(const roles::Analysis&) {
   tuned_ = true;
-  const bool has_template = !KnobsText(task_.value("spec", json::object())).empty();
   roles::Variables v = BaseVariables();
+  const bool has_template = !v["knobs"].empty();
   v["source"] = best_.source;
   std::optional<roles::TunerProposal> proposal;
   std::string error;

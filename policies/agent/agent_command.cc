@@ -10,47 +10,13 @@
 
 namespace kernelgym::agent {
 
-void AddChatFlags(CLI::App& command, llm::ChatOptions& chat, bool required) {
-  auto* endpoint = command.add_option("--endpoint", chat.base_url,
-                                      "an OpenAI-compatible API's base URL, e.g. http://127.0.0.1:8000/v1 (vLLM, "
-                                      "SGLang, llama.cpp server) or a hosted provider's");
-  auto* model = command.add_option("--model", chat.model, "the model name the endpoint serves");
-  if (required) {
-    endpoint->required();
-    model->required();
-  }
-  command.add_option("--api-key-env", chat.api_key_env,
-                     "the environment variable holding the API key (unset: no Authorization header)")
-      ->capture_default_str();
-  command.add_option("--temperature", chat.temperature, "sampling temperature")->capture_default_str()->check(CLI::Range(0.0, 2.0));
-  command.add_option("--max-tokens", chat.max_tokens, "completion token limit per reply")
-      ->capture_default_str()
-      ->check(CLI::Range(16, 1 << 20));
-  command.add_option("--llm-timeout-s", chat.request_timeout_s, "seconds per chat request")
-      ->capture_default_str()
-      ->check(CLI::Range(0.1, 7200.0));
-  command.add_option("--llm-retries", chat.retries, "retries after 429, 5xx and timeouts")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 20));
-  command.add_option("--llm-concurrency", chat.max_concurrency, "chat requests in flight at once")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 256));
-}
-
-void AddEnvFlags(CLI::App& command, EnvFlags& env) {
-  command.add_option("--connect", env.connect,
-                     "a running server's client endpoint (default: start one here with one local runner)");
-  command.add_option("--record-dir", env.record_dir,
-                     "with no --connect: the started server's trajectory store (default: not kept)");
-}
-
 void AddAgentCommand(CLI::App& app, AgentCommand& c) {
   c.app = app.add_subcommand("agent", "the autonomous LLM agent: plan, implement, debug, profile, tune; submits the best");
   CLI::App& a = *c.app;
   a.add_option("--task", c.options.task, "task id, e.g. cpu/softmax_rows")->required();
   a.add_option("--backend", c.options.backend, "runner backend")->capture_default_str();
-  AddChatFlags(a, c.chat, /*required=*/true);
-  AddEnvFlags(a, c.env);
+  policies::AddChatFlags(a, c.chat, /*required=*/true);
+  policies::AddEnvFlags(a, c.env);
   a.add_option("--max-steps", c.options.max_steps, "the episode's step budget, submit included")
       ->capture_default_str()
       ->check(CLI::Range(3, 10000));
@@ -94,19 +60,12 @@ int RunAgentCommand(AgentCommand& c) {
     }
   }
   std::unique_ptr<policies::LocalServer> server;
-  std::string endpoint = c.env.connect;
+  const std::string endpoint = policies::ConnectOrStart(c.env, c.options.backend, c.options.record, server, error);
   if (endpoint.empty()) {
-    std::vector<std::string> extra = {"--local-runner-backends", c.options.backend};
-    if (!c.env.record_dir.empty()) extra.insert(extra.end(), {"--record-dir", c.env.record_dir});
-    else c.options.record = false;  // nowhere to keep it
-    server = policies::LocalServer::Start(policies::SelfExecutable(), extra, 120, error);
-    if (!server) {
-      std::cerr << "kernelgym agent: " << error << "\n";
-      return 1;
-    }
-    endpoint = server->endpoint();
-    std::cerr << "kernelgym agent: started a local server at " << endpoint << "\n";
+    std::cerr << "kernelgym agent: " << error << "\n";
+    return 1;
   }
+  if (server) std::cerr << "kernelgym agent: started a local server at " << endpoint << "\n";
   c.options.model = c.chat.model;
   try {
     client::Client env(client::ClientOptions{.endpoint = endpoint, .request_timeout_s = c.env.request_timeout_s});

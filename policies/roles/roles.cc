@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "policies/roles/reply_parsers.h"
+
 namespace kernelgym::roles {
 
 std::string_view RoleName(Role role) {
@@ -60,6 +62,31 @@ std::vector<llm::ChatMessage> RoleSet::Messages(Role role, const Variables& vari
 std::string RoleSet::HardwareNotes(std::string_view backend) const {
   const auto it = hardware_.find(backend);
   return it == hardware_.end() ? "" : it->second;
+}
+
+Variables TaskVariables(const nlohmann::json& task, std::string_view backend, const RoleSet& roles) {
+  Variables v;
+  v["task_id"] = task.value("id", "");
+  v["task_description"] = task.value("description", "");
+  v["signature"] = task.value("signature", "");
+  v["backend"] = std::string(backend);
+  v["language"] = std::string(FenceLanguage(backend));
+  v["hardware"] = roles.HardwareNotes(backend);
+  if (backend == "cpu") v["reference"] = task.value("reference_source", "");
+  else if (task.contains("variants") && task["variants"].contains(backend))
+    v["reference"] = task["variants"][std::string(backend)].value("reference_source", "");
+  const nlohmann::json spec = task.value("spec", nlohmann::json::object());
+  if (spec.is_object() && spec.contains("knobs") && spec["knobs"].is_object()) {
+    std::string knobs;
+    for (const auto& [name, knob] : spec["knobs"].items()) {
+      std::string values;
+      for (const nlohmann::json& value : knob.value("values", nlohmann::json::array()))
+        values += (values.empty() ? "" : ", ") + value.dump();
+      knobs += "- " + name + ": " + values + " (default " + knob.value("default", nlohmann::json()).dump() + ")\n";
+    }
+    v["knobs"] = knobs;
+  }
+  return v;
 }
 
 std::filesystem::path DefaultPromptsDir() {

@@ -14,6 +14,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -52,6 +53,11 @@ class RoleSet {
   std::map<Role, PromptTemplate> templates_;
   std::map<std::string, std::string, std::less<>> hardware_;
 };
+
+// The variables that describe a task, from its tasks.get map: task_id, task_description,
+// signature, backend, language, hardware (the backend's notes), reference (the backend's
+// reference source) and knobs ("- NAME: values (default d)" per knob of its template; "" without).
+Variables TaskVariables(const nlohmann::json& task, std::string_view backend, const RoleSet& roles);
 
 // $KERNELGYM_PROMPTS when set, else the source tree's policies/roles/prompts.
 std::filesystem::path DefaultPromptsDir();
