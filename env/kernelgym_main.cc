@@ -195,7 +195,7 @@ int main(int argc, char** argv) {
   dataset->require_subcommand(1);
   CLI::App* dataset_export = dataset->add_subcommand("export", "write the store's records in a standard format");
   dataset_export->add_option("--store", store, "the trajectory store folder")->required();
-  dataset_export->add_option("--format", format, "transitions | sft")->capture_default_str();
+  dataset_export->add_option("--format", format, "transitions | sft | chat (the LLM policies' exchanges)")->capture_default_str();
   dataset_export->add_option("--out", out, "output file (JSON lines); - for stdout")->capture_default_str();
   CLI::App* dataset_stats = dataset->add_subcommand("stats", "summarize a store");
   dataset_stats->add_option("--store", store, "the trajectory store folder")->required();

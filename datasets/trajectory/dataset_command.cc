@@ -36,7 +36,7 @@ int RunDatasetExport(const std::filesystem::path& store, const std::string& form
                      const std::filesystem::path& out, std::ostream& log) {
   const std::optional<ExportFormat> format = ParseExportFormat(format_name);
   if (!format) {
-    log << "error: unknown export format '" << format_name << "' (transitions, sft)\n";
+    log << "error: unknown export format '" << format_name << "' (transitions, sft, chat)\n";
     return 2;
   }
   std::string error;

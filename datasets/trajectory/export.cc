@@ -37,6 +37,7 @@ std::string_view FenceLanguage(std::string_view backend) {
 std::optional<ExportFormat> ParseExportFormat(std::string_view name) {
   if (name == "transitions") return ExportFormat::kTransitions;
   if (name == "sft") return ExportFormat::kSft;
+  if (name == "chat") return ExportFormat::kChat;
   return std::nullopt;
 }
 
@@ -46,6 +47,8 @@ std::string_view ExportFormatName(ExportFormat format) {
       return "transitions";
     case ExportFormat::kSft:
       return "sft";
+    case ExportFormat::kChat:
+      return "chat";
   }
   return "?";
 }
@@ -141,16 +144,55 @@ std::optional<ordered_json> SftExample(const json& record) {
   return example;
 }
 
+std::vector<ordered_json> ChatExamples(const json& record) {
+  std::vector<ordered_json> examples;
+  if (!IsKind(record, record::kKindTransition)) return examples;
+  const json& exchanges = Field(Field(record, record::kMeta), record::meta::kExchanges);
+  if (!exchanges.is_array()) return examples;
+  const json& observation = Field(record, record::kObservation);
+  for (const json& exchange : exchanges) {
+    const std::string* status = String(Field(exchange, record::meta::kStatus));
+    const std::string* completion = String(Field(exchange, record::meta::kCompletion));
+    const json& sent = Field(exchange, record::meta::kMessages);
+    if (!status || *status != "ok" || !completion || !sent.is_array() || exchange.contains("parse_error")) continue;
+    ordered_json messages = ordered_json::array();
+    bool well_formed = true;
+    for (const json& m : sent) {
+      const std::string* role = String(Field(m, "role"));
+      const std::string* content = String(Field(m, "content"));
+      if (!role || !content) well_formed = false;
+      else messages.push_back(ordered_json{{"role", *role}, {"content", *content}});
+    }
+    if (!well_formed) continue;
+    messages.push_back(ordered_json{{"role", "assistant"}, {"content", *completion}});
+    ordered_json example;
+    example["messages"] = std::move(messages);
+    example["role"] = Field(exchange, record::meta::kRole);
+    example["task"] = Field(record, record::kTask);
+    example["backend"] = Field(record, record::kBackend);
+    example["episode"] = Field(record, record::kEpisode);
+    example["step"] = Field(record, record::kStep);
+    example["reward"] = Field(record, record::kReward);
+    example["status"] = Field(observation, record::obs::kStatus);
+    example["speedup"] = Field(observation, record::obs::kSpeedup);
+    examples.push_back(std::move(example));
+  }
+  return examples;
+}
+
 ExportSummary ExportRecords(TrajectoryReader& reader, ExportFormat format, std::ostream& out) {
   ExportSummary summary;
   json record;
   while (reader.Next(record)) {
     ++summary.records;
-    std::optional<ordered_json> row = format == ExportFormat::kTransitions ? TransitionRow(record) : SftExample(record);
-    if (!row) continue;
-    // Invalid UTF-8 in a stored string is replaced rather than failing the whole export.
-    out << row->dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
-    ++summary.rows;
+    std::vector<ordered_json> rows;
+    if (format == ExportFormat::kChat) rows = ChatExamples(record);
+    else if (auto row = format == ExportFormat::kTransitions ? TransitionRow(record) : SftExample(record)) rows.push_back(*row);
+    for (const ordered_json& row : rows) {
+      // Invalid UTF-8 in a stored string is replaced rather than failing the whole export.
+      out << row.dump(-1, ' ', false, json::error_handler_t::replace) << '\n';
+      ++summary.rows;
+    }
   }
   return summary;
 }

@@ -4,6 +4,9 @@
 //   sft          one chat example per improving step (status "ok" and reward > 0): the user turn
 //                is the prompt the policy saw, the assistant turn the action as text — the
 //                "messages" shape TRL / Hugging Face SFT trainers read.
+//   chat         one chat example per usable LLM exchange recorded in a step's meta (an LLM
+//                policy's prompts and its completion: the role's own SFT data), with the role, the
+//                step's reward and status so they can be filtered.
 // Rows are ordered_json so the columns come out in the documented order.
 #pragma once
 
@@ -13,14 +16,15 @@
 #include <ostream>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "datasets/trajectory/reader.h"
 
 namespace kernelgym {
 
-enum class ExportFormat { kTransitions, kSft };
+enum class ExportFormat { kTransitions, kSft, kChat };
 
-std::optional<ExportFormat> ParseExportFormat(std::string_view name);  // "transitions", "sft"
+std::optional<ExportFormat> ParseExportFormat(std::string_view name);  // "transitions", "sft", "chat"
 std::string_view ExportFormatName(ExportFormat format);
 
 // The flat row of a transition record; nullopt for any other kind. Missing fields are null.
@@ -36,6 +40,10 @@ std::optional<nlohmann::ordered_json> SftExample(const nlohmann::json& record);
 // edit, a ```diff block for patch, the action's JSON for knobs and revert, "SUBMIT" for submit.
 // nullopt for an unknown kind or a missing / mistyped field.
 std::optional<std::string> RenderActionText(const nlohmann::json& action, std::string_view backend);
+
+// The chat examples of a transition record's meta.exchanges: those whose call succeeded and whose
+// reply was usable (no parse_error). Empty for any other record.
+std::vector<nlohmann::ordered_json> ChatExamples(const nlohmann::json& record);
 
 struct ExportSummary {
   uint64_t records = 0;  // records read

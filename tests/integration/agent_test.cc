@@ -88,6 +88,23 @@ TEST(AgentTest, AWholeEpisodeImprovesTheKernelAgainstTheScriptedEndpoint) {
   EXPECT_EQ(exchanges, 9);
   EXPECT_EQ(roles, (std::map<std::string, int>{{"debugger", 1}, {"implementer", 3}, {"planner", 2}, {"profiler", 2},
                                                {"tuner", 1}}));
+  // ...and they export as chat examples for SFT: the 7 usable ones (the reply without code and
+  // the cut reply are left out).
+  const std::filesystem::path chat = server.dir() / "chat.jsonl";
+  SpawnOptions export_command;
+  export_command.argv = {KERNELGYM_CLI, "dataset", "export", "--store", server.store().string(), "--format", "chat",
+                         "--out", chat.string()};
+  const ProcessResult exported = RunProcess(export_command, 60);
+  ASSERT_TRUE(exported.ok()) << exported.Describe() << exported.stderr_text;
+  std::istringstream chat_lines(ReadText(chat));
+  int examples = 0;
+  for (std::string line; std::getline(chat_lines, line); ++examples) {
+    const nlohmann::json example = nlohmann::json::parse(line);
+    EXPECT_EQ(example["messages"].back()["role"], "assistant");
+    EXPECT_EQ(example["task"], "cpu/softmax_rows");
+  }
+  EXPECT_EQ(examples, 7);
+
   // The transcript has every step.
   std::istringstream lines(ReadText(transcript));
   int steps = 0;

@@ -595,6 +595,38 @@ TEST(TrajectoryExportTest, SftSkipsTransitionsWithoutAPromptOrARenderableAction)
   EXPECT_FALSE(SftExample(reset));
 }
 
+// The chat format: each usable LLM exchange in a step's meta becomes one conversation ending in
+// the model's completion; failed calls and unusable replies are left out.
+TEST(TrajectoryExportTest, ChatExportsTheUsableExchangesOfAStepsMeta) {
+  const json reset = Reset("e", "cpu/softmax", 1, Observation(0, "ok", 1, 1, "s"));
+  json step = Transition(reset, 1, {{"kind", "replace"}, {"source", "int a;"}}, "p", Observation(1, "ok", 2, 2, "s"), 0.5);
+  auto exchange = [](const std::string& role, const std::string& completion, const std::string& status) {
+    return json{{"role", role},
+                {"messages", {{{"role", "system"}, {"content", "sys " + role}}, {{"role", "user"}, {"content", "task"}}}},
+                {"completion", completion},
+                {"status", status}};
+  };
+  json unusable = exchange("implementer", "no code here", "ok");
+  unusable["parse_error"] = "no code";
+  step["meta"] = {{"policy", "kernelgym-agent"},
+                  {"exchanges", {exchange("planner", "## Analysis ...", "ok"), unusable,
+                                 exchange("implementer", "```cpp\nint a;\n```", "ok"),
+                                 exchange("debugger", "", "timeout")}}};
+  const std::vector<nlohmann::ordered_json> rows = ChatExamples(step);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0]["role"], "planner");
+  EXPECT_EQ(rows[1]["role"], "implementer");
+  EXPECT_EQ(rows[1]["messages"].size(), 3u);
+  EXPECT_EQ(json(rows[1]["messages"][0]), (json{{"role", "system"}, {"content", "sys implementer"}}));
+  EXPECT_EQ(json(rows[1]["messages"][2]), (json{{"role", "assistant"}, {"content", "```cpp\nint a;\n```"}}));
+  EXPECT_EQ(rows[1]["reward"], 0.5);
+  EXPECT_EQ(rows[1]["status"], "ok");
+  EXPECT_EQ(rows[1]["task"], "cpu/softmax");
+  // No meta, or a reset: nothing.
+  EXPECT_TRUE(ChatExamples(Transition(reset, 1, {{"kind", "submit"}}, "p", Observation(1, "ok", 2, 2, "s"), 1.0)).empty());
+  EXPECT_TRUE(ChatExamples(reset).empty());
+}
+
 TEST(TrajectoryExportTest, RendersEachActionKindAsAPolicyWouldWriteIt) {
   EXPECT_EQ(RenderActionText({{"kind", "replace"}, {"source", "int x;\n"}}, "cpu"), "```cpp\nint x;\n```");
   EXPECT_EQ(RenderActionText({{"kind", "replace"}, {"source", "def k(): pass"}}, "pallas"),
