@@ -88,6 +88,10 @@ Agent::Agent(client::Client& env, roles::Assistant& assistant, AgentOptions opti
 void Agent::Log(const std::string& line) { log_ << "agent: " << line << std::endl; }
 
 bool Agent::BudgetLeft(int steps_needed, std::string& why) const {
+  if (over_) {
+    why = "the server ended the episode (its evaluation-time or step budget ran out)";
+    return false;
+  }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
   if (elapsed >= options_.time_budget_s) {
     why = "time budget spent (" + Fixed(elapsed, 0) + " s of " + Fixed(options_.time_budget_s, 0) + " s)";
@@ -145,6 +149,7 @@ protocol::StepResult Agent::Step(const protocol::Action& action, const std::stri
     transcript_->flush();
   }
   Observe(result.observation, phase);
+  over_ = result.terminated || result.truncated;
   return result;
 }
 
@@ -273,7 +278,7 @@ void Agent::Tune(const roles::Analysis&) {
 }
 
 void Agent::RevertToBest() {
-  if (current_.step == best_.step || current_.source == best_.source) return;
+  if (over_ || current_.step == best_.step || current_.source == best_.source) return;
   Step(protocol::RevertAction{best_.step}, "revert");
 }
 
@@ -344,11 +349,15 @@ AgentReport Agent::Run() {
   report_.stop_reason = why;
   Log("stopping: " + why);
 
-  RevertToBest();
-  const protocol::StepResult submit = Step(protocol::SubmitAction{}, "submit");
-  report_.submitted = submit.terminated;
-  report_.submit_status = submit.observation.status;
-  report_.submit_speedup = submit.observation.speedup;
+  if (!over_) RevertToBest();
+  if (!over_) {
+    const protocol::StepResult submit = Step(protocol::SubmitAction{}, "submit");
+    report_.submitted = submit.terminated;
+    report_.submit_status = submit.observation.status;
+    report_.submit_speedup = submit.observation.speedup;
+  } else {
+    Log("not submitted: the episode is over");
+  }
   report_.best_speedup = best_.speedup;
   report_.best_step = best_.step;
   report_.best_source = best_.source;

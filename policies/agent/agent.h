@@ -103,6 +103,7 @@ class Agent {
   std::chrono::steady_clock::time_point started_;
   int round_ = 0;
   bool tuned_ = false;
+  bool over_ = false;  // the server ended the episode (its step or time budget ran out)
 };
 
 }  // namespace kernelgym::agent

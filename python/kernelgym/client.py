@@ -193,7 +193,7 @@ class Client(_Options):
         """Applies an action (kernelgym.protocol.replace(...), edit(...), ...):
         {observation, reward, terminated, truncated, info}. ``meta`` (a map) is kept with the step
         in the trajectory store when the env records, e.g. the prompts and completions behind it."""
-        return self._call("env.step", env=env, action=action, meta=dict(meta or {})).unwrap()
+        return self._call("env.step", env=env, action=action, meta={} if meta is None else meta).unwrap()
 
     def fork(self, env: str) -> dict[str, Any]:
         """A copy of the env's episode under a new id (EnvInfo)."""
@@ -463,7 +463,7 @@ class AsyncClient(_Options):
         return (await self._call("env.reset", env=env, seed=seed)).unwrap()
 
     async def step(self, env: str, action: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        return (await self._call("env.step", env=env, action=action, meta=dict(meta or {}))).unwrap()
+        return (await self._call("env.step", env=env, action=action, meta={} if meta is None else meta)).unwrap()
 
     async def fork(self, env: str) -> dict[str, Any]:
         return (await self._call("env.fork", env=env)).unwrap()

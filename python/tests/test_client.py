@@ -318,3 +318,21 @@ def test_the_socket_reconnects_by_itself_and_never_lingers():
         assert socket.getsockopt(zmq.RECONNECT_IVL) == 250
         assert socket.getsockopt(zmq.RECONNECT_IVL_MAX) == 4000
         assert socket.getsockopt(zmq.SNDTIMEO) == 2500
+
+
+def test_a_steps_meta_is_recorded_with_its_transition(start_server):
+    # What an LLM policy sends with a step (its prompts and completions) is kept in the store.
+    server = start_server("--local-runners", "0", "--null-backend")
+    meta = {"policy": "my-llm", "exchanges": [{"role": "implementer", "completion": "```cpp\nint a;\n```"}]}
+    with Client(server.address) as c:
+        env = c.make(TASK, backend="null", record=True)["env"]
+        c.reset(env, seed=1)
+        c.step(env, replace("// a\n"), meta=meta)
+        c.step(env, replace("// b\n"))
+        with pytest.raises(TypeError):
+            c.step(env, replace("// c\n"), meta=["not", "a", "map"])
+    assert server.stop() == 0
+    records = [json.loads(line) for f in sorted((server.dir / "store").rglob("*.jsonl")) for line in f.read_text().splitlines()]
+    transitions = {r["step"]: r for r in records if r["kind"] == "transition"}
+    assert transitions[1]["meta"] == meta
+    assert "meta" not in transitions[2]
