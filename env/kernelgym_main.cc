@@ -5,6 +5,9 @@
 //   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5]
 //   kernelgym agent --task cpu/softmax_rows --endpoint http://127.0.0.1:8000/v1 --model M
 //   kernelgym hitl --task cpu/softmax_rows [--endpoint URL --model M]
+//   kernelgym search --task cpu/softmax_rows --proposer knobs|mutate|llm [--algorithm beam|parallel|ucb]
+//   kernelgym evaluate --policy knob-search --policy random-knobs --suite cpu [--out DIR]
+//   kernelgym collect --policy knob-search --suite cpu --out DIR
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -22,7 +25,9 @@
 #include "env/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
 #include "policies/agent/agent_command.h"
+#include "policies/evaluate/evaluate_command.h"
 #include "policies/hitl/hitl_command.h"
+#include "policies/search/search_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
 #include "tpu_runner/result_json.h"
@@ -197,6 +202,9 @@ int main(int argc, char** argv) {
   dataset_export->add_option("--store", store, "the trajectory store folder")->required();
   dataset_export->add_option("--format", format, "transitions | sft | chat (the LLM policies' exchanges)")->capture_default_str();
   dataset_export->add_option("--out", out, "output file (JSON lines); - for stdout")->capture_default_str();
+  ExportOptions export_options;
+  dataset_export->add_flag("--dedup", export_options.dedup,
+                           "leave out transitions whose kernel (task, backend, source) was already exported");
   CLI::App* dataset_stats = dataset->add_subcommand("stats", "summarize a store");
   dataset_stats->add_option("--store", store, "the trajectory store folder")->required();
   dataset_stats->add_flag("--json", as_json, "print JSON");
@@ -206,13 +214,22 @@ int main(int argc, char** argv) {
   agent::AddAgentCommand(app, agent_command);
   hitl::HitlCommand hitl_command;
   hitl::AddHitlCommand(app, hitl_command);
+  search::SearchCommand search_command;
+  search::AddSearchCommand(app, search_command);
+  evaluate::EvaluateCommand evaluate_command;
+  evaluate::AddEvaluateCommand(app, evaluate_command);
+  evaluate::CollectCommand collect_command;
+  evaluate::AddCollectCommand(app, collect_command);
 
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
   if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
   if (hitl_command.app->parsed()) return hitl::RunHitlCommand(hitl_command);
-  if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr);
+  if (search_command.app->parsed()) return search::RunSearchCommand(search_command);
+  if (evaluate_command.app->parsed()) return evaluate::RunEvaluateCommand(evaluate_command);
+  if (collect_command.app->parsed()) return evaluate::RunCollectCommand(collect_command);
+  if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr, export_options);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {
     runner_options.suites_root = suites;

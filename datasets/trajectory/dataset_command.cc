@@ -33,7 +33,7 @@ void LogProblems(const ReaderStats& stats, std::ostream& log) {
 }  // namespace
 
 int RunDatasetExport(const std::filesystem::path& store, const std::string& format_name,
-                     const std::filesystem::path& out, std::ostream& log) {
+                     const std::filesystem::path& out, std::ostream& log, const ExportOptions& options) {
   const std::optional<ExportFormat> format = ParseExportFormat(format_name);
   if (!format) {
     log << "error: unknown export format '" << format_name << "' (transitions, sft, chat)\n";
@@ -52,7 +52,7 @@ int RunDatasetExport(const std::filesystem::path& store, const std::string& form
 
   ExportSummary summary;
   if (out == "-") {
-    summary = ExportRecords(reader, *format, std::cout);
+    summary = ExportRecords(reader, *format, std::cout, options);
     std::cout.flush();
     if (!std::cout) {
       log << "error: writing to standard output failed\n";
@@ -66,7 +66,7 @@ int RunDatasetExport(const std::filesystem::path& store, const std::string& form
         log << "error: cannot create " << partial.string() << "\n";
         return 1;
       }
-      summary = ExportRecords(reader, *format, file);
+      summary = ExportRecords(reader, *format, file, options);
       file.close();
       if (!file) {
         log << "error: writing " << partial.string() << " failed\n";
@@ -87,7 +87,8 @@ int RunDatasetExport(const std::filesystem::path& store, const std::string& form
   const ReaderStats& read = reader.stats();
   log << "exported " << summary.rows << " " << ExportFormatName(*format) << " row(s) from " << summary.records
       << " record(s) in " << read.segments << " segment(s) to " << (out == "-" ? "standard output" : out.string())
-      << "; " << read.torn << " torn line(s), " << read.corrupt << " corrupt line(s) skipped\n";
+      << "; " << read.torn << " torn line(s), " << read.corrupt << " corrupt line(s) skipped"
+      << (options.dedup ? ", " + std::to_string(summary.duplicates) + " duplicate kernel(s) left out" : "") << "\n";
   LogProblems(read, log);
   return 0;
 }

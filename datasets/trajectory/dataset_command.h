@@ -8,6 +8,8 @@
 #include <ostream>
 #include <string>
 
+#include "datasets/trajectory/export.h"
+
 namespace kernelgym {
 
 // Writes `format` ("transitions" or "sft", docs/dataset.md) rows for every record of the store
@@ -15,7 +17,7 @@ namespace kernelgym {
 // `out` and renamed when complete, so a failed export never leaves a half file behind. A summary
 // (rows, records, segments, torn / corrupt lines with their file:line) goes to `log`.
 int RunDatasetExport(const std::filesystem::path& store, const std::string& format, const std::filesystem::path& out,
-                     std::ostream& log);
+                     std::ostream& log, const ExportOptions& options = {});
 
 // Prints the store's figures (docs/dataset.md, "Stats") to `out`, as text or as one JSON object.
 // Errors go to the default logger.

@@ -1,5 +1,7 @@
 #include "datasets/trajectory/export.h"
 
+#include <unordered_set>
+
 #include "datasets/trajectory/record_access.h"
 #include "datasets/trajectory/record_schema.h"
 
@@ -180,11 +182,22 @@ std::vector<ordered_json> ChatExamples(const json& record) {
   return examples;
 }
 
-ExportSummary ExportRecords(TrajectoryReader& reader, ExportFormat format, std::ostream& out) {
+ExportSummary ExportRecords(TrajectoryReader& reader, ExportFormat format, std::ostream& out,
+                            const ExportOptions& options) {
   ExportSummary summary;
+  std::unordered_set<std::string> seen;  // task + backend + source of every kernel exported
   json record;
   while (reader.Next(record)) {
     ++summary.records;
+    if (options.dedup && IsKind(record, record::kKindTransition)) {
+      const std::string* task = String(Field(record, record::kTask));
+      const std::string* backend = String(Field(record, record::kBackend));
+      const std::string* source = String(Field(Field(record, record::kObservation), record::obs::kSource));
+      if (task && backend && source && !seen.insert(*task + '\0' + *backend + '\0' + *source).second) {
+        ++summary.duplicates;
+        continue;
+      }
+    }
     std::vector<ordered_json> rows;
     if (format == ExportFormat::kChat) rows = ChatExamples(record);
     else if (auto row = format == ExportFormat::kTransitions ? TransitionRow(record) : SftExample(record)) rows.push_back(*row);

@@ -46,12 +46,20 @@ std::optional<std::string> RenderActionText(const nlohmann::json& action, std::s
 std::vector<nlohmann::ordered_json> ChatExamples(const nlohmann::json& record);
 
 struct ExportSummary {
-  uint64_t records = 0;  // records read
-  uint64_t rows = 0;     // lines written
+  uint64_t records = 0;     // records read
+  uint64_t rows = 0;        // lines written
+  uint64_t duplicates = 0;  // transitions left out by ExportOptions::dedup
+};
+
+struct ExportOptions {
+  // Leave out a transition whose kernel (task, backend, observation.source) an earlier transition
+  // of the export already had: a dataset of distinct kernels (the first evaluation of each).
+  bool dedup = false;
 };
 
 // Reads every record from `reader` and writes one JSON line per row to `out`. Problems in the
 // store are left in reader.stats().
-ExportSummary ExportRecords(TrajectoryReader& reader, ExportFormat format, std::ostream& out);
+ExportSummary ExportRecords(TrajectoryReader& reader, ExportFormat format, std::ostream& out,
+                            const ExportOptions& options = {});
 
 }  // namespace kernelgym

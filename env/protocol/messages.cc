@@ -48,4 +48,22 @@ std::string_view OpName(const RequestBody& body) {
   return kOps[body.index()];
 }
 
+nlohmann::json ActionToJson(const Action& action) {
+  nlohmann::json j{{"kind", std::string(ActionKind(action))}};
+  if (const auto* a = std::get_if<ReplaceAction>(&action)) {
+    j["source"] = a->source;
+  } else if (const auto* a = std::get_if<EditAction>(&action)) {
+    j["edits"] = nlohmann::json::array();
+    for (const auto& b : a->edits) j["edits"].push_back({{"search", b.search}, {"replace", b.replace}});
+  } else if (const auto* a = std::get_if<PatchAction>(&action)) {
+    j["diff"] = a->diff;
+  } else if (const auto* a = std::get_if<KnobsAction>(&action)) {
+    j["values"] = nlohmann::json::object();
+    for (const auto& [name, value] : a->values) std::visit([&](const auto& v) { j["values"][name] = v; }, value);
+  } else if (const auto* a = std::get_if<RevertAction>(&action)) {
+    j["to_step"] = a->to_step;
+  }
+  return j;
+}
+
 }  // namespace kernelgym::protocol

@@ -75,6 +75,9 @@ struct SubmitAction {
 };
 using Action = std::variant<ReplaceAction, EditAction, PatchAction, KnobsAction, RevertAction, SubmitAction>;
 std::string_view ActionKind(const Action& action);
+// The action as a JSON map, the form the trajectory store records and docs/protocol.md shows:
+// {"kind": "replace", "source": ...}, {"kind": "edit", "edits": [{"search", "replace"}]}, ...
+nlohmann::json ActionToJson(const Action& action);
 
 // ---- requests ----
 struct HelloRequest {

@@ -37,23 +37,6 @@ json Base(const RecordContext& c, const char* kind, int64_t step, const protocol
 
 }  // namespace
 
-json ActionToJson(const protocol::Action& action) {
-  json j{{"kind", std::string(protocol::ActionKind(action))}};
-  if (const auto* a = std::get_if<protocol::ReplaceAction>(&action)) {
-    j["source"] = a->source;
-  } else if (const auto* a = std::get_if<protocol::EditAction>(&action)) {
-    j["edits"] = json::array();
-    for (const auto& b : a->edits) j["edits"].push_back({{"search", b.search}, {"replace", b.replace}});
-  } else if (const auto* a = std::get_if<protocol::PatchAction>(&action)) {
-    j["diff"] = a->diff;
-  } else if (const auto* a = std::get_if<protocol::KnobsAction>(&action)) {
-    j["values"] = json::object();
-    for (const auto& [name, value] : a->values) std::visit([&](const auto& v) { j["values"][name] = v; }, value);
-  } else if (const auto* a = std::get_if<protocol::RevertAction>(&action)) {
-    j["to_step"] = a->to_step;
-  }
-  return j;
-}
 
 std::string ResetRecord(const RecordContext& context, const protocol::ResetResult& reset, const EvalResult* result) {
   json out = Base(context, record::kKindReset, 0, reset.observation, result);
@@ -64,7 +47,7 @@ std::string ResetRecord(const RecordContext& context, const protocol::ResetResul
 std::string TransitionRecord(const RecordContext& context, const protocol::Action& action, const std::string& prompt,
                              const json& meta, const protocol::StepResult& step, const EvalResult* result) {
   json out = Base(context, record::kKindTransition, step.observation.step, step.observation, result);
-  out[record::kAction] = ActionToJson(action);
+  out[record::kAction] = protocol::ActionToJson(action);
   out[record::kPrompt] = prompt;
   out[record::kReward] = step.reward;
   out[record::kTerminated] = step.terminated;

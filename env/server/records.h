@@ -17,8 +17,6 @@ struct RecordContext {
   nlohmann::json runner = nlohmann::json::object();  // the runner's fingerprint
 };
 
-nlohmann::json ActionToJson(const protocol::Action& action);
-
 // `result`: the evaluation behind the observation (its raw timing samples are recorded); may be
 // null (an invalid action or a re-used evaluation: no new samples).
 std::string ResetRecord(const RecordContext& context, const protocol::ResetResult& reset, const EvalResult* result);

@@ -39,6 +39,9 @@ void AddEnvFlags(CLI::App& command, EnvFlags& env) {
                      "a running server's client endpoint (default: start one here with one local runner)");
   command.add_option("--record-dir", env.record_dir,
                      "with no --connect: the started server's trajectory store (default: not kept)");
+  command.add_option("--local-runners", env.local_runners, "with no --connect: the started server's runners")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
 }
 
 std::string ConnectOrStart(const EnvFlags& env, const std::string& backend, bool& record,
@@ -46,8 +49,8 @@ std::string ConnectOrStart(const EnvFlags& env, const std::string& backend, bool
   if (!env.connect.empty()) return env.connect;
   std::vector<std::string> extra = {"--local-runner-backends", backend};
   if (!env.record_dir.empty()) extra.insert(extra.end(), {"--record-dir", env.record_dir});
-  else record = false;  // nowhere to keep it
-  server = LocalServer::Start(SelfExecutable(), extra, 120, error);
+  record = !env.record_dir.empty() && record;  // nowhere to keep it without a store
+  server = LocalServer::Start(SelfExecutable(), env.local_runners, extra, 120, error);
   return server ? server->endpoint() : "";
 }
 

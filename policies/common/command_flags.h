@@ -14,6 +14,7 @@ namespace kernelgym::policies {
 struct EnvFlags {
   std::string connect;     // empty: start a local `kernelgym serve`
   std::string record_dir;  // the local server's trajectory store (empty: not kept)
+  int local_runners = 1;   // the local server's runners
   double request_timeout_s = 600;
 };
 
@@ -25,7 +26,7 @@ void AddEnvFlags(CLI::App& command, EnvFlags& env);
 
 // The endpoint to talk to: --connect's, or that of a server started here for `backend` (returned
 // in `server`, which stops it when destroyed). Empty with `error` set when none could be started.
-// `record` is cleared when a started server has nowhere to keep records.
+// `record` is cleared when a started server has nowhere to keep records (no --record-dir).
 std::string ConnectOrStart(const EnvFlags& env, const std::string& backend, bool& record,
                            std::unique_ptr<LocalServer>& server, std::string& error);
 

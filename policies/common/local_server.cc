@@ -31,7 +31,7 @@ std::string Tail(const std::filesystem::path& file, std::size_t bytes) {
 
 std::filesystem::path SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
-std::unique_ptr<LocalServer> LocalServer::Start(const std::filesystem::path& binary,
+std::unique_ptr<LocalServer> LocalServer::Start(const std::filesystem::path& binary, int runners,
                                                 const std::vector<std::string>& extra, double timeout_s,
                                                 std::string& error) {
   std::unique_ptr<LocalServer> server(new LocalServer());
@@ -43,7 +43,7 @@ std::unique_ptr<LocalServer> LocalServer::Start(const std::filesystem::path& bin
   server->dir_ = dir_template;
   server->log_ = server->dir_ / "serve.log";
   const std::filesystem::path endpoint_file = server->dir_ / "endpoints.json";
-  std::vector<std::string> args = {binary.string(), "serve", "--bind", "tcp://127.0.0.1:*", "--local-runners", "1",
+  std::vector<std::string> args = {binary.string(), "serve", "--bind", "tcp://127.0.0.1:*", "--local-runners", std::to_string(runners),
                                    "--endpoint-file", endpoint_file.string()};
   args.insert(args.end(), extra.begin(), extra.end());
   std::string command;

@@ -15,11 +15,12 @@ namespace kernelgym::policies {
 
 class LocalServer {
  public:
-  // Starts `binary serve --bind tcp://127.0.0.1:* --local-runners 1 --endpoint-file ... <extra>`
+  // Starts `binary serve --bind tcp://127.0.0.1:* --local-runners N --endpoint-file ... <extra>`
   // and waits (up to `timeout_s`) until it listens. nullptr with `error` (the command, how it
   // ended and the end of its log) when it does not come up.
-  static std::unique_ptr<LocalServer> Start(const std::filesystem::path& binary, const std::vector<std::string>& extra,
-                                            double timeout_s, std::string& error);
+  static std::unique_ptr<LocalServer> Start(const std::filesystem::path& binary, int runners,
+                                            const std::vector<std::string>& extra, double timeout_s,
+                                            std::string& error);
   ~LocalServer();
   LocalServer(const LocalServer&) = delete;
   LocalServer& operator=(const LocalServer&) = delete;

@@ -1,0 +1,192 @@
+#include "policies/evaluate/episode_policy.h"
+
+#include <chrono>
+#include <random>
+#include <sstream>
+
+#include "policies/agent/agent.h"
+#include "policies/search/proposer.h"
+#include "policies/search/search.h"
+
+namespace kernelgym::evaluate {
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Make + reset with the context's settings; the env id.
+std::string Start(client::Client& env, const EpisodeContext& c, int max_steps, protocol::Observation& first) {
+  protocol::EnvMakeRequest make;
+  make.task = c.task.value("id", "");
+  make.backend = c.backend;
+  make.max_steps = max_steps;
+  make.record = c.record;
+  const std::string id = env.Make(make).env;
+  first = env.Reset(id, c.seed).observation;
+  return id;
+}
+
+// The submit's verdict into the outcome.
+void Finish(client::Client& env, const std::string& id, TaskOutcome& out, const std::string& policy) {
+  const protocol::StepResult submit = env.Step(id, protocol::SubmitAction{}, {{"policy", policy}});
+  ++out.steps;
+  out.status = submit.observation.status;
+  out.correct = submit.observation.status == "ok";
+  out.speedup = out.correct ? submit.observation.speedup : 0;
+  env.Close(id);
+}
+
+class StarterPolicy final : public EpisodePolicy {
+ public:
+  std::string_view name() const override { return "starter"; }
+  TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream&) override {
+    const auto start = Clock::now();
+    TaskOutcome out;
+    out.task = c.task.value("id", "");
+    protocol::Observation first;
+    const std::string id = Start(env, c, 2, first);
+    out.starter_speedup = out.best_speedup = first.speedup;
+    Finish(env, id, out, "starter");
+    out.seconds = Since(start);
+    return out;
+  }
+};
+
+class RandomKnobsPolicy final : public EpisodePolicy {
+ public:
+  std::string_view name() const override { return "random-knobs"; }
+  TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
+    const auto start = Clock::now();
+    TaskOutcome out;
+    out.task = c.task.value("id", "");
+    const auto domains = search::KnobDomains(c.task);
+    protocol::Observation first;
+    const std::string id = Start(env, c, c.budget + 3, first);
+    out.starter_speedup = out.best_speedup = first.speedup;
+    int64_t best_step = 0, current_step = 0;
+    std::mt19937_64 rng(c.seed);
+    for (int i = 0; i < c.budget && !domains.empty(); ++i) {
+      std::map<std::string, protocol::KnobValue> setting;
+      for (const auto& [name, values] : domains)
+        setting[name] = values[std::uniform_int_distribution<std::size_t>(0, values.size() - 1)(rng)];
+      const protocol::StepResult r = env.Step(id, protocol::KnobsAction{setting}, {{"policy", "random-knobs"}});
+      ++out.steps;
+      current_step = r.observation.step;
+      if (r.observation.status == "ok" && r.observation.speedup > out.best_speedup) {
+        out.best_speedup = r.observation.speedup;
+        best_step = current_step;
+      }
+    }
+    if (domains.empty()) log << "random-knobs: " << out.task << " has no knob template: submitting the starter\n";
+    if (current_step != best_step) {
+      env.Step(id, protocol::RevertAction{best_step}, {{"policy", "random-knobs"}});
+      ++out.steps;
+    }
+    Finish(env, id, out, "random-knobs");
+    out.seconds = Since(start);
+    return out;
+  }
+};
+
+// knob-search and mutate-search: a beam search (search.h) over an in-memory graph.
+class SearchPolicy final : public EpisodePolicy {
+ public:
+  SearchPolicy(std::string name, std::string proposer) : name_(std::move(name)), proposer_(std::move(proposer)) {}
+  std::string_view name() const override { return name_; }
+  TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
+    const auto start = Clock::now();
+    TaskOutcome out;
+    out.task = c.task.value("id", "");
+    search::ProposerContext context;
+    context.task = c.task;
+    context.backend = c.backend;
+    std::string error;
+    std::unique_ptr<search::Proposer> proposer = search::CreateProposer(proposer_, context, error);
+    if (!proposer) {
+      log << name_ << ": " << error << ": submitting the starter\n";
+      StarterPolicy starter;
+      out = starter.Run(env, c, log);
+      out.seconds = Since(start);
+      return out;
+    }
+    search::SearchGraph graph(out.task, c.backend, {{"proposer", proposer_}, {"algorithm", "beam"}});
+    search::SearchOptions options;
+    options.algorithm = "beam";
+    options.max_evaluations = c.budget;
+    options.seed = c.seed;
+    options.record = c.record;
+    options.beam_width = 2;
+    options.branches = 4;
+    options.depth = 1000;  // the evaluation budget is the limit
+    std::ostringstream quiet;  // the search's per-node lines stay out of the evaluation's log
+    {
+      search::Searcher searcher(env, *proposer, graph, "", options, quiet);
+      searcher.Run();
+    }
+    const search::SearchNode& root = graph.node(0);
+    out.starter_speedup = root.ok() ? root.speedup : 0;
+    const auto best = graph.Best();
+    out.best_speedup = best ? graph.node(*best).speedup : 0;
+    out.steps = graph.evaluations() + (graph.final_evaluation().empty() ? 0 : 1);
+    const json& final = graph.final_evaluation();
+    out.status = final.empty() ? "no correct kernel" : final.value("status", "");
+    out.correct = out.status == "ok";
+    out.speedup = out.correct ? final.value("speedup", 0.0) : 0;
+    out.seconds = Since(start);
+    return out;
+  }
+
+ private:
+  std::string name_, proposer_;
+};
+
+class AgentPolicy final : public EpisodePolicy {
+ public:
+  std::string_view name() const override { return "agent"; }
+  TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
+    TaskOutcome out;
+    out.task = c.task.value("id", "");
+    agent::AgentOptions options;
+    options.task = out.task;
+    options.backend = c.backend;
+    options.max_steps = std::max(3, c.budget);
+    options.record = c.record;
+    options.seed = c.seed;
+    options.model = c.model;
+    agent::Agent agent(env, *c.assistant, options, log);
+    const llm::ChatTotals before = c.assistant->chat().totals();
+    const agent::AgentReport report = agent.Run();
+    out.correct = report.submitted && report.submit_status == "ok";
+    out.status = report.submitted ? report.submit_status : report.stop_reason;
+    out.speedup = out.correct ? report.submit_speedup : 0;
+    out.best_speedup = report.best_speedup;
+    out.starter_speedup = report.starter_speedup;
+    out.steps = report.steps;
+    out.seconds = report.seconds;
+    out.chat_calls = report.chat.calls - before.calls;
+    out.prompt_tokens = report.chat.prompt_tokens - before.prompt_tokens;
+    out.completion_tokens = report.chat.completion_tokens - before.completion_tokens;
+    return out;
+  }
+};
+
+}  // namespace
+
+const std::vector<std::string>& PolicyNames() {
+  static const std::vector<std::string> names = {"starter", "random-knobs", "knob-search", "mutate-search", "agent"};
+  return names;
+}
+
+std::unique_ptr<EpisodePolicy> CreatePolicy(std::string_view name, std::string& error) {
+  if (name == "starter") return std::make_unique<StarterPolicy>();
+  if (name == "random-knobs") return std::make_unique<RandomKnobsPolicy>();
+  if (name == "knob-search") return std::make_unique<SearchPolicy>("knob-search", "knobs");
+  if (name == "mutate-search") return std::make_unique<SearchPolicy>("mutate-search", "mutate");
+  if (name == "agent") return std::make_unique<AgentPolicy>();
+  error = "unknown policy '" + std::string(name) + "' (starter, random-knobs, knob-search, mutate-search, agent)";
+  return nullptr;
+}
+
+}  // namespace kernelgym::evaluate

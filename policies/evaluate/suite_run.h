@@ -1,0 +1,48 @@
+// Running one policy over a suite (`kernelgym evaluate` and `kernelgym collect` both do): every
+// task, `episodes` times, a progress bar on the way, a Report at the end.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "env/client/client.h"
+#include "policies/evaluate/episode_policy.h"
+#include "policies/evaluate/report.h"
+
+namespace kernelgym::evaluate {
+
+struct SuiteRunOptions {
+  std::string suite = "cpu";
+  std::string backend = "cpu";
+  std::vector<std::string> tasks;  // only these tasks of the suite (empty: all)
+  int episodes = 1;
+  int budget = 16;
+  uint64_t seed = 1;  // episode e of task t uses seed + e (the same inputs for every policy)
+  bool record = false;
+  roles::Assistant* assistant = nullptr;
+  std::string model;
+};
+
+// A progress bar on a terminal ("\r[#####.....] 3/6 cpu/conv2d"), one line per item otherwise.
+class Progress {
+ public:
+  Progress(std::ostream& out, bool terminal, int total, std::string label);
+  void Step(const std::string& item, const std::string& result);  // one item done
+  void Done();
+
+ private:
+  std::ostream& out_;
+  bool terminal_;
+  int total_, done_ = 0;
+  std::string label_;
+};
+
+// The tasks of `suite` that have a version for `backend`, then one episode each (x episodes).
+// An episode that fails with a server error is an outcome with status "error: ..." (not correct);
+// transport failures propagate.
+// `progress`: where the progress bar goes (nullptr: none); `terminal`: redraw it in place.
+Report RunSuite(client::Client& env, EpisodePolicy& policy, const SuiteRunOptions& options, std::ostream* progress,
+                bool terminal, std::ostream& log);
+
+}  // namespace kernelgym::evaluate

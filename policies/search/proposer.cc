@@ -1,0 +1,234 @@
+#include "policies/search/proposer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "policies/roles/reply_parsers.h"
+#include "policies/roles/roles.h"
+#include "policies/search/mutations.h"
+
+namespace kernelgym::search {
+namespace {
+
+using nlohmann::json;
+
+std::string KnobText(const protocol::KnobValue& v) {
+  return std::visit(
+      [](const auto& x) {
+        std::ostringstream s;
+        s << x;
+        return s.str();
+      },
+      v);
+}
+
+bool SettingInGraph(const SearchGraph& graph, const std::map<std::string, protocol::KnobValue>& setting) {
+  for (const SearchNode& n : graph.nodes())
+    if (!n.knobs.empty() && n.knobs == setting) return true;
+  return false;
+}
+
+// Moves in the knob template: from a node made from the template, every setting that changes one
+// knob; from any other node (the starter), the defaults and every one-knob change of them.
+class KnobsProposer final : public Proposer {
+ public:
+  explicit KnobsProposer(const json& task) : domains_(KnobDomains(task)), defaults_(KnobDefaults(task)) {}
+  std::string_view name() const override { return "knobs"; }
+
+  std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
+                                std::mt19937_64& rng) override {
+    const auto& base = node.knobs.empty() ? defaults_ : node.knobs;
+    std::vector<Proposal> moves;
+    if (node.knobs.empty() && !SettingInGraph(graph, defaults_))
+      moves.push_back({protocol::KnobsAction{defaults_}, "the template's defaults", defaults_, ""});
+    for (const auto& [name, values] : domains_)
+      for (const protocol::KnobValue& value : values) {
+        if (base.count(name) && base.at(name) == value) continue;
+        auto setting = base;
+        setting[name] = value;
+        if (SettingInGraph(graph, setting)) continue;
+        const std::string from = base.count(name) ? KnobText(base.at(name)) : "?";
+        moves.push_back({protocol::KnobsAction{setting}, name + " " + from + " -> " + KnobText(value), setting, ""});
+      }
+    std::shuffle(moves.begin(), moves.end(), rng);
+    if (moves.size() > static_cast<std::size_t>(count)) moves.resize(static_cast<std::size_t>(count));
+    return moves;
+  }
+
+ private:
+  std::map<std::string, std::vector<protocol::KnobValue>> domains_;
+  std::map<std::string, protocol::KnobValue> defaults_;
+};
+
+// How much each operator tends to pay on a scalar CPU kernel: libm calls and serial reductions
+// are what keeps -O3 from vectorizing, so those rewrites come first; unrolling and __restrict
+// rarely matter to GCC at -O3, and `omp parallel for` only where a task allows threads. Mutants
+// are drawn without replacement with these weights (a prior, not a filter: all get their turn).
+double OperatorWeight(const Mutation& m) {
+  if (m.op == "exp_poly") return 8;
+  if (m.op == "omp_simd") return m.description.find("reduction") != std::string::npos ? 6 : 3;
+  if (m.op == "hoist_division") return 2;
+  return 1;
+}
+
+class MutateProposer final : public Proposer {
+ public:
+  std::string_view name() const override { return "mutate"; }
+  std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
+                                std::mt19937_64& rng) override {
+    std::vector<Proposal> out;
+    std::vector<Mutation> mutants = EnumerateMutations(node.source);
+    // Weighted sampling without replacement (Efraimidis-Spirakis): sort by u^(1/w), largest first.
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::vector<std::pair<double, std::size_t>> keys;
+    for (std::size_t i = 0; i < mutants.size(); ++i)
+      keys.emplace_back(std::pow(uniform(rng), 1.0 / OperatorWeight(mutants[i])), i);
+    std::sort(keys.begin(), keys.end(), std::greater<>());
+    std::vector<Mutation> ordered;
+    for (const auto& [key, i] : keys) ordered.push_back(std::move(mutants[i]));
+    mutants = std::move(ordered);
+    for (Mutation& m : mutants) {
+      if (static_cast<int>(out.size()) >= count) break;
+      if (graph.HasSource(m.source)) continue;
+      out.push_back({protocol::ReplaceAction{m.source}, m.description, {}, m.source});
+    }
+    return out;
+  }
+};
+
+// The implementer, asked to apply one strategy from the list to the node's kernel.
+class LlmProposer final : public Proposer {
+ public:
+  LlmProposer(const ProposerContext& context, std::vector<std::string> strategies)
+      : context_(context), strategies_(std::move(strategies)) {}
+  std::string_view name() const override { return "llm"; }
+
+  std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
+                                std::mt19937_64& rng) override {
+    std::vector<std::string> order = strategies_;
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<Proposal> out;
+    for (const std::string& strategy : order) {
+      if (static_cast<int>(out.size()) >= count) break;
+      roles::Variables v = roles::TaskVariables(context_.task, context_.backend, context_.assistant->roles());
+      v["source"] = node.source;
+      v["observation"] = "status: " + node.status + (node.ok() ? ", " + std::to_string(node.speedup) + "x the reference" : "") +
+                         (node.message.empty() ? "" : "\n" + node.message);
+      v["note"] = "Apply this optimization strategy, and only this one: " + strategy;
+      v["best_speedup"] = std::to_string(node.speedup);
+      std::optional<protocol::Action> action;
+      std::string error;
+      context_.assistant->Ask(roles::Role::kImplementer, v,
+                              [&](const std::string& reply) {
+                                roles::ActionOrError parsed = roles::ParseKernelEdit(reply, context_.backend);
+                                action = parsed.action;
+                                return parsed.error;
+                              },
+                              exchanges_, error);
+      if (!action) continue;
+      std::string source;
+      if (const auto* replace = std::get_if<protocol::ReplaceAction>(&*action)) {
+        if (graph.HasSource(replace->source)) continue;
+        source = replace->source;
+      }
+      out.push_back({*action, strategy, {}, source});
+    }
+    return out;
+  }
+
+  std::vector<roles::Exchange> TakeExchanges() override { return std::exchange(exchanges_, {}); }
+
+ private:
+  ProposerContext context_;
+  std::vector<std::string> strategies_;
+  std::vector<roles::Exchange> exchanges_;
+};
+
+std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("- ", 0) == 0) out.push_back(line.substr(2));
+  return out;
+}
+
+std::optional<protocol::KnobValue> KnobFromJson(const json& v) {
+  if (v.is_number_integer()) return protocol::KnobValue{v.get<int64_t>()};
+  if (v.is_number_float()) return protocol::KnobValue{v.get<double>()};
+  if (v.is_string()) return protocol::KnobValue{v.get<std::string>()};
+  return std::nullopt;
+}
+
+const json& Knobs(const json& task) {
+  static const json none = json::object();
+  if (!task.contains("spec") || !task["spec"].is_object() || !task["spec"].contains("knobs") ||
+      !task["spec"]["knobs"].is_object())
+    return none;
+  return task["spec"]["knobs"];
+}
+
+}  // namespace
+
+std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const json& task) {
+  std::map<std::string, std::vector<protocol::KnobValue>> out;
+  for (const auto& [name, knob] : Knobs(task).items())
+    for (const json& v : knob.value("values", json::array()))
+      if (const auto value = KnobFromJson(v)) out[name].push_back(*value);
+  return out;
+}
+
+std::map<std::string, protocol::KnobValue> KnobDefaults(const json& task) {
+  std::map<std::string, protocol::KnobValue> out;
+  for (const auto& [name, knob] : Knobs(task).items())
+    if (const auto value = KnobFromJson(knob.value("default", json()))) out[name] = *value;
+  return out;
+}
+
+std::filesystem::path DefaultStrategiesDir() {
+  if (const char* env = std::getenv("KERNELGYM_STRATEGIES"); env && *env) return env;
+  return KERNELGYM_STRATEGIES_DIR;
+}
+
+const std::vector<std::string>& ProposerNames() {
+  static const std::vector<std::string> names = {"knobs", "mutate", "llm"};
+  return names;
+}
+
+std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerContext& context, std::string& error) {
+  const std::string task = context.task.value("id", "?");
+  if (name == "knobs") {
+    if (KnobDomains(context.task).empty()) {
+      error = "task " + task + " has no knob template: the knobs proposer has nothing to move (try mutate or llm)";
+      return nullptr;
+    }
+    return std::make_unique<KnobsProposer>(context.task);
+  }
+  if (name == "mutate") {
+    if (context.backend != "cpu") {
+      error = "the mutate proposer rewrites C++ kernels: backend '" + context.backend + "' is not supported";
+      return nullptr;
+    }
+    return std::make_unique<MutateProposer>();
+  }
+  if (name == "llm") {
+    if (!context.assistant) {
+      error = "the llm proposer needs a model: --endpoint URL --model NAME";
+      return nullptr;
+    }
+    const std::filesystem::path file = context.strategies_dir / (context.backend + ".md");
+    std::vector<std::string> strategies = ReadStrategies(file);
+    if (strategies.empty()) {
+      error = "no strategies (lines starting with \"- \") in " + file.string();
+      return nullptr;
+    }
+    return std::make_unique<LlmProposer>(context, std::move(strategies));
+  }
+  error = "unknown proposer '" + std::string(name) + "' (knobs, mutate, llm)";
+  return nullptr;
+}
+
+}  // namespace kernelgym::search

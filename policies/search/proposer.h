@@ -1,0 +1,62 @@
+// Proposers: where a search's children come from. One interface, three implementations found by
+// name (ProposerNames()):
+//   knobs   moves in the task's knob template: one knob changed to another value of its domain
+//   mutate  source mutations that need no model (mutations.h): SIMD pragmas, unrolling,
+//           __restrict, a polynomial exp, hoisted divisions, parallel loops
+//   llm     the implementer role, conditioned on a strategy drawn from the backend's strategy list
+//           (strategies/<backend>.md), through any OpenAI-compatible endpoint
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "env/protocol/messages.h"
+#include "policies/roles/assistant.h"
+#include "policies/search/graph.h"
+
+namespace kernelgym::search {
+
+struct Proposal {
+  protocol::Action action;
+  std::string strategy;                              // the edge in words
+  std::map<std::string, protocol::KnobValue> knobs;  // the setting, for a knob move
+  std::string source;  // the resulting source when the proposer knows it (replace), for dedup; else ""
+};
+
+struct ProposerContext {
+  nlohmann::json task;  // tasks.get
+  std::string backend = "cpu";
+  roles::Assistant* assistant = nullptr;  // required by `llm`
+  std::filesystem::path strategies_dir;   // `llm`: holds <backend>.md
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual std::string_view name() const = 0;
+  // Up to `count` proposals to expand `node` into, none already in `graph` (same source or the
+  // same knob setting); fewer, or none, when the node's neighbourhood is exhausted.
+  virtual std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
+                                        std::mt19937_64& rng) = 0;
+  // The chat exchanges behind the last Propose() (llm), to be recorded with the steps; moved out.
+  virtual std::vector<roles::Exchange> TakeExchanges() { return {}; }
+};
+
+const std::vector<std::string>& ProposerNames();  // "knobs", "mutate", "llm"
+// $KERNELGYM_STRATEGIES when set, else the source tree's policies/search/strategies.
+std::filesystem::path DefaultStrategiesDir();
+// nullptr with `error` for an unknown name or a context the proposer cannot work with (no knob
+// template for `knobs`, no model for `llm`, a backend `mutate` does not know).
+std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerContext& context, std::string& error);
+
+// The task's knob template: name -> its values, and the defaults (empty when it has none).
+std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const nlohmann::json& task);
+std::map<std::string, protocol::KnobValue> KnobDefaults(const nlohmann::json& task);
+
+}  // namespace kernelgym::search

@@ -1,0 +1,328 @@
+#include "policies/search/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <set>
+#include <sstream>
+
+namespace kernelgym::search {
+namespace {
+
+using nlohmann::json;
+
+std::string Fixed(double x) {
+  std::ostringstream s;
+  s << std::fixed << std::setprecision(2) << x;
+  return s.str();
+}
+
+// Two proposals of one batch that would evaluate the same kernel.
+bool SameKernel(const Proposal& a, const Proposal& b) {
+  if (!a.knobs.empty() || !b.knobs.empty()) return a.knobs == b.knobs;
+  return !a.source.empty() && a.source == b.source;
+}
+
+// `node` beats `than`: correct, and faster (anything correct beats a failed kernel).
+bool Beats(const SearchNode& node, const SearchNode& than) {
+  return node.ok() && (!than.ok() || node.speedup > than.speedup);
+}
+
+}  // namespace
+
+const std::vector<std::string>& AlgorithmNames() {
+  static const std::vector<std::string> names = {"parallel", "beam", "ucb"};
+  return names;
+}
+
+Searcher::Searcher(client::Client& env, Proposer& proposer, SearchGraph& graph, std::filesystem::path graph_file,
+                   SearchOptions options, std::ostream& log)
+    : env_(env),
+      proposer_(proposer),
+      graph_(graph),
+      graph_file_(std::move(graph_file)),
+      options_(std::move(options)),
+      log_(log),
+      // A resumed run continues with a different stream: the same seed would re-draw the
+      // proposals the first run already evaluated (and the graph would refuse them).
+      rng_(options_.seed + 1000003ULL * static_cast<uint64_t>(graph.size())) {}
+
+Searcher::~Searcher() {
+  std::set<std::string> closed;
+  for (const auto& [node, env] : envs_)
+    if (closed.insert(env).second) try {
+        env_.Close(env);
+      } catch (const std::exception&) {
+        // The server may be gone; its sessions go with it.
+      }
+}
+
+bool Searcher::BudgetLeft() const {
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+  return graph_.evaluations() < options_.max_evaluations && elapsed < options_.time_budget_s;
+}
+
+void Searcher::Save() {
+  if (graph_file_.empty()) return;
+  std::string error;
+  if (!graph_.Save(graph_file_, error)) log_ << "search: warning: " << error << std::endl;
+}
+
+void Searcher::EnsureRoot() {
+  protocol::EnvMakeRequest make;
+  make.task = graph_.task();
+  make.backend = graph_.backend();
+  make.max_steps = 10000;  // every node is one step of a fork: the budget is the search's own
+  make.time_budget_s = 1e7;
+  make.record = options_.record;
+  root_env_ = env_.Make(make).env;
+  const protocol::ResetResult reset = env_.Reset(root_env_, options_.seed);
+  envs_[0] = root_env_;
+  if (graph_.size() > 0) return;  // resumed: the root is known
+  const protocol::Observation& o = reset.observation;
+  SearchNode root;
+  root.proposer = "root";
+  root.strategy = "the starter";
+  root.source = o.source;
+  root.status = o.status;
+  root.message = o.message;
+  root.speedup = o.speedup;
+  root.ci_low = o.speedup_ci_low;
+  root.ci_high = o.speedup_ci_high;
+  root.eval_seconds = reset.info.value("eval_seconds", 0.0);
+  graph_.Add(root);
+  log_ << "search: node 0 (the starter): " << o.status << (root.ok() ? " " + Fixed(root.speedup) + "x" : "")
+       << std::endl;
+  Save();
+}
+
+std::string Searcher::EnvOf(int id) {
+  if (auto it = envs_.find(id); it != envs_.end()) return it->second;
+  // Resumed: re-create the node's kernel in a fork of the root (one evaluation).
+  const SearchNode& node = graph_.node(id);
+  const std::string env = env_.Fork(root_env_).env;
+  const protocol::Action action = node.knobs.empty() ? protocol::Action{protocol::ReplaceAction{node.source}}
+                                                     : protocol::Action{protocol::KnobsAction{node.knobs}};
+  env_.Step(env, action, {{"policy", "kernelgym-search"}, {"replay_of_node", id}});
+  envs_[id] = env;
+  return env;
+}
+
+std::vector<int> Searcher::Evaluate(const std::vector<Child>& children) {
+  struct InFlight {
+    std::size_t child;
+    std::string env;
+  };
+  std::vector<roles::Exchange> exchanges = proposer_.TakeExchanges();
+  std::map<uint64_t, InFlight> in_flight;
+  std::vector<int> ids(children.size(), -1);
+  std::size_t next = 0;
+  while (next < children.size() || !in_flight.empty()) {
+    while (next < children.size() && static_cast<int>(in_flight.size()) < std::max(1, options_.concurrency)) {
+      const Child& c = children[next];
+      const std::string env = env_.Fork(EnvOf(c.parent)).env;
+      json meta = {{"policy", "kernelgym-search"}, {"proposer", std::string(proposer_.name())},
+                   {"strategy", c.proposal.strategy}, {"parent", c.parent}};
+      if (!exchanges.empty()) {  // the model calls behind this batch go with its first step
+        json recorded = json::array();
+        for (const roles::Exchange& e : exchanges) recorded.push_back(e.ToJson());
+        meta["exchanges"] = recorded;
+        exchanges.clear();
+      }
+      in_flight[env_.Send(protocol::EnvStepRequest{env, c.proposal.action, meta})] = {next, env};
+      ++next;
+    }
+    const std::optional<client::Reply> reply = env_.Recv(3600);
+    if (!reply) throw client::TransportError("search: no reply to an evaluation within an hour");
+    const auto it = in_flight.find(reply->id);
+    if (it == in_flight.end()) continue;  // not ours (cannot happen: this client only sends these)
+    const InFlight flight = it->second;
+    in_flight.erase(it);
+    const Child& c = children[flight.child];
+    SearchNode node;
+    node.parent = c.parent;
+    node.proposer = std::string(proposer_.name());
+    node.strategy = c.proposal.strategy;
+    node.action = protocol::ActionToJson(c.proposal.action);
+    node.knobs = c.proposal.knobs;
+    try {
+      const protocol::StepResult r = client::AsStepResult(*reply);
+      const protocol::Observation& o = r.observation;
+      node.source = o.source;
+      node.status = o.status;
+      node.message = o.action_error.empty() ? o.message : o.action_error;
+      node.speedup = o.speedup;
+      node.ci_low = o.speedup_ci_low;
+      node.ci_high = o.speedup_ci_high;
+      node.eval_seconds = r.info.value("eval_seconds", 0.0);
+    } catch (const client::ServerError& e) {
+      node.source = c.proposal.source;
+      node.status = "error";
+      node.message = e.what();
+    }
+    const int id = graph_.Add(node);
+    ids[flight.child] = id;
+    if (graph_.node(id).ok()) {
+      envs_[id] = flight.env;
+    } else {
+      try {
+        env_.Close(flight.env);
+      } catch (const client::ServerError&) {
+      }
+    }
+    const auto best = graph_.Best();
+    log_ << "search: node " << id << " (parent " << c.parent << ", " << node.proposer << ": " << node.strategy
+         << "): " << node.status << (node.status == "ok" ? " " + Fixed(node.speedup) + "x" : "")
+         << "; best " << (best ? Fixed(graph_.node(*best).speedup) + "x" : std::string("none")) << " ("
+         << graph_.evaluations() << "/" << options_.max_evaluations << ")" << std::endl;
+    Save();
+  }
+  return ids;
+}
+
+void Searcher::Parallel() {
+  json& state = graph_.algorithm_state();
+  if (!state.contains("heads")) state["heads"] = std::vector<int>(static_cast<std::size_t>(std::max(1, options_.runs)), 0);
+  std::vector<int> heads = state["heads"].get<std::vector<int>>();
+  while (BudgetLeft()) {
+    std::vector<Child> children;
+    std::vector<std::size_t> chain_of;
+    const int room = options_.max_evaluations - graph_.evaluations();
+    for (std::size_t r = 0; r < heads.size() && static_cast<int>(children.size()) < room; ++r) {
+      if (heads[r] < 0) continue;
+      std::optional<Proposal> pick;
+      for (Proposal& p : proposer_.Propose(graph_, graph_.node(heads[r]), 4, rng_)) {
+        const bool taken = std::any_of(children.begin(), children.end(),
+                                       [&](const Child& c) { return SameKernel(c.proposal, p); });
+        if (!taken) {
+          pick = std::move(p);
+          break;
+        }
+      }
+      if (!pick) {
+        log_ << "search: chain " << r << " has nothing left to try from node " << heads[r] << std::endl;
+        heads[r] = -1;
+        continue;
+      }
+      children.push_back({heads[r], std::move(*pick)});
+      chain_of.push_back(r);
+    }
+    if (children.empty()) break;
+    const std::vector<int> ids = Evaluate(children);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const std::size_t r = chain_of[i];
+      if (Beats(graph_.node(ids[i]), graph_.node(heads[r]))) heads[r] = ids[i];
+    }
+    state["heads"] = heads;
+    Save();
+  }
+}
+
+void Searcher::Beam() {
+  json& state = graph_.algorithm_state();
+  if (!state.contains("level")) state["level"] = std::vector<int>{0};
+  if (!state.contains("depth")) state["depth"] = 0;
+  std::vector<int> level = state["level"].get<std::vector<int>>();
+  int depth = state["depth"].get<int>();
+  while (depth < options_.depth && BudgetLeft() && !level.empty()) {
+    std::vector<Child> children;
+    const int room = options_.max_evaluations - graph_.evaluations();
+    for (int parent : level)
+      for (Proposal& p : proposer_.Propose(graph_, graph_.node(parent), options_.branches, rng_)) {
+        if (static_cast<int>(children.size()) >= room) break;
+        if (std::none_of(children.begin(), children.end(), [&](const Child& c) { return SameKernel(c.proposal, p); }))
+          children.push_back({parent, std::move(p)});
+      }
+    if (children.empty()) {
+      log_ << "search: the beam has nothing left to try" << std::endl;
+      break;
+    }
+    std::vector<int> better;
+    for (int id : Evaluate(children))
+      if (Beats(graph_.node(id), graph_.node(graph_.node(id).parent))) better.push_back(id);
+    std::sort(better.begin(), better.end(),
+              [&](int a, int b) { return graph_.node(a).speedup > graph_.node(b).speedup; });
+    if (better.size() > static_cast<std::size_t>(options_.beam_width))
+      better.resize(static_cast<std::size_t>(options_.beam_width));
+    ++depth;
+    if (better.empty()) {
+      log_ << "search: level " << depth << ": no child beat its parent; the beam stays" << std::endl;
+    } else {
+      level = better;
+    }
+    for (std::size_t i = 0; i < graph_.size(); ++i) {
+      SearchNode& n = graph_.node(static_cast<int>(i));
+      n.kept = std::find(level.begin(), level.end(), n.id) != level.end();
+    }
+    state["level"] = level;
+    state["depth"] = depth;
+    Save();
+  }
+}
+
+void Searcher::Ucb() {
+  json& state = graph_.algorithm_state();
+  if (!state.contains("exhausted")) state["exhausted"] = json::array();
+  std::set<int> exhausted = state["exhausted"].get<std::set<int>>();
+  while (BudgetLeft()) {
+    const std::optional<int> best = graph_.Best();
+    if (!best) break;
+    const double top = std::max(graph_.node(*best).speedup, 1e-9);
+    int total = 1;
+    for (const SearchNode& n : graph_.nodes()) total += n.visits;
+    int pick = -1;
+    double pick_score = -1;
+    for (const SearchNode& n : graph_.nodes()) {
+      if (!n.ok() || exhausted.count(n.id)) continue;
+      const double score = n.speedup / top + options_.ucb_c * std::sqrt(std::log(total) / (1.0 + n.visits));
+      if (score > pick_score) {
+        pick = n.id;
+        pick_score = score;
+      }
+    }
+    if (pick < 0) break;
+    const int room = options_.max_evaluations - graph_.evaluations();
+    std::vector<Proposal> proposals =
+        proposer_.Propose(graph_, graph_.node(pick), std::min(std::max(1, options_.concurrency), room), rng_);
+    ++graph_.node(pick).visits;
+    if (proposals.empty()) {
+      exhausted.insert(pick);
+      state["exhausted"] = exhausted;
+      continue;
+    }
+    std::vector<Child> children;
+    for (Proposal& p : proposals) children.push_back({pick, std::move(p)});
+    Evaluate(children);
+    state["exhausted"] = exhausted;
+    Save();
+  }
+}
+
+void Searcher::SubmitBest() {
+  const std::optional<int> best = graph_.Best();
+  if (!best) return;
+  const protocol::StepResult r = env_.Step(EnvOf(*best), protocol::SubmitAction{}, {{"policy", "kernelgym-search"}, {"submit_of_node", *best}});
+  graph_.final_evaluation() = {{"node", *best},
+                               {"status", r.observation.status},
+                               {"speedup", r.observation.speedup},
+                               {"ci_low", r.observation.speedup_ci_low},
+                               {"ci_high", r.observation.speedup_ci_high},
+                               {"message", r.observation.message}};
+  envs_.erase(*best);  // the submit ended that env's episode
+  log_ << "search: final evaluation of node " << *best << ": " << r.observation.status << " "
+       << Fixed(r.observation.speedup) << "x" << std::endl;
+  Save();
+}
+
+void Searcher::Run() {
+  started_ = std::chrono::steady_clock::now();
+  EnsureRoot();
+  const int before = graph_.evaluations();
+  if (options_.algorithm == "parallel") Parallel();
+  else if (options_.algorithm == "ucb") Ucb();
+  else Beam();
+  // A resumed run that found more redoes the final evaluation: the best may have changed.
+  if (options_.submit_best && (graph_.final_evaluation().empty() || graph_.evaluations() != before)) SubmitBest();
+}
+
+}  // namespace kernelgym::search
