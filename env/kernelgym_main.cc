@@ -36,24 +36,6 @@ namespace {
 
 using namespace kernelgym;
 
-// "A=1,B=std::exp" -> the knobs action's values: integers where the text is one, else tokens.
-// The task's domains are checked by ApplyKnobs, as for the protocol's `knobs` action.
-std::optional<std::map<std::string, protocol::KnobValue>> ParseKnobs(const std::string& text) {
-  std::map<std::string, protocol::KnobValue> values;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) return std::nullopt;
-    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    char* end = nullptr;
-    const long long number = std::strtoll(value.c_str(), &end, 10);
-    if (*end == '\0') values[name] = static_cast<int64_t>(number);
-    else values[name] = value;
-  }
-  return values;
-}
-
 int Eval(const TaskRegistry& registry, const std::string& task_id, const std::string& source_path,
          const std::optional<std::string>& knobs, const std::string& backend_name, bool as_json, bool samples, double budget,
          bool no_timing) {
@@ -75,7 +57,8 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
       spdlog::error("--knobs: task '{}' has no knob template", task_id);
       return 2;
     }
-    const auto values = ParseKnobs(*knobs);
+    const auto values = knobs->empty() ? std::optional(std::map<std::string, protocol::KnobValue>{})
+                                       : protocol::ParseKnobList(*knobs);
     if (!values) {
       spdlog::error("--knobs takes NAME=value[,NAME=value...], got '{}'", *knobs);
       return 2;

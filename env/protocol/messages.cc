@@ -1,5 +1,8 @@
 #include "env/protocol/messages.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include <array>
 #include <utility>
 
@@ -64,6 +67,24 @@ nlohmann::json ActionToJson(const Action& action) {
     j["to_step"] = a->to_step;
   }
   return j;
+}
+
+std::optional<std::map<std::string, KnobValue>> ParseKnobList(std::string_view text) {
+  std::map<std::string, KnobValue> values;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item(text.substr(start, comma - start));
+    const auto eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) return std::nullopt;
+    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
+    char* end = nullptr;
+    const long long number = std::strtoll(value.c_str(), &end, 10);
+    if (*end == '\0') values[name] = static_cast<int64_t>(number);
+    else values[name] = value;
+    start = comma + 1;
+  }
+  return values;
 }
 
 }  // namespace kernelgym::protocol

@@ -78,6 +78,10 @@ std::string_view ActionKind(const Action& action);
 // The action as a JSON map, the form the trajectory store records and docs/protocol.md shows:
 // {"kind": "replace", "source": ...}, {"kind": "edit", "edits": [{"search", "replace"}]}, ...
 nlohmann::json ActionToJson(const Action& action);
+// "A=1,B=std::exp" (the command lines' form of a knobs action) -> the values: integers where the
+// text is one, else tokens; the task's domains are checked where the action is applied. nullopt
+// for an empty list or an item that is not NAME=value.
+std::optional<std::map<std::string, KnobValue>> ParseKnobList(std::string_view text);
 
 // ---- requests ----
 struct HelloRequest {

@@ -157,15 +157,8 @@ std::optional<roles::Plan> Agent::AskPlan() {
   roles::Variables v = BaseVariables();
   v["source"] = best_.source;
   v["observation"] = best_.text;
-  std::optional<roles::Plan> plan;
   std::string error;
-  assistant_.Ask(Role::kPlanner, v,
-                 [&](const std::string& reply) {
-                   roles::PlanOrError parsed = roles::ParsePlan(reply);
-                   plan = parsed.plan;
-                   return parsed.error;
-                 },
-                 pending_, error);
+  const std::optional<roles::Plan> plan = roles::AskPlan(assistant_, v, pending_, error);
   if (!plan) Log("round " + std::to_string(round_) + ": no usable plan (" + error + ")");
   else Log("round " + std::to_string(round_) + ": plan: " + FirstLine(plan->sections.at("Strategy")));
   return plan;
@@ -175,15 +168,9 @@ std::optional<protocol::Action> Agent::Implement(const roles::Plan& plan) {
   roles::Variables v = BaseVariables();
   v["source"] = current_.source;
   v["plan"] = plan.text;
-  std::optional<protocol::Action> action;
   std::string error;
-  assistant_.Ask(Role::kImplementer, v,
-                 [&](const std::string& reply) {
-                   roles::ActionOrError parsed = roles::ParseKernelEdit(reply, options_.backend);
-                   action = parsed.action;
-                   return parsed.error;
-                 },
-                 pending_, error);
+  std::optional<protocol::Action> action =
+      roles::AskKernelEdit(assistant_, Role::kImplementer, options_.backend, v, pending_, error);
   if (!action) Log("round " + std::to_string(round_) + ": no usable implementation (" + error + ")");
   return action;
 }
@@ -202,15 +189,9 @@ void Agent::Debug(const roles::Plan& plan) {
     std::string tried;
     for (std::size_t i = 0; i + 1 < attempts.size(); ++i) tried += "- " + attempts[i] + "\n";
     v["attempts"] = tried;
-    std::optional<protocol::Action> fix;
     std::string error;
-    assistant_.Ask(Role::kDebugger, v,
-                   [&](const std::string& reply) {
-                     roles::ActionOrError parsed = roles::ParseKernelEdit(reply, options_.backend);
-                     fix = parsed.action;
-                     return parsed.error;
-                   },
-                   pending_, error);
+    const std::optional<protocol::Action> fix =
+        roles::AskKernelEdit(assistant_, Role::kDebugger, options_.backend, v, pending_, error);
     if (!fix) {
       Log("debug attempt " + std::to_string(attempt) + ": no usable fix (" + error + ")");
       continue;
@@ -224,15 +205,8 @@ std::optional<roles::Analysis> Agent::Analyse() {
   roles::Variables v = BaseVariables();
   v["source"] = best_.source;
   v["observation"] = best_.text;
-  std::optional<roles::Analysis> analysis;
   std::string error;
-  assistant_.Ask(Role::kProfiler, v,
-                 [&](const std::string& reply) {
-                   roles::AnalysisOrError parsed = roles::ParseAnalysis(reply);
-                   analysis = parsed.analysis;
-                   return parsed.error;
-                 },
-                 pending_, error);
+  std::optional<roles::Analysis> analysis = roles::AskAnalysis(assistant_, v, pending_, error);
   if (!analysis) {
     Log("round " + std::to_string(round_) + ": no usable analysis (" + error + ")");
     return std::nullopt;
@@ -249,15 +223,9 @@ void Agent::Tune(const roles::Analysis&) {
   roles::Variables v = BaseVariables();
   const bool has_template = !v["knobs"].empty();
   v["source"] = best_.source;
-  std::optional<roles::TunerProposal> proposal;
   std::string error;
-  assistant_.Ask(Role::kTuner, v,
-                 [&](const std::string& reply) {
-                   roles::TunerOrError parsed = roles::ParseTunerProposal(reply, options_.backend, !has_template);
-                   proposal = parsed.proposal;
-                   return parsed.error;
-                 },
-                 pending_, error);
+  const std::optional<roles::TunerProposal> proposal =
+      roles::AskTuner(assistant_, options_.backend, !has_template, v, pending_, error);
   if (!proposal) {
     Log("tuner: no usable search space (" + error + ")");
     return;

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "policies/common/local_server.h"
-#include "policies/roles/roles.h"
+#include "policies/common/model.h"
 
 namespace kernelgym::agent {
 
@@ -45,9 +45,8 @@ void AddAgentCommand(CLI::App& app, AgentCommand& c) {
 
 int RunAgentCommand(AgentCommand& c) {
   std::string error;
-  const std::filesystem::path prompts = c.prompts.empty() ? roles::DefaultPromptsDir() : std::filesystem::path(c.prompts);
-  const std::optional<roles::RoleSet> role_set = roles::RoleSet::Load(prompts, error);
-  if (!role_set) {
+  policies::Model model;  // --endpoint and --model are required: the model is always there
+  if (!policies::LoadModel(c.chat, c.prompts, c.repairs, model, error)) {
     std::cerr << "kernelgym agent: " << error << "\n";
     return 2;
   }
@@ -69,9 +68,7 @@ int RunAgentCommand(AgentCommand& c) {
   c.options.model = c.chat.model;
   try {
     client::Client env(client::ClientOptions{.endpoint = endpoint, .request_timeout_s = c.env.request_timeout_s});
-    llm::ChatClient chat(c.chat);
-    roles::Assistant assistant(chat, *role_set, c.repairs);
-    Agent agent(env, assistant, c.options, std::cerr, transcript.get());
+    Agent agent(env, *model.assistant, c.options, std::cerr, transcript.get());
     const AgentReport report = agent.Run();
     std::cout << std::fixed << std::setprecision(2) << "task " << report.task << " on " << report.backend << ": best "
               << report.best_speedup << "x the reference at step " << report.best_step << " (starter "

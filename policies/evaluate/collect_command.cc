@@ -17,7 +17,7 @@
 #include "datasets/trajectory/record_schema.h"
 #include "datasets/trajectory/store_stats.h"
 #include "policies/evaluate/evaluate_command.h"
-#include "policies/roles/roles.h"
+#include "policies/common/model.h"
 
 namespace kernelgym::evaluate {
 namespace {
@@ -149,25 +149,18 @@ int RunCollectCommand(CollectCommand& c) {
     std::cerr << "kernelgym collect: " << error << "\n";
     return 2;
   }
-  std::optional<roles::RoleSet> role_set;
-  std::unique_ptr<llm::ChatClient> chat;
-  std::unique_ptr<roles::Assistant> assistant;
-  if (!c.chat.base_url.empty()) {
-    role_set = roles::RoleSet::Load(c.prompts.empty() ? roles::DefaultPromptsDir() : std::filesystem::path(c.prompts),
-                                    error);
-    if (!role_set) {
-      std::cerr << "kernelgym collect: " << error << "\n";
-      return 2;
-    }
-    chat = std::make_unique<llm::ChatClient>(c.chat);
-    assistant = std::make_unique<roles::Assistant>(*chat, *role_set);
-  } else if (c.policy == "agent") {
+  policies::Model model;
+  if (!policies::LoadModel(c.chat, c.prompts, /*repairs=*/1, model, error)) {
+    std::cerr << "kernelgym collect: " << error << "\n";
+    return 2;
+  }
+  if (c.policy == "agent" && !model.assistant) {
     std::cerr << "kernelgym collect: the agent policy needs a model: --endpoint URL --model NAME\n";
     return 2;
   }
   std::filesystem::create_directories(out);
   c.run.record = true;
-  c.run.assistant = assistant.get();
+  c.run.assistant = model.assistant.get();
   c.run.model = c.chat.model;
   c.env.record_dir = std::filesystem::absolute(store).string();
   Report report;

@@ -9,7 +9,7 @@
 #include <optional>
 #include <sstream>
 
-#include "policies/roles/roles.h"
+#include "policies/common/model.h"
 
 namespace kernelgym::evaluate {
 namespace {
@@ -29,22 +29,6 @@ void AddRunFlags(CLI::App& a, SuiteRunOptions& run) {
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   a.add_option("--seed", run.seed, "episode e of every task uses seed + e")->capture_default_str();
-}
-
-// The model behind the `agent` policy, when --endpoint is given.
-struct Model {
-  std::optional<roles::RoleSet> roles;
-  std::unique_ptr<llm::ChatClient> chat;
-  std::unique_ptr<roles::Assistant> assistant;
-};
-
-bool LoadModel(const llm::ChatOptions& chat, const std::string& prompts, Model& model, std::string& error) {
-  if (chat.base_url.empty()) return true;
-  model.roles = roles::RoleSet::Load(prompts.empty() ? roles::DefaultPromptsDir() : std::filesystem::path(prompts), error);
-  if (!model.roles) return false;
-  model.chat = std::make_unique<llm::ChatClient>(chat);
-  model.assistant = std::make_unique<roles::Assistant>(*model.chat, *model.roles);
-  return true;
 }
 
 std::string FileName(std::string policy) {
@@ -90,8 +74,8 @@ int RunEvaluateCommand(EvaluateCommand& c) {
       std::cerr << "kernelgym evaluate: give --policy (one or more) or --compare REPORT.json...\n";
       return 2;
     }
-    Model model;
-    if (!LoadModel(c.chat, c.prompts, model, error)) {
+    policies::Model model;
+    if (!policies::LoadModel(c.chat, c.prompts, /*repairs=*/1, model, error)) {
       std::cerr << "kernelgym evaluate: " << error << "\n";
       return 2;
     }

@@ -33,25 +33,6 @@ std::string Fixed(double x) {
   return s.str();
 }
 
-// "A=1,B=std::exp" -> knob values: integers where the text is one, else tokens (the server checks
-// them against the task's domains).
-std::optional<std::map<std::string, protocol::KnobValue>> ParseKnobs(const std::string& text) {
-  std::map<std::string, protocol::KnobValue> values;
-  std::stringstream items(text);
-  std::string item;
-  while (std::getline(items, item, ',')) {
-    const auto eq = item.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size()) return std::nullopt;
-    const std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    char* end = nullptr;
-    const long long number = std::strtoll(value.c_str(), &end, 10);
-    if (*end == '\0') values[name] = static_cast<int64_t>(number);
-    else values[name] = value;
-  }
-  if (values.empty()) return std::nullopt;
-  return values;
-}
-
 std::string ShellQuote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -137,16 +118,10 @@ roles::Variables HitlSession::Variables(const std::string& note) const {
 }
 
 std::optional<protocol::Action> HitlSession::AskForEdit(Role role, const roles::Variables& v) {
-  std::optional<protocol::Action> action;
   std::string error;
   out_ << "asking the " << roles::RoleName(role) << "...\n" << std::flush;
-  assistant_->Ask(role, v,
-                  [&](const std::string& reply) {
-                    roles::ActionOrError parsed = roles::ParseKernelEdit(reply, options_.backend);
-                    action = parsed.action;
-                    return parsed.error;
-                  },
-                  pending_, error);
+  std::optional<protocol::Action> action =
+      roles::AskKernelEdit(*assistant_, role, options_.backend, v, pending_, error);
   if (!action) out_ << "no usable " << roles::RoleName(role) << " reply: " << error << "\n";
   return action;
 }
@@ -200,7 +175,7 @@ bool HitlSession::Execute(const std::string& line) {
   } else if (command == "run") {
     Step(protocol::ReplaceAction{ReadFile(working_)}, "human");
   } else if (command == "knobs") {
-    const auto values = ParseKnobs(rest);
+    const auto values = protocol::ParseKnobList(rest);
     if (!values) out_ << "knobs takes NAME=value[,NAME=value...]\n";
     else Step(protocol::KnobsAction{*values}, "human");
   } else if (command == "revert") {
@@ -219,16 +194,9 @@ bool HitlSession::Execute(const std::string& line) {
     }
   } else if (command == "plan") {
     if (!NeedsModel()) return true;
-    std::optional<roles::Plan> plan;
     std::string error;
     out_ << "asking the planner...\n" << std::flush;
-    assistant_->Ask(Role::kPlanner, Variables(rest),
-                    [&](const std::string& reply) {
-                      roles::PlanOrError parsed = roles::ParsePlan(reply);
-                      plan = parsed.plan;
-                      return parsed.error;
-                    },
-                    pending_, error);
+    const std::optional<roles::Plan> plan = roles::AskPlan(*assistant_, Variables(rest), pending_, error);
     if (!plan) {
       out_ << "no usable plan: " << error << "\n";
     } else {
@@ -250,16 +218,9 @@ bool HitlSession::Execute(const std::string& line) {
     if (auto action = AskForEdit(Role::kDebugger, v)) Step(*action, "debugger");
   } else if (command == "analyze" || command == "analyse") {
     if (!NeedsModel()) return true;
-    std::optional<roles::Analysis> analysis;
     std::string error;
     out_ << "asking the profiler analyst...\n" << std::flush;
-    assistant_->Ask(Role::kProfiler, Variables(rest),
-                    [&](const std::string& reply) {
-                      roles::AnalysisOrError parsed = roles::ParseAnalysis(reply);
-                      analysis = parsed.analysis;
-                      return parsed.error;
-                    },
-                    pending_, error);
+    const std::optional<roles::Analysis> analysis = roles::AskAnalysis(*assistant_, Variables(rest), pending_, error);
     if (!analysis) out_ << "no usable analysis: " << error << "\n";
     else
       out_ << "\n" << analysis->bottlenecks << "\nanalyst's decision: " << roles::DecisionName(analysis->decision)

@@ -3,7 +3,7 @@
 #include <iostream>
 #include <memory>
 
-#include "policies/roles/roles.h"
+#include "policies/common/model.h"
 
 namespace kernelgym::hitl {
 
@@ -25,20 +25,12 @@ void AddHitlCommand(CLI::App& app, HitlCommand& c) {
 
 int RunHitlCommand(HitlCommand& c) {
   std::string error;
-  std::optional<roles::RoleSet> role_set;
-  std::unique_ptr<llm::ChatClient> chat;
-  std::unique_ptr<roles::Assistant> assistant;
-  if (!c.chat.base_url.empty()) {
-    role_set = roles::RoleSet::Load(c.prompts.empty() ? roles::DefaultPromptsDir() : std::filesystem::path(c.prompts),
-                                    error);
-    if (!role_set) {
-      std::cerr << "kernelgym hitl: " << error << "\n";
-      return 2;
-    }
-    chat = std::make_unique<llm::ChatClient>(c.chat);
-    assistant = std::make_unique<roles::Assistant>(*chat, *role_set, c.repairs);
-    c.options.model = c.chat.model;
+  policies::Model model;
+  if (!policies::LoadModel(c.chat, c.prompts, c.repairs, model, error)) {
+    std::cerr << "kernelgym hitl: " << error << "\n";
+    return 2;
   }
+  if (model.assistant) c.options.model = c.chat.model;
   std::unique_ptr<policies::LocalServer> server;
   const std::string endpoint = policies::ConnectOrStart(c.env, c.options.backend, c.options.record, server, error);
   if (endpoint.empty()) {
@@ -47,7 +39,7 @@ int RunHitlCommand(HitlCommand& c) {
   }
   try {
     client::Client env(client::ClientOptions{.endpoint = endpoint, .request_timeout_s = c.env.request_timeout_s});
-    HitlSession session(env, assistant.get(), c.options, std::cin, std::cout);
+    HitlSession session(env, model.assistant.get(), c.options, std::cin, std::cout);
     return session.Run();
   } catch (const std::exception& e) {
     std::cerr << "kernelgym hitl: " << e.what() << "\n";

@@ -60,4 +60,54 @@ std::optional<std::string> Assistant::Ask(Role role, const Variables& variables,
   return std::nullopt;
 }
 
+namespace {
+
+// Runs `parse` (reply -> a parser's XOrError) through Assistant::Ask and keeps the value it got.
+template <typename Value, typename Parse, typename Pick>
+std::optional<Value> AskParsed(Assistant& assistant, Role role, const Variables& variables, Parse parse, Pick pick,
+                               std::vector<Exchange>& exchanges, std::string& error) {
+  std::optional<Value> value;
+  assistant.Ask(role, variables,
+                [&](const std::string& reply) {
+                  auto parsed = parse(reply);
+                  value = pick(parsed);
+                  return parsed.error;
+                },
+                exchanges, error);
+  return value;
+}
+
+}  // namespace
+
+std::optional<Plan> AskPlan(Assistant& assistant, const Variables& variables, std::vector<Exchange>& exchanges,
+                            std::string& error) {
+  return AskParsed<Plan>(
+      assistant, Role::kPlanner, variables, [](const std::string& reply) { return ParsePlan(reply); },
+      [](const PlanOrError& p) { return p.plan; }, exchanges, error);
+}
+
+std::optional<protocol::Action> AskKernelEdit(Assistant& assistant, Role role, std::string_view backend,
+                                              const Variables& variables, std::vector<Exchange>& exchanges,
+                                              std::string& error) {
+  return AskParsed<protocol::Action>(
+      assistant, role, variables, [&](const std::string& reply) { return ParseKernelEdit(reply, backend); },
+      [](const ActionOrError& a) { return a.action; }, exchanges, error);
+}
+
+std::optional<Analysis> AskAnalysis(Assistant& assistant, const Variables& variables, std::vector<Exchange>& exchanges,
+                                    std::string& error) {
+  return AskParsed<Analysis>(
+      assistant, Role::kProfiler, variables, [](const std::string& reply) { return ParseAnalysis(reply); },
+      [](const AnalysisOrError& a) { return a.analysis; }, exchanges, error);
+}
+
+std::optional<TunerProposal> AskTuner(Assistant& assistant, std::string_view backend, bool needs_template,
+                                      const Variables& variables, std::vector<Exchange>& exchanges,
+                                      std::string& error) {
+  return AskParsed<TunerProposal>(
+      assistant, Role::kTuner, variables,
+      [&](const std::string& reply) { return ParseTunerProposal(reply, backend, needs_template); },
+      [](const TunerOrError& t) { return t.proposal; }, exchanges, error);
+}
+
 }  // namespace kernelgym::roles

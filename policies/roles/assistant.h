@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "policies/llm/chat_client.h"
+#include "policies/roles/reply_parsers.h"
 #include "policies/roles/roles.h"
 
 namespace kernelgym::roles {
@@ -59,5 +60,19 @@ class Assistant {
   int repairs_;
   AskStats stats_;
 };
+
+// Each role's ask with its reply parser (reply_parsers.h): the parsed value, or nullopt with
+// `error` (every call made is appended to `exchanges`, as for Ask).
+std::optional<Plan> AskPlan(Assistant& assistant, const Variables& variables, std::vector<Exchange>& exchanges,
+                            std::string& error);
+// The implementer's or the debugger's edit of the kernel, in the backend's language.
+std::optional<protocol::Action> AskKernelEdit(Assistant& assistant, Role role, std::string_view backend,
+                                              const Variables& variables, std::vector<Exchange>& exchanges,
+                                              std::string& error);
+std::optional<Analysis> AskAnalysis(Assistant& assistant, const Variables& variables, std::vector<Exchange>& exchanges,
+                                    std::string& error);
+std::optional<TunerProposal> AskTuner(Assistant& assistant, std::string_view backend, bool needs_template,
+                                      const Variables& variables, std::vector<Exchange>& exchanges,
+                                      std::string& error);
 
 }  // namespace kernelgym::roles

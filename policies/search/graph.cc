@@ -209,9 +209,15 @@ std::string RenderSearchReport(const SearchGraph& g) {
     if (root.ok() && root.speedup > 0) out << " = " << Fixed(b.speedup / root.speedup) << "x the starter";
     out << "\n";
   }
-  if (!g.final_evaluation().empty())
-    out << "- final evaluation (submit) of the best: " << g.final_evaluation().value("status", "") << " "
-        << Fixed(g.final_evaluation().value("speedup", 0.0)) << "x\n";
+  if (!g.final_evaluation().empty()) {
+    const nlohmann::json& f = g.final_evaluation();
+    out << "- final evaluation (submit) of node " << f.value("node", -1) << ": " << f.value("status", "") << " "
+        << Fixed(f.value("speedup", 0.0)) << "x\n";
+    for (const nlohmann::json& a : f.value("attempts", nlohmann::json::array()))
+      if (a.value("status", "") != "ok")
+        out << "  - node " << a.value("node", -1) << " failed it first: " << a.value("status", "") << ": "
+            << a.value("message", "") << "\n";
+  }
 
   if (best) {
     out << "\n## Best path\n\n| node | edit | status | speedup |\n|---|---|---|---|\n";

@@ -120,15 +120,9 @@ class LlmProposer final : public Proposer {
                          (node.message.empty() ? "" : "\n" + node.message);
       v["note"] = "Apply this optimization strategy, and only this one: " + strategy;
       v["best_speedup"] = std::to_string(node.speedup);
-      std::optional<protocol::Action> action;
       std::string error;
-      context_.assistant->Ask(roles::Role::kImplementer, v,
-                              [&](const std::string& reply) {
-                                roles::ActionOrError parsed = roles::ParseKernelEdit(reply, context_.backend);
-                                action = parsed.action;
-                                return parsed.error;
-                              },
-                              exchanges_, error);
+      const std::optional<protocol::Action> action =
+          roles::AskKernelEdit(*context_.assistant, roles::Role::kImplementer, context_.backend, v, exchanges_, error);
       if (!action) continue;
       std::string source;
       if (const auto* replace = std::get_if<protocol::ReplaceAction>(&*action)) {

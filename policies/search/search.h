@@ -13,7 +13,8 @@
 // async API): each is an env fork of its parent's env plus the proposal's action. The graph is
 // saved after every evaluation; a run given a saved graph continues from it (a node's env does not
 // survive the process, so a resumed node is re-created by forking the root env and replaying its
-// kernel: one evaluation). At the end the best node gets the final, stricter evaluation (submit).
+// kernel: one evaluation). At the end the best node gets the final, stricter evaluation (submit);
+// if it fails there, the next best does (up to three).
 #pragma once
 
 #include <filesystem>

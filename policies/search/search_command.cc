@@ -5,7 +5,7 @@
 #include <iostream>
 #include <memory>
 
-#include "policies/roles/roles.h"
+#include "policies/common/model.h"
 
 namespace kernelgym::search {
 
@@ -84,18 +84,10 @@ int RunSearchCommand(SearchCommand& c) {
                          {"model", c.chat.model}});
   }
 
-  std::optional<roles::RoleSet> role_set;
-  std::unique_ptr<llm::ChatClient> chat;
-  std::unique_ptr<roles::Assistant> assistant;
-  if (!c.chat.base_url.empty()) {
-    role_set = roles::RoleSet::Load(c.prompts.empty() ? roles::DefaultPromptsDir() : std::filesystem::path(c.prompts),
-                                    error);
-    if (!role_set) {
-      std::cerr << "kernelgym search: " << error << "\n";
-      return 2;
-    }
-    chat = std::make_unique<llm::ChatClient>(c.chat);
-    assistant = std::make_unique<roles::Assistant>(*chat, *role_set);
+  policies::Model model;
+  if (!policies::LoadModel(c.chat, c.prompts, /*repairs=*/1, model, error)) {
+    std::cerr << "kernelgym search: " << error << "\n";
+    return 2;
   }
 
   if (!c.env.record_dir.empty()) c.options.record = true;  // a store was asked for: fill it
@@ -110,7 +102,7 @@ int RunSearchCommand(SearchCommand& c) {
     ProposerContext context;
     context.task = env.GetTask(c.task);
     context.backend = c.backend;
-    context.assistant = assistant.get();
+    context.assistant = model.assistant.get();
     context.strategies_dir = c.strategies.empty() ? DefaultStrategiesDir() : std::filesystem::path(c.strategies);
     std::unique_ptr<Proposer> proposer = CreateProposer(c.proposer, context, error);
     if (!proposer) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "datasets/trajectory/reader.h"
+#include "policies/llm/scripted_server.h"
 #include "server_fixture.h"
 #include "tpu_runner/subprocess.h"
 
@@ -69,6 +70,38 @@ TEST(SearchTest, TheMutationProposerFindsAFasterKernel) {
   for (const nlohmann::json& n : graph["nodes"]) {
     EXPECT_TRUE(sources.insert(n["source"].get<std::string>()).second) << "node " << n["id"] << " evaluated twice";
   }
+}
+
+// The llm proposer: the implementer role, asked to apply a strategy from the list, through a
+// chat endpoint (the scripted one, which always answers with the same AVX2 kernel). Its kernel is
+// evaluated once; the identical later replies are not evaluated again; every exchange is recorded.
+TEST(SearchTest, TheLlmProposerAsksTheImplementerForAStrategy) {
+  ServerProcess server({"--local-runners", "1"});
+  const std::string kernel = ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "tests/honest/softmax_rows_avx2/kernel.cpp");
+  nlohmann::json script = {{"default", nlohmann::json::array()}};
+  script["default"].push_back({{"content", "Here it is.\n```cpp\n" + kernel + "```\n"}});
+  llm::ScriptedServer model(script);
+  model.Start();
+  const std::filesystem::path graph_file = server.dir() / "llm.json";
+  const ProcessResult run =
+      RunCli({"search", "--task", "cpu/softmax_rows", "--proposer", "llm", "--algorithm", "beam", "--branches", "3",
+              "--max-evaluations", "3", "--depth", "1", "--endpoint", model.base_url(), "--model", "scripted", "--connect",
+              server.clients(), "--graph", graph_file.string(), "--record"});
+  ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
+  const nlohmann::json graph = ReadJson(graph_file);
+  ASSERT_EQ(graph["nodes"].size(), 2u) << "three replies, one distinct kernel";
+  EXPECT_EQ(graph["nodes"][1]["proposer"], "llm");
+  EXPECT_GT(BestSpeedup(graph), 1.5 * StarterSpeedup(graph));
+  ASSERT_EQ(model.requests().size(), 3u);
+  for (const llm::ScriptedRequest& r : model.requests())
+    EXPECT_NE(r.body["messages"][1]["content"].get<std::string>().find("Apply this optimization strategy"),
+              std::string::npos);
+  ASSERT_EQ(server.Terminate(30), 0);
+  int exchanges = 0;
+  TrajectoryReader reader(server.store());
+  for (nlohmann::json record; reader.Next(record);)
+    if (record.contains("meta")) exchanges += static_cast<int>(record["meta"].value("exchanges", nlohmann::json::array()).size());
+  EXPECT_EQ(exchanges, 3);
 }
 
 // kill -9 in the middle of a search, then --resume: the saved nodes are kept as they were and

@@ -88,7 +88,7 @@ TEST(SearchGraph, SaveIsAtomicAndLoadsBack) {
 TEST(SearchGraph, TheReportShowsTheBestPathAndTheGraph) {
   const std::string report = RenderSearchReport(SmallGraph());
   EXPECT_NE(report.find("best: node 3, 2.10x the reference = 8.40x the starter"), std::string::npos) << report;
-  EXPECT_NE(report.find("final evaluation (submit) of the best: ok 2.05x"), std::string::npos);
+  EXPECT_NE(report.find("final evaluation (submit) of node 3: ok 2.05x"), std::string::npos);
   EXPECT_NE(report.find("## Best path"), std::string::npos);
   EXPECT_NE(report.find("```mermaid"), std::string::npos);
   EXPECT_NE(report.find("n1 -->|SIMD 0 \u2192 1| n3"), std::string::npos) << "a Mermaid edge label without '->'";
