@@ -175,20 +175,31 @@ std::optional<protocol::Action> Agent::Implement(const roles::Plan& plan) {
   return action;
 }
 
+namespace {
+
+// One line on what a fix did, so the debugger's next attempt knows what was already tried.
+std::string DescribeFix(const protocol::Action& fix) {
+  if (const auto* e = std::get_if<protocol::EditAction>(&fix))
+    return std::to_string(e->edits.size()) + " edit(s), the first replacing `" + FirstLine(e->edits[0].search, 80) +
+           "` with `" + FirstLine(e->edits[0].replace, 80) + "`";
+  if (std::holds_alternative<protocol::PatchAction>(fix)) return "a diff";
+  return "a rewrite of the whole kernel";
+}
+
+}  // namespace
+
 void Agent::Debug(const roles::Plan& plan) {
-  std::vector<std::string> attempts;
+  std::vector<std::string> tried;  // "fix 1 (what it changed) -> what it got"
   for (int attempt = 1; attempt <= options_.debug_attempts && current_.status != record::obs::kStatusOk; ++attempt) {
     std::string why;
     if (!BudgetLeft(1, why)) return;
-    attempts.push_back("attempt " + std::to_string(attempt) + ": " + current_.status + ": " +
-                       FirstLine(current_.action_error.empty() ? current_.message : current_.action_error, 300));
     roles::Variables v = BaseVariables();
     v["source"] = current_.source;
     v["failure"] = current_.text;
     v["plan"] = plan.text;
-    std::string tried;
-    for (std::size_t i = 0; i + 1 < attempts.size(); ++i) tried += "- " + attempts[i] + "\n";
-    v["attempts"] = tried;
+    std::string attempts;
+    for (const std::string& t : tried) attempts += "- " + t + "\n";
+    v["attempts"] = attempts;
     std::string error;
     const std::optional<protocol::Action> fix =
         roles::AskKernelEdit(assistant_, Role::kDebugger, options_.backend, v, pending_, error);
@@ -198,6 +209,11 @@ void Agent::Debug(const roles::Plan& plan) {
     }
     ++report_.debug_steps;
     Step(*fix, "debug");
+    tried.push_back("fix " + std::to_string(attempt) + " (" + DescribeFix(*fix) + ") -> " + current_.status +
+                    (current_.status == record::obs::kStatusOk
+                         ? ""
+                         : ": " + FirstLine(current_.action_error.empty() ? current_.message : current_.action_error,
+                                            300)));
   }
 }
 

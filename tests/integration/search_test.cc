@@ -36,11 +36,11 @@ double BestSpeedup(const nlohmann::json& graph) {
   return best;
 }
 
-// The knob proposer on two templated tasks: a beam search of 8 evaluations finds a kernel at
-// least 1.5x faster than the starter (measured: 6-9x on softmax_rows, 3x on rms_norm).
+// The knob proposer: a beam search of 8 evaluations finds a kernel at least 1.5x faster than the
+// starter (measured: 6.8-8.9x on softmax_rows; every templated task: bench/search_knobs.py).
 TEST(SearchTest, TheKnobProposerFindsAMuchFasterKernel) {
   ServerProcess server({"--local-runners", "1"});
-  for (const std::string task : {"cpu/softmax_rows", "cpu/rms_norm"}) {
+  for (const std::string task : {"cpu/softmax_rows"}) {
     const std::filesystem::path graph_file = server.dir() / (task.substr(4) + ".json");
     const std::filesystem::path report = server.dir() / (task.substr(4) + ".md");
     const ProcessResult run = RunCli({"search", "--task", task, "--proposer", "knobs", "--algorithm", "beam",
@@ -62,7 +62,7 @@ TEST(SearchTest, TheMutationProposerFindsAFasterKernel) {
   const std::filesystem::path graph_file = server.dir() / "mutate.json";
   const ProcessResult run =
       RunCli({"search", "--task", "cpu/softmax_rows", "--proposer", "mutate", "--algorithm", "beam", "--branches", "6",
-           "--max-evaluations", "12", "--seed", "3", "--connect", server.clients(), "--graph", graph_file.string()});
+           "--max-evaluations", "8", "--seed", "3", "--connect", server.clients(), "--graph", graph_file.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
   const nlohmann::json graph = ReadJson(graph_file);
   EXPECT_GT(BestSpeedup(graph), 1.5 * StarterSpeedup(graph)) << run.stderr_text;
@@ -150,13 +150,13 @@ TEST(SearchTest, AKilledSearchResumesFromItsSavedGraph) {
   EXPECT_EQ(after["final_evaluation"]["status"], "ok");
 }
 
-// evaluate: two policies on two tasks, recorded; every number of the report is the recorded
+// evaluate: two policies on a task, recorded; every number of the report is the recorded
 // submit's, and the comparison and the plot are written.
 TEST(EvaluateTest, TheReportsNumbersAreTheRecordedEpisodes) {
   const std::filesystem::path dir = TestTempDir() / "evaluate";
   const std::filesystem::path store = dir / "store";
   const ProcessResult run = RunCli({"evaluate", "--policy", "starter", "--policy", "random-knobs", "--suite", "cpu", "--task",
-                                 "cpu/softmax_rows", "--task", "cpu/silu_mul", "--budget", "2", "--out",
+                                 "cpu/silu_mul", "--budget", "2", "--out",
                                  (dir / "out").string(), "--record-dir", store.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
   std::multimap<std::string, double> submits;  // task -> the speedup of every recorded submit
@@ -164,10 +164,10 @@ TEST(EvaluateTest, TheReportsNumbersAreTheRecordedEpisodes) {
   for (nlohmann::json record; reader.Next(record);)
     if (record["kind"] == "transition" && record["action"]["kind"] == "submit")
       submits.emplace(record["task"].get<std::string>(), record["observation"]["speedup"].get<double>());
-  EXPECT_EQ(submits.size(), 4u);
+  EXPECT_EQ(submits.size(), 2u);
   for (const std::string policy : {"starter", "random-knobs"}) {
     const nlohmann::json report = ReadJson(dir / "out" / (policy + ".json"));
-    ASSERT_EQ(report["outcomes"].size(), 2u);
+    ASSERT_EQ(report["outcomes"].size(), 1u);
     int correct = 0;
     for (const nlohmann::json& o : report["outcomes"]) {
       const auto [from, to] = submits.equal_range(o["task"].get<std::string>());
