@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
 
 #include <array>
 #include <utility>
@@ -62,7 +63,7 @@ nlohmann::json ActionToJson(const Action& action) {
     j["diff"] = a->diff;
   } else if (const auto* a = std::get_if<KnobsAction>(&action)) {
     j["values"] = nlohmann::json::object();
-    for (const auto& [name, value] : a->values) std::visit([&](const auto& v) { j["values"][name] = v; }, value);
+    for (const auto& [name, value] : a->values) j["values"][name] = KnobValueToJson(value);
   } else if (const auto* a = std::get_if<RevertAction>(&action)) {
     j["to_step"] = a->to_step;
   }
@@ -85,6 +86,27 @@ std::optional<std::map<std::string, KnobValue>> ParseKnobList(std::string_view t
     start = comma + 1;
   }
   return values;
+}
+
+nlohmann::json KnobValueToJson(const KnobValue& value) {
+  return std::visit([](const auto& v) { return nlohmann::json(v); }, value);
+}
+
+std::optional<KnobValue> KnobValueFromJson(const nlohmann::json& json) {
+  if (json.is_number_integer()) return KnobValue{json.get<int64_t>()};
+  if (json.is_number_float()) return KnobValue{json.get<double>()};
+  if (json.is_string()) return KnobValue{json.get<std::string>()};
+  return std::nullopt;
+}
+
+std::string KnobValueText(const KnobValue& value) {
+  return std::visit(
+      [](const auto& v) {
+        std::ostringstream s;
+        s << v;
+        return s.str();
+      },
+      value);
 }
 
 }  // namespace kernelgym::protocol

@@ -78,6 +78,11 @@ std::string_view ActionKind(const Action& action);
 // The action as a JSON map, the form the trajectory store records and docs/protocol.md shows:
 // {"kind": "replace", "source": ...}, {"kind": "edit", "edits": [{"search", "replace"}]}, ...
 nlohmann::json ActionToJson(const Action& action);
+// A knob value as JSON (a number or a string) and back; nullopt for any other JSON.
+nlohmann::json KnobValueToJson(const KnobValue& value);
+std::optional<KnobValue> KnobValueFromJson(const nlohmann::json& json);
+// As a person or a template writes it: 64, 0.5, exp_poly.
+std::string KnobValueText(const KnobValue& value);
 // "A=1,B=std::exp" (the command lines' form of a knobs action) -> the values: integers where the
 // text is one, else tokens; the task's domains are checked where the action is applied. nullopt
 // for an empty list or an item that is not NAME=value.

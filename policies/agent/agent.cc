@@ -27,12 +27,6 @@ std::string FirstLine(const std::string& text, std::size_t max = 100) {
   return line.size() > max ? line.substr(0, max) + "..." : line;
 }
 
-std::string KnobValueText(const protocol::KnobValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&v)) return Fixed(*d, 4);
-  return std::get<std::string>(v);
-}
-
 // Every combination of the space, shuffled with the seed and cut to `limit`.
 std::vector<std::map<std::string, protocol::KnobValue>> Combinations(
     const std::map<std::string, std::vector<protocol::KnobValue>>& space, int limit, uint64_t seed) {
@@ -253,7 +247,7 @@ void Agent::Tune(const roles::Analysis&) {
     std::string why;
     if (!BudgetLeft(1, why)) return;
     std::string label;
-    for (const auto& [name, value] : point) label += (label.empty() ? "" : ",") + name + "=" + KnobValueText(value);
+    for (const auto& [name, value] : point) label += (label.empty() ? "" : ",") + name + "=" + protocol::KnobValueText(value);
     Log("tuner: " + label);
     ++report_.tuner_steps;
     if (has_template) Step(protocol::KnobsAction{point}, "tune");

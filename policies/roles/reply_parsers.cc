@@ -89,13 +89,6 @@ bool ParseSearchReplace(const std::vector<std::string>& lines, std::vector<proto
   return true;
 }
 
-std::optional<protocol::KnobValue> KnobFromJson(const nlohmann::json& v) {
-  if (v.is_number_integer()) return protocol::KnobValue{v.get<int64_t>()};
-  if (v.is_number_float()) return protocol::KnobValue{v.get<double>()};
-  if (v.is_string()) return protocol::KnobValue{v.get<std::string>()};
-  return std::nullopt;
-}
-
 std::set<std::string> Placeholders(const std::string& text) {
   std::set<std::string> names;
   static const std::regex placeholder(R"(@([A-Z][A-Z0-9_]*)@)");
@@ -242,7 +235,7 @@ TunerOrError ParseTunerProposal(std::string_view reply, std::string_view backend
     if (!values.is_array() || values.empty())
       return {std::nullopt, "space." + name + " must be a non-empty array of values"};
     for (const nlohmann::json& v : values) {
-      const std::optional<protocol::KnobValue> value = KnobFromJson(v);
+      const std::optional<protocol::KnobValue> value = protocol::KnobValueFromJson(v);
       if (!value) return {std::nullopt, "space." + name + " has a value that is not a number or a string"};
       proposal.space[name].push_back(*value);
     }
@@ -267,13 +260,7 @@ std::string InstantiateTemplate(const std::string& template_source,
                                 const std::map<std::string, protocol::KnobValue>& values) {
   std::string out = template_source;
   for (const auto& [name, value] : values) {
-    std::string text;
-    if (const auto* i = std::get_if<int64_t>(&value)) text = std::to_string(*i);
-    else if (const auto* d = std::get_if<double>(&value)) {
-      std::ostringstream s;
-      s << *d;
-      text = s.str();
-    } else text = std::get<std::string>(value);
+    const std::string text = protocol::KnobValueText(value);
     const std::string placeholder = "@" + name + "@";
     for (std::size_t at = out.find(placeholder); at != std::string::npos; at = out.find(placeholder, at + text.size()))
       out.replace(at, placeholder.size(), text);

@@ -10,17 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-json KnobToJson(const protocol::KnobValue& v) {
-  return std::visit([](const auto& x) { return json(x); }, v);
-}
-
-std::optional<protocol::KnobValue> KnobFromJson(const json& v) {
-  if (v.is_number_integer()) return protocol::KnobValue{v.get<int64_t>()};
-  if (v.is_number_float()) return protocol::KnobValue{v.get<double>()};
-  if (v.is_string()) return protocol::KnobValue{v.get<std::string>()};
-  return std::nullopt;
-}
-
 std::string Fixed(double x, int digits = 2) {
   std::ostringstream s;
   s << std::fixed << std::setprecision(digits) << x;
@@ -91,7 +80,7 @@ json SearchGraph::ToJson() const {
   json nodes = json::array();
   for (const SearchNode& n : nodes_) {
     json knobs = json::object();
-    for (const auto& [k, v] : n.knobs) knobs[k] = KnobToJson(v);
+    for (const auto& [k, v] : n.knobs) knobs[k] = protocol::KnobValueToJson(v);
     nodes.push_back({{"id", n.id},           {"parent", n.parent},   {"depth", n.depth},
                      {"proposer", n.proposer}, {"strategy", n.strategy}, {"action", n.action},
                      {"knobs", knobs},         {"source", n.source},     {"status", n.status},
@@ -128,7 +117,7 @@ std::optional<SearchGraph> SearchGraph::FromJson(const json& j, std::string& err
       node.action = n.value("action", json());
       const json knobs = n.value("knobs", json::object());  // a named copy: items() of a temporary would dangle
       for (const auto& [k, v] : knobs.items()) {
-        const auto value = KnobFromJson(v);
+        const auto value = protocol::KnobValueFromJson(v);
         if (!value) throw std::invalid_argument(where + ".knobs." + k + ": not a number or string");
         node.knobs[k] = *value;
       }

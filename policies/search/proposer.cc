@@ -16,16 +16,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string KnobText(const protocol::KnobValue& v) {
-  return std::visit(
-      [](const auto& x) {
-        std::ostringstream s;
-        s << x;
-        return s.str();
-      },
-      v);
-}
-
 bool SettingInGraph(const SearchGraph& graph, const std::map<std::string, protocol::KnobValue>& setting) {
   for (const SearchNode& n : graph.nodes())
     if (!n.knobs.empty() && n.knobs == setting) return true;
@@ -51,8 +41,8 @@ class KnobsProposer final : public Proposer {
         auto setting = base;
         setting[name] = value;
         if (SettingInGraph(graph, setting)) continue;
-        const std::string from = base.count(name) ? KnobText(base.at(name)) : "?";
-        moves.push_back({protocol::KnobsAction{setting}, name + " " + from + " -> " + KnobText(value), setting, ""});
+        const std::string from = base.count(name) ? protocol::KnobValueText(base.at(name)) : "?";
+        moves.push_back({protocol::KnobsAction{setting}, name + " " + from + " -> " + protocol::KnobValueText(value), setting, ""});
       }
     std::shuffle(moves.begin(), moves.end(), rng);
     if (moves.size() > static_cast<std::size_t>(count)) moves.resize(static_cast<std::size_t>(count));
@@ -150,13 +140,6 @@ std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {
   return out;
 }
 
-std::optional<protocol::KnobValue> KnobFromJson(const json& v) {
-  if (v.is_number_integer()) return protocol::KnobValue{v.get<int64_t>()};
-  if (v.is_number_float()) return protocol::KnobValue{v.get<double>()};
-  if (v.is_string()) return protocol::KnobValue{v.get<std::string>()};
-  return std::nullopt;
-}
-
 const json& Knobs(const json& task) {
   static const json none = json::object();
   if (!task.contains("spec") || !task["spec"].is_object() || !task["spec"].contains("knobs") ||
@@ -171,14 +154,14 @@ std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const json& 
   std::map<std::string, std::vector<protocol::KnobValue>> out;
   for (const auto& [name, knob] : Knobs(task).items())
     for (const json& v : knob.value("values", json::array()))
-      if (const auto value = KnobFromJson(v)) out[name].push_back(*value);
+      if (const auto value = protocol::KnobValueFromJson(v)) out[name].push_back(*value);
   return out;
 }
 
 std::map<std::string, protocol::KnobValue> KnobDefaults(const json& task) {
   std::map<std::string, protocol::KnobValue> out;
   for (const auto& [name, knob] : Knobs(task).items())
-    if (const auto value = KnobFromJson(knob.value("default", json()))) out[name] = *value;
+    if (const auto value = protocol::KnobValueFromJson(knob.value("default", json()))) out[name] = *value;
   return out;
 }
 
