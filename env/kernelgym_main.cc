@@ -8,6 +8,7 @@
 //   kernelgym search --task cpu/softmax_rows --proposer knobs|mutate|llm [--algorithm beam|parallel|ucb]
 //   kernelgym evaluate --policy knob-search --policy random-knobs --suite cpu [--out DIR]
 //   kernelgym collect --policy knob-search --suite cpu --out DIR
+//   kernelgym train ppo|bc|cost-model|sweep|eval ... (learned knob policies and cost models)
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -27,6 +28,7 @@
 #include "policies/agent/agent_command.h"
 #include "policies/evaluate/evaluate_command.h"
 #include "policies/hitl/hitl_command.h"
+#include "policies/learned/train_command.h"
 #include "policies/search/search_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
@@ -203,6 +205,8 @@ int main(int argc, char** argv) {
   evaluate::AddEvaluateCommand(app, evaluate_command);
   evaluate::CollectCommand collect_command;
   evaluate::AddCollectCommand(app, collect_command);
+  learned::TrainCommand train_command;
+  learned::AddTrainCommand(app, train_command);
 
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
@@ -212,6 +216,7 @@ int main(int argc, char** argv) {
   if (search_command.app->parsed()) return search::RunSearchCommand(search_command);
   if (evaluate_command.app->parsed()) return evaluate::RunEvaluateCommand(evaluate_command);
   if (collect_command.app->parsed()) return evaluate::RunCollectCommand(collect_command);
+  if (train_command.app->parsed()) return learned::RunTrainCommand(train_command);
   if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr, export_options);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {

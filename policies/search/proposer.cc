@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "policies/learned/knob_space.h"
 #include "policies/roles/reply_parsers.h"
 #include "policies/roles/roles.h"
 #include "policies/search/mutations.h"
@@ -24,13 +25,20 @@ bool SettingInGraph(const SearchGraph& graph, const std::map<std::string, protoc
 
 // Moves in the knob template: from a node made from the template, every setting that changes one
 // knob; from any other node (the starter), the defaults and every one-knob change of them.
+//
+// With a cost model the neighbourhood is the whole template (up to kMaxRanked settings drawn at
+// random from a larger one): every setting not yet evaluated, ranked by the model, so the search
+// measures the settings it predicts fastest first and never measures the rest.
 class KnobsProposer final : public Proposer {
  public:
-  explicit KnobsProposer(const json& task) : domains_(KnobDomains(task)), defaults_(KnobDefaults(task)) {}
+  KnobsProposer(const json& task, decltype(ProposerContext::score_knobs) score)
+      : domains_(KnobDomains(task)), defaults_(KnobDefaults(task)), space_(learned::KnobSpace::FromTask(task)),
+        score_(std::move(score)) {}
   std::string_view name() const override { return "knobs"; }
 
   std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
                                 std::mt19937_64& rng) override {
+    if (score_) return Ranked(graph, count, rng);
     const auto& base = node.knobs.empty() ? defaults_ : node.knobs;
     std::vector<Proposal> moves;
     if (node.knobs.empty() && !SettingInGraph(graph, defaults_))
@@ -50,8 +58,36 @@ class KnobsProposer final : public Proposer {
   }
 
  private:
+  static constexpr uint64_t kMaxRanked = 4096;
+
+  std::vector<Proposal> Ranked(const SearchGraph& graph, int count, std::mt19937_64& rng) {
+    std::vector<std::map<std::string, protocol::KnobValue>> pool;
+    if (space_.size() <= kMaxRanked) {
+      for (const learned::Setting& s : space_.Enumerate()) pool.push_back(space_.ToKnobs(s));
+    } else {
+      for (uint64_t i = 0; i < kMaxRanked; ++i) pool.push_back(space_.ToKnobs(space_.Random(rng)));
+    }
+    std::erase_if(pool, [&](const auto& setting) { return SettingInGraph(graph, setting); });
+    const std::vector<double> scores = score_(pool);
+    std::vector<std::size_t> order(pool.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] > scores[b]; });
+    std::vector<Proposal> moves;
+    std::set<std::string> seen;
+    for (std::size_t i : order) {
+      if (moves.size() >= static_cast<std::size_t>(count)) break;
+      if (!seen.insert(space_.Key(*space_.FromKnobs(pool[i]))).second) continue;  // a repeated random draw
+      char text[96];
+      std::snprintf(text, sizeof(text), "cost model: predicted %.3gx the reference", std::exp(scores[i]));
+      moves.push_back({protocol::KnobsAction{pool[i]}, text, pool[i], ""});
+    }
+    return moves;
+  }
+
   std::map<std::string, std::vector<protocol::KnobValue>> domains_;
   std::map<std::string, protocol::KnobValue> defaults_;
+  learned::KnobSpace space_;
+  decltype(ProposerContext::score_knobs) score_;
 };
 
 // How much each operator tends to pay on a scalar CPU kernel: libm calls and serial reductions
@@ -182,7 +218,7 @@ std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerCo
       error = "task " + task + " has no knob template: the knobs proposer has nothing to move (try mutate or llm)";
       return nullptr;
     }
-    return std::make_unique<KnobsProposer>(context.task);
+    return std::make_unique<KnobsProposer>(context.task, context.score_knobs);
   }
   if (name == "mutate") {
     if (context.backend != "cpu") {

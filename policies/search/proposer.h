@@ -1,6 +1,8 @@
 // Proposers: where a search's children come from. One interface, three implementations found by
 // name (ProposerNames()):
-//   knobs   moves in the task's knob template: one knob changed to another value of its domain
+//   knobs   moves in the task's knob template: one knob changed to another value of its domain;
+//           with a cost model (`score_knobs`), the template's unevaluated settings ranked by the
+//           model instead, best predicted first (docs/learned.md)
 //   mutate  source mutations that need no model (mutations.h): SIMD pragmas, unrolling,
 //           __restrict, a polynomial exp, hoisted divisions, parallel loops
 //   llm     the implementer role, conditioned on a strategy drawn from the backend's strategy list
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,6 +37,8 @@ struct ProposerContext {
   std::string backend = "cpu";
   roles::Assistant* assistant = nullptr;  // required by `llm`
   std::filesystem::path strategies_dir;   // `llm`: holds <backend>.md
+  // `knobs`: when set, a cost model's predicted log-speedup for each setting (higher is better).
+  std::function<std::vector<double>(const std::vector<std::map<std::string, protocol::KnobValue>>&)> score_knobs;
 };
 
 class Proposer {

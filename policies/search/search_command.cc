@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "policies/common/model.h"
+#include "policies/learned/ranker.h"
 
 namespace kernelgym::search {
 
@@ -38,6 +39,9 @@ void AddSearchCommand(CLI::App& app, SearchCommand& c) {
   policies::AddEnvFlags(s, c.env);
   s.add_option("--prompts", c.prompts, "llm: the role prompt files' folder");
   s.add_option("--strategies", c.strategies, "llm: the folder of strategy lists (<backend>.md)");
+  s.add_option("--cost-model", c.cost_model,
+               "knobs: evaluate the template's settings in the order this cost model ranks them (`kernelgym train "
+               "cost-model`)");
 }
 
 int RunSearchCommand(SearchCommand& c) {
@@ -67,6 +71,7 @@ int RunSearchCommand(SearchCommand& c) {
     c.backend = graph.backend();
     c.proposer = graph.settings().value("proposer", c.proposer);
     c.options.algorithm = graph.settings().value("algorithm", c.options.algorithm);
+    if (c.cost_model.empty()) c.cost_model = graph.settings().value("cost_model", "");
     std::cerr << "kernelgym search: resuming " << c.graph << " (" << graph.size() << " nodes)\n";
   } else {
     if (c.task.empty()) {
@@ -81,9 +86,13 @@ int RunSearchCommand(SearchCommand& c) {
                         {{"proposer", c.proposer}, {"algorithm", c.options.algorithm}, {"seed", c.options.seed},
                          {"runs", c.options.runs}, {"beam_width", c.options.beam_width},
                          {"branches", c.options.branches}, {"depth", c.options.depth}, {"ucb_c", c.options.ucb_c},
-                         {"model", c.chat.model}});
+                         {"model", c.chat.model}, {"cost_model", c.cost_model}});
   }
 
+  if (!c.cost_model.empty() && c.proposer != "knobs") {
+    std::cerr << "kernelgym search: --cost-model ranks knob settings: use it with --proposer knobs\n";
+    return 2;
+  }
   policies::Model model;
   if (!policies::LoadModel(c.chat, c.prompts, /*repairs=*/1, model, error)) {
     std::cerr << "kernelgym search: " << error << "\n";
@@ -104,6 +113,17 @@ int RunSearchCommand(SearchCommand& c) {
     context.backend = c.backend;
     context.assistant = model.assistant.get();
     context.strategies_dir = c.strategies.empty() ? DefaultStrategiesDir() : std::filesystem::path(c.strategies);
+    std::shared_ptr<learned::KnobRanker> ranker;
+    if (!c.cost_model.empty()) {
+      ranker = learned::KnobRanker::Load(c.cost_model, context.task, error);
+      if (!ranker) {
+        std::cerr << "kernelgym search: --cost-model: " << error << "\n";
+        return 2;
+      }
+      context.score_knobs = [ranker](const std::vector<std::map<std::string, protocol::KnobValue>>& settings) {
+        return ranker->Score(settings);
+      };
+    }
     std::unique_ptr<Proposer> proposer = CreateProposer(c.proposer, context, error);
     if (!proposer) {
       std::cerr << "kernelgym search: " << error << "\n";

@@ -18,6 +18,7 @@ struct SearchCommand {
   llm::ChatOptions chat;
   policies::EnvFlags env;
   std::string prompts, strategies;
+  std::string cost_model;  // knobs: rank the template's settings with this model (`kernelgym train cost-model`)
   CLI::App* app = nullptr;
 };
 
