@@ -176,29 +176,18 @@ std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {
   return out;
 }
 
-const json& Knobs(const json& task) {
-  static const json none = json::object();
-  if (!task.contains("spec") || !task["spec"].is_object() || !task["spec"].contains("knobs") ||
-      !task["spec"]["knobs"].is_object())
-    return none;
-  return task["spec"]["knobs"];
-}
-
 }  // namespace
 
 std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const json& task) {
+  const learned::KnobSpace space = learned::KnobSpace::FromTask(task);
   std::map<std::string, std::vector<protocol::KnobValue>> out;
-  for (const auto& [name, knob] : Knobs(task).items())
-    for (const json& v : knob.value("values", json::array()))
-      if (const auto value = protocol::KnobValueFromJson(v)) out[name].push_back(*value);
+  for (std::size_t k = 0; k < space.knobs(); ++k) out[space.name(k)] = space.values(k);
   return out;
 }
 
 std::map<std::string, protocol::KnobValue> KnobDefaults(const json& task) {
-  std::map<std::string, protocol::KnobValue> out;
-  for (const auto& [name, knob] : Knobs(task).items())
-    if (const auto value = protocol::KnobValueFromJson(knob.value("default", json()))) out[name] = *value;
-  return out;
+  const learned::KnobSpace space = learned::KnobSpace::FromTask(task);
+  return space.ToKnobs(space.defaults());
 }
 
 std::filesystem::path DefaultStrategiesDir() {
