@@ -48,7 +48,7 @@ EditOutcome ApplyKnobs(const Task& task, const std::map<std::string, protocol::K
   }
   for (const auto& [name, given] : values) {
     const auto known =
-        std::find_if(task.knobs.begin(), task.knobs.end(), [&](const Knob& k) { return k.name == name; });
+        std::find_if(task.knobs.begin(), task.knobs.end(), [&name = name](const Knob& k) { return k.name == name; });
     if (known == task.knobs.end()) {
       std::string names;
       for (const Knob& k : task.knobs) names += (names.empty() ? "" : ", ") + k.name;
