@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -145,6 +147,7 @@ std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
     spec.dtype = *parsed;
     const json& shape = Require(t, "shape", path);
     if (!shape.is_array() || shape.empty()) Fail(path + ".shape", "must be a non-empty array");
+    int64_t elements = 1;
     for (const json& d : shape) {
       int64_t extent = 0;
       if (d.is_number_integer()) {
@@ -157,6 +160,10 @@ std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
         Fail(path + ".shape", "entries must be size names or integers");
       }
       if (extent <= 0) Fail(path + ".shape", "extents must be positive");
+      // NumElements() and NumBytes() multiply the extents: the product must fit in int64 bytes.
+      if (extent > std::numeric_limits<int64_t>::max() / 8 / elements)
+        Fail(path + ".shape", "has more elements than a 64-bit byte count can hold");
+      elements *= extent;
       spec.shape.push_back(extent);
     }
     if (is_input) {
@@ -304,9 +311,12 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
     for (const TensorSpec& t : *list) io_bytes += static_cast<double>(t.NumBytes());
   // More than reading every input and writing every output once would raise the physical floor
   // above what an honest kernel needs, and flag it as implausible.
-  if (task.bytes > io_bytes)
-    Fail("bytes", "is more than the inputs and outputs hold (" + std::to_string(static_cast<int64_t>(io_bytes)) +
+  if (task.bytes > io_bytes) {
+    char held[64];  // "%.0f", not a cast to int64: several tensors together may hold more than int64 counts
+    std::snprintf(held, sizeof(held), "%.0f", io_bytes);
+    Fail("bytes", "is more than the inputs and outputs hold (" + std::string(held) +
                       "): it is the compulsory traffic, at most each input read and each output written once");
+  }
 
   task.signature = RequireString(root, "signature", "");
   const std::string expected = ExpectedSignature(task);

@@ -269,6 +269,22 @@ TEST_F(TaskLoadTest, BadShapes) {
   ExpectError(Write("float_extent", task), "inputs[0].shape");
 }
 
+// Found by tests/fuzz/task_loader_fuzzer (UBSan): extents whose product overflows int64 were
+// undefined behavior in TensorSpec::NumElements, and tensors holding more than int64 bytes
+// together were cast to int64 for the `bytes` message.
+TEST_F(TaskLoadTest, ShapesPastA64BitByteCountAreRefused) {
+  json task = ValidTaskJson("tst/huge_shape");
+  task["inputs"][0]["shape"] = json::array({int64_t{1} << 32, int64_t{1} << 32});
+  ExpectError(Write("huge_shape", task), "inputs[0].shape", "64-bit byte count");
+
+  task = ValidTaskJson("tst/huge_total");
+  for (const char* name : {"z0", "z1", "z2"})  // 2^62 bytes each: allowed alone, 1.5 * 2^63 together
+    task["inputs"].push_back({{"name", name}, {"dtype", "float64"}, {"shape", {int64_t{1} << 30, int64_t{1} << 29}},
+                              {"init", {{"kind", "normal"}, {"mean", 0}, {"std", 1}}}});
+  task["bytes"] = 1e30;
+  ExpectError(Write("huge_total", task), "bytes", "more than the inputs and outputs hold (13835058055282163712)");
+}
+
 TEST_F(TaskLoadTest, SignatureMismatch) {
   const std::string expected = "void kernel(const float* x, const int64_t* idx, double* y, int64_t R, int64_t C)";
   for (const std::string& wrong : {
