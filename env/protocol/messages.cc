@@ -93,6 +93,8 @@ nlohmann::json KnobValueToJson(const KnobValue& value) {
 }
 
 std::optional<KnobValue> KnobValueFromJson(const nlohmann::json& json) {
+  // An unsigned past int64's range is no knob value (get<int64_t> would wrap it to a negative one).
+  if (json.is_number_unsigned() && json.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
   if (json.is_number_integer()) return KnobValue{json.get<int64_t>()};
   if (json.is_number_float()) return KnobValue{json.get<double>()};
   if (json.is_string()) return KnobValue{json.get<std::string>()};

@@ -91,7 +91,9 @@ bool ParseSearchReplace(const std::vector<std::string>& lines, std::vector<proto
 
 std::set<std::string> Placeholders(const std::string& text) {
   std::set<std::string> names;
-  static const std::regex placeholder(R"(@([A-Z][A-Z0-9_]*)@)");
+  // Bounded: libstdc++'s regex recurses once per repeated character, and an unbounded run (a
+  // degenerate reply's "@AAAA..." of some 50k characters) overflows the stack.
+  static const std::regex placeholder(R"(@([A-Z][A-Z0-9_]{0,63})@)");
   for (std::sregex_iterator it(text.begin(), text.end(), placeholder), end; it != end; ++it) names.insert((*it)[1]);
   return names;
 }
@@ -199,11 +201,14 @@ std::string_view DecisionName(Decision d) {
 AnalysisOrError ParseAnalysis(std::string_view reply) {
   static const std::regex decision_line(R"(^[\s*_#>`-]*decision[\s*_`]*[:\-][\s*_`]*(continue|tune|stop)\b[\s*_`]*[:\-]?\s*(.*)$)",
                                         std::regex::icase);
+  // libstdc++'s regex recurses once per character the line's repetitions match: a degenerate
+  // reply's line of ~50k dashes overflows the stack. A decision line is short.
+  constexpr std::size_t kMaxDecisionLine = 1000;
   Analysis analysis;
   bool found = false;
   for (const std::string& raw : Lines(reply)) {
     std::smatch m;
-    if (!found && std::regex_match(raw, m, decision_line)) {
+    if (!found && raw.size() <= kMaxDecisionLine && std::regex_match(raw, m, decision_line)) {
       const std::string word = Lower(m[1]);
       analysis.decision = word == "stop" ? Decision::kStop : word == "tune" ? Decision::kTune : Decision::kContinue;
       analysis.reason = Trim(m[2].str());

@@ -72,7 +72,8 @@ AnalysisOrError ParseAnalysis(std::string_view reply);
 // ---- tuner ----
 // A search space over knobs. For a task with a template, the knobs are the template's (values
 // must come from its domains); otherwise the tuner also writes a templated kernel in which each
-// knob appears as @NAME@ (upper-case letters, digits, '_'), instantiated by plain substitution.
+// knob appears as @NAME@ (upper-case letters, digits, '_'; at most 64 of them), instantiated by
+// plain substitution.
 // (@NAME@ rather than {{NAME}}: the prompt files themselves use {{...}}.)
 struct TunerProposal {
   std::string template_source;                                   // empty: the task's own template

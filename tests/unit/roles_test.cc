@@ -145,5 +145,34 @@ TEST(ParseTunerProposal, WithItsOwnTemplateAndInstantiation) {
   EXPECT_NE(missing.error.find("@UNROLL@"), std::string::npos) << missing.error;
 }
 
+// Found with tests/fuzz/reply_parsers_fuzzer on long lines: libstdc++'s std::regex recursed once
+// per character, so a degenerate reply with a line of ~50k dashes (or '@' and ~50k capitals)
+// overflowed the stack and killed the agent.
+TEST(ParseAnalysis, AVeryLongLineNeitherCrashesNorHidesTheDecision) {
+  const std::string dashes(200000, '-');
+  EXPECT_FALSE(ParseAnalysis(dashes + "\n").analysis);
+  const auto a = ParseAnalysis(dashes + "\n**DECISION: STOP** - done\n");
+  ASSERT_TRUE(a.analysis) << a.error;
+  EXPECT_EQ(a.analysis->decision, Decision::kStop);
+  EXPECT_EQ(a.analysis->reason, "done");
+}
+
+TEST(ParseTunerProposal, AVeryLongPlaceholderRunDoesNotCrash) {
+  const std::string reply =
+      "```cpp\nint t = @" + std::string(200000, 'A') + "@;\n```\n```json\n{\"space\": {\"A\": [1]}}\n```";
+  EXPECT_FALSE(ParseTunerProposal(reply, "cpu", true).proposal);
+}
+
+// Found by tests/fuzz/knobs_fuzzer: KnobValueFromJson wrapped an integer past int64 to a negative
+// value (18446744073709551615 became -1).
+TEST(ParseTunerProposal, AValuePastInt64IsRefusedNotWrapped) {
+  const auto p = ParseTunerProposal("```json\n{\"space\": {\"TILE\": [18446744073709551615]}}\n```", "cpu", false);
+  EXPECT_FALSE(p.proposal);
+  EXPECT_NE(p.error.find("space.TILE"), std::string::npos) << p.error;
+  const auto fits = ParseTunerProposal("```json\n{\"space\": {\"TILE\": [9223372036854775807]}}\n```", "cpu", false);
+  ASSERT_TRUE(fits.proposal) << fits.error;
+  EXPECT_EQ(std::get<int64_t>(fits.proposal->space.at("TILE")[0]), INT64_MAX);
+}
+
 }  // namespace
 }  // namespace kernelgym::roles
