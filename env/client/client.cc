@@ -58,9 +58,10 @@ protocol::HelloResult AsHelloResult(const Reply& reply) { return Typed(reply, &p
 protocol::EnvInfo AsEnvInfo(const Reply& reply) { return Typed(reply, &protocol::EnvInfoFromWire); }
 protocol::ResetResult AsResetResult(const Reply& reply) { return Typed(reply, &protocol::ResetResultFromWire); }
 protocol::StepResult AsStepResult(const Reply& reply) { return Typed(reply, &protocol::StepResultFromWire); }
+protocol::HealthResult AsHealthResult(const Reply& reply) { return Typed(reply, &protocol::HealthResultFromWire); }
 
 bool IsIdempotent(std::string_view op) {
-  return op == "hello" || op == "tasks.list" || op == "tasks.get" || op == "stats";
+  return op == "hello" || op == "tasks.list" || op == "tasks.get" || op == "stats" || op == "health";
 }
 
 // Owns the ZeroMQ context and the connections. Invariants:
@@ -328,6 +329,8 @@ protocol::EnvInfo Client::Fork(const std::string& env) { return AsEnvInfo(impl_-
 void Client::Close(const std::string& env) { ResultOf(impl_->Call(protocol::EnvCloseRequest{env})); }
 
 json Client::Stats() { return ResultOf(impl_->Call(protocol::StatsRequest{})); }
+
+protocol::HealthResult Client::Health() { return AsHealthResult(impl_->Call(protocol::HealthRequest{})); }
 
 uint64_t Client::Send(protocol::RequestBody body) { return impl_->SendOn(body, /*sync=*/false); }
 

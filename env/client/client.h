@@ -10,7 +10,7 @@
 // the async replies that arrive meanwhile are kept for Recv(), never lost.
 //
 // Timeouts and retries. A sync call waits `request_timeout_s` for its reply. When none comes:
-//   - the idempotent ops (hello, tasks.list, tasks.get, stats) are sent again on a fresh socket
+//   - the idempotent ops (hello, tasks.list, tasks.get, stats, health) are sent again on a fresh socket
 //     (a new connection), after an exponential backoff with jitter, up to `retries` more times;
 //     a reply to any of the attempts answers the call. Then TransportError.
 //   - the env.* ops are not retried: TransportError at once. Re-sending env.step could apply an
@@ -63,8 +63,9 @@ protocol::HelloResult AsHelloResult(const Reply& reply);
 protocol::EnvInfo AsEnvInfo(const Reply& reply);  // env.make, env.fork
 protocol::ResetResult AsResetResult(const Reply& reply);
 protocol::StepResult AsStepResult(const Reply& reply);
+protocol::HealthResult AsHealthResult(const Reply& reply);
 
-// hello, tasks.list, tasks.get and stats: the ops a sync call retries after a timeout.
+// hello, tasks.list, tasks.get, stats and health: the ops a sync call retries after a timeout.
 bool IsIdempotent(std::string_view op);
 
 class Client {
@@ -88,6 +89,8 @@ class Client {
   protocol::EnvInfo Fork(const std::string& env);
   void Close(const std::string& env);
   nlohmann::json Stats();
+  // Status ("ok" / "draining"), uptime, open envs, runners per backend, queued evaluations.
+  protocol::HealthResult Health();
 
   // ---- async ----
   // Sends one request and returns its id (the Reply's id). Throws TransportError when the

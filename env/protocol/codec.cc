@@ -93,6 +93,7 @@ RequestBody DecodeBody(const std::string& op, Fields& f) {
   if (op == "env.fork") return EnvForkRequest{f.String("env")};
   if (op == "env.close") return EnvCloseRequest{f.String("env")};
   if (op == "stats") return StatsRequest{};
+  if (op == "health") return HealthRequest{};
   throw DecodeFailure{"unknown op '" + op + "'", ErrorCode::kUnknownOp};
 }
 
@@ -143,7 +144,8 @@ void PackBody(Packer& pk, const Request& r) {
           pk.pack_map(3 + fields);
           pk.pack("v"), pk.pack(r.v), pk.pack("id"), pk.pack(r.id), pk.pack("op"), pk.pack(std::string(OpName(r.body)));
         };
-        if constexpr (std::is_same_v<B, HelloRequest> || std::is_same_v<B, StatsRequest>) {
+        if constexpr (std::is_same_v<B, HelloRequest> || std::is_same_v<B, StatsRequest> ||
+                      std::is_same_v<B, HealthRequest>) {
           header(0);
         } else if constexpr (std::is_same_v<B, TasksListRequest>) {
           header(1);

@@ -48,7 +48,7 @@ std::string_view ActionKind(const Action& action) {
 
 std::string_view OpName(const RequestBody& body) {
   static constexpr std::string_view kOps[] = {"hello",    "tasks.list", "tasks.get", "env.make", "env.reset",
-                                              "env.step", "env.fork",   "env.close", "stats"};
+                                              "env.step", "env.fork",   "env.close", "stats",    "health"};
   return kOps[body.index()];
 }
 

@@ -135,9 +135,13 @@ struct EnvCloseRequest {
 struct StatsRequest {
   bool operator==(const StatsRequest&) const = default;
 };
+// For probes and routers: is the server up, serving or draining, how loaded (HealthResult).
+struct HealthRequest {
+  bool operator==(const HealthRequest&) const = default;
+};
 
 using RequestBody = std::variant<HelloRequest, TasksListRequest, TasksGetRequest, EnvMakeRequest, EnvResetRequest,
-                                 EnvStepRequest, EnvForkRequest, EnvCloseRequest, StatsRequest>;
+                                 EnvStepRequest, EnvForkRequest, EnvCloseRequest, StatsRequest, HealthRequest>;
 std::string_view OpName(const RequestBody& body);
 
 struct Request {

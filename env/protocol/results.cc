@@ -84,6 +84,13 @@ class Reader {
     }
     return out;
   }
+  // A map of string -> integer (health's `runners`); a bad value is named 'key.name'.
+  std::map<std::string, int64_t> IntMap(const std::string& key) const {
+    const json& v = Map(key);
+    std::map<std::string, int64_t> out;
+    for (auto it = v.begin(); it != v.end(); ++it) out[it.key()] = IntValue(it.value(), Path(key + "." + it.key()));
+    return out;
+  }
   std::vector<double> Numbers(const std::string& key) const {
     const json& v = Array(key);
     std::vector<double> out;
@@ -209,6 +216,11 @@ json ToWire(const StepResult& result) {
           {"info", result.info}};
 }
 
+json ToWire(const HealthResult& health) {
+  return {{"status", health.status},   {"uptime_s", health.uptime_s}, {"sessions", health.sessions},
+          {"runners", health.runners}, {"queued", health.queued},     {"running", health.running}};
+}
+
 std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& problem) {
   return Guarded<HelloResult>(problem, [&] {
     const Reader r(wire, "");
@@ -269,6 +281,20 @@ std::optional<StepResult> StepResultFromWire(const json& wire, std::string& prob
     result.truncated = r.Bool("truncated");
     result.info = r.Map("info");
     return result;
+  });
+}
+
+std::optional<HealthResult> HealthResultFromWire(const json& wire, std::string& problem) {
+  return Guarded<HealthResult>(problem, [&] {
+    const Reader r(wire, "");
+    HealthResult h;
+    h.status = r.String("status");
+    h.uptime_s = r.Number("uptime_s");
+    h.sessions = r.Unsigned("sessions");
+    h.runners = r.IntMap("runners");
+    h.queued = r.Unsigned("queued");
+    h.running = r.Unsigned("running");
+    return h;
   });
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -77,6 +78,19 @@ struct StepResult {
   bool operator==(const StepResult&) const = default;
 };
 
+// health: what a liveness/readiness probe and a client-side router need, cheap to compute and
+// answered even while the server drains. `status` is "ok" or "draining" (SIGTERM received: no
+// new work is accepted); a reader treats any other value as not ok.
+struct HealthResult {
+  std::string status = "ok";
+  double uptime_s = 0;
+  uint64_t sessions = 0;                   // open envs
+  std::map<std::string, int64_t> runners;  // backend -> connected runners serving it
+  uint64_t queued = 0;                     // evaluations waiting for a runner
+  uint64_t running = 0;                    // evaluations on a runner now
+  bool operator==(const HealthResult&) const = default;
+};
+
 // The wire tree of a result: a map whose keys are the struct's field names (docs/protocol.md).
 // The codec packs it with keys in sorted order, so one value has exactly one encoding.
 nlohmann::json ToWire(const HelloResult& hello);
@@ -84,6 +98,7 @@ nlohmann::json ToWire(const EnvInfo& info);
 nlohmann::json ToWire(const Observation& observation);
 nlohmann::json ToWire(const ResetResult& result);
 nlohmann::json ToWire(const StepResult& result);
+nlohmann::json ToWire(const HealthResult& health);
 
 // Reading a result back (clients). Strict about the fields they know: a missing or wrongly typed
 // field gives nullopt and a `problem` naming it ("field 'observation.speedup' must be a number,
@@ -94,5 +109,6 @@ std::optional<EnvInfo> EnvInfoFromWire(const nlohmann::json& wire, std::string& 
 std::optional<Observation> ObservationFromWire(const nlohmann::json& wire, std::string& problem);
 std::optional<ResetResult> ResetResultFromWire(const nlohmann::json& wire, std::string& problem);
 std::optional<StepResult> StepResultFromWire(const nlohmann::json& wire, std::string& problem);
+std::optional<HealthResult> HealthResultFromWire(const nlohmann::json& wire, std::string& problem);
 
 }  // namespace kernelgym::protocol

@@ -51,12 +51,27 @@ int OpenFileDescriptors() {
   return n;
 }
 
+// health's answer: cheap (probes call it every few seconds) and no more than a probe or a
+// client-side router needs. The null backend is answered in process, so it has no runners.
+protocol::HealthResult Health(bool draining, double uptime_s, std::size_t sessions, const Scheduler& scheduler) {
+  protocol::HealthResult h;
+  h.status = draining ? "draining" : "ok";
+  h.uptime_s = uptime_s;
+  h.sessions = sessions;
+  const json stats = scheduler.Stats(Clock::now());  // named: a range-for over a temporary's member dangles
+  for (const json& runner : stats.at("runners"))
+    for (const json& backend : runner.at("backends")) ++h.runners[backend.get<std::string>()];
+  h.queued = scheduler.queued();
+  h.running = scheduler.running();
+  return h;
+}
+
 }  // namespace
 
 void ServerLoop::Handle(const std::string& client, const protocol::Request& request) {
   const uint64_t id = request.id;
   const std::string op(protocol::OpName(request.body));
-  if (draining_ && op != "hello" && op != "stats" && op != "env.close") {
+  if (draining_ && op != "hello" && op != "stats" && op != "health" && op != "env.close") {
     return ReplyError(client, id, ErrorCode::kOverloaded, op, op + ": the server is shutting down",
                       {{"retry_after_s", "5"}, {"reason", "shutting_down"}});
   }
@@ -79,7 +94,10 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
         else if constexpr (std::is_same_v<B, protocol::EnvStepRequest>) Step(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::EnvForkRequest>) Fork(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::EnvCloseRequest>) Close(client, id, body);
-        else ReplyResult(client, id, Stats());
+        else if constexpr (std::is_same_v<B, protocol::HealthRequest>) {
+          const double uptime_s = Seconds(Clock::now() - started_);
+          ReplyResult(client, id, protocol::ToWire(Health(draining_, uptime_s, sessions_.size(), scheduler_)));
+        } else ReplyResult(client, id, Stats());
       },
       request.body);
 }

@@ -4,9 +4,10 @@
 ``Client`` (sync, one thread at a time):
 
 - calls: ``hello()``, ``list_tasks()``, ``get_task()``, ``make()``, ``reset()``, ``step()``,
-  ``fork()``, ``close_env()``, ``stats()`` each send one request and wait for its reply; they return
-  the result as the plain dict it is on the wire (docs/protocol.md, "Results") and raise the typed
-  ``ServerError`` of an error reply (``UnknownEnv``, ``EpisodeOver``, ...).
+  ``fork()``, ``close_env()``, ``stats()``, ``health()`` each send one request and wait for its
+  reply; they return the result as the plain dict it is on the wire (docs/protocol.md,
+  "Results") and raise the typed ``ServerError`` of an error reply (``UnknownEnv``,
+  ``EpisodeOver``, ...).
 - pipelining, EnvPool style: ``send(op, **fields)`` returns the request id at once, ``recv()``
   returns whichever reply arrives first (a ``Reply``; ``reply.unwrap()`` gives the result or raises
   its error). Replies are matched by id, so the two ways mix: a sync call made while sends are
@@ -16,10 +17,10 @@
 on one client (``asyncio.gather``), one reader task per connection hands each reply to its caller.
 
 Timeouts and retries: a call waits ``timeout_s`` for its reply. When none comes, the idempotent
-ops (hello, tasks.list, tasks.get, stats) are sent again on a fresh socket after an exponential
-backoff with jitter (``backoff_initial_s`` doubling up to ``backoff_max_s``), up to ``retries``
-more times; a reply to any attempt answers the call; then ``TransportError``. The ``env.*`` ops are
-never sent twice (a second env.step could apply an action twice): their timeout is a
+ops (hello, tasks.list, tasks.get, stats, health) are sent again on a fresh socket after an
+exponential backoff with jitter (``backoff_initial_s`` doubling up to ``backoff_max_s``), up to
+``retries`` more times; a reply to any attempt answers the call; then ``TransportError``. The
+``env.*`` ops are never sent twice (a second env.step could apply an action twice): their timeout is a
 ``TransportError`` at once, and a reply that comes later is dropped. Sends are never retried;
 ``recv``'s timeout is the caller's. Between requests the socket reconnects by itself when the
 server restarts (ZMQ_RECONNECT_IVL / _MAX from the backoff; linger 0, so closing never blocks).
@@ -205,6 +206,11 @@ class Client(_Options):
     def stats(self) -> dict[str, Any]:
         """The server's counters (for operators; not a stable interface)."""
         return self._call("stats").unwrap()
+
+    def health(self) -> dict[str, Any]:
+        """HealthResult: status ("ok" or "draining"), uptime_s, sessions (open envs), runners
+        (backend -> connected runners), queued and running evaluations. Answered while draining."""
+        return self._call("health").unwrap()
 
     # ---- pipelining ----
 
@@ -473,6 +479,9 @@ class AsyncClient(_Options):
 
     async def stats(self) -> dict[str, Any]:
         return (await self._call("stats")).unwrap()
+
+    async def health(self) -> dict[str, Any]:
+        return (await self._call("health")).unwrap()
 
     def outstanding(self) -> int:
         """Calls waiting for their reply."""

@@ -31,9 +31,11 @@ VERSION = 1
 MAX_MESSAGE_BYTES = 8 << 20
 MAX_DEPTH = 32
 
-OPS = ("hello", "tasks.list", "tasks.get", "env.make", "env.reset", "env.step", "env.fork", "env.close", "stats")
+OPS = (
+    "hello", "tasks.list", "tasks.get", "env.make", "env.reset", "env.step", "env.fork", "env.close", "stats", "health"
+)  # fmt: skip
 # The ops a sync call sends again after a timeout: sending them twice cannot do anything twice.
-IDEMPOTENT_OPS = frozenset({"hello", "tasks.list", "tasks.get", "stats"})
+IDEMPOTENT_OPS = frozenset({"hello", "tasks.list", "tasks.get", "stats", "health"})
 ACTION_KINDS = ("replace", "edit", "patch", "knobs", "revert", "submit")
 
 REQUIRED = object()  # a field without a default
@@ -57,6 +59,7 @@ REQUEST_FIELDS: dict[str, tuple[tuple[str, Any], ...]] = {
     "env.fork": (("env", REQUIRED),),
     "env.close": (("env", REQUIRED),),
     "stats": (),
+    "health": (),
 }
 
 
@@ -580,12 +583,26 @@ _OBSERVATION = (
     ("features", _NUMBERS),
 )
 _RESET = (("info", _MAP),)
+_HEALTH = (
+    ("status", _STRING),
+    ("uptime_s", _NUMBER),
+    ("sessions", _UNSIGNED),
+    ("runners", _MAP),
+    ("queued", _UNSIGNED),
+    ("running", _UNSIGNED),
+)
 _STEP = (("reward", _NUMBER), ("terminated", _BOOL), ("truncated", _BOOL), ("info", _MAP))
 
 
 def _check_episode_result(result: dict[str, Any], rest: tuple[tuple[str, _Kind], ...]) -> None:
     _check_fields(_check_map(_require(result, "", "observation"), "observation"), "observation", _OBSERVATION)
     _check_fields(result, "", rest)
+
+
+def _check_health(result: dict[str, Any]) -> None:
+    _check_fields(result, "", _HEALTH)
+    runners = result["runners"]
+    _check_fields(runners, "runners", tuple((backend, _INT) for backend in sorted(runners)))
 
 
 def _check_tasks(result: dict[str, Any]) -> None:
@@ -600,6 +617,7 @@ _RESULT_CHECKS = {
     "env.fork": lambda r: _check_fields(r, "", _ENV_INFO),
     "env.reset": lambda r: _check_episode_result(r, _RESET),
     "env.step": lambda r: _check_episode_result(r, _STEP),
+    "health": _check_health,
 }
 
 

@@ -330,6 +330,10 @@ def golden_result(name: str) -> dict[str, Any]:
         ("hello", "reply_hello", lambda r: r.update(max_message_bytes=-1), "field 'max_message_bytes' must be a non-negative integer"),
         ("hello", "reply_hello", lambda r: r.update(protocol=2**63), "field 'protocol' is out of range"),
         ("tasks.list", "reply_tasks_list", lambda r: r.pop("tasks"), "field 'tasks' must be an array"),
+        ("health", "reply_health", lambda r: r.pop("status"), "missing field 'status'"),
+        ("health", "reply_health", lambda r: r.update(runners=[]), "field 'runners' must be a map, not an array"),
+        ("health", "reply_health", lambda r: r["runners"].update(cpu="two"), "field 'runners.cpu' must be an integer, not a string"),
+        ("health", "reply_health", lambda r: r.update(sessions=-1), "field 'sessions' must be a non-negative integer"),
     ],
 )  # fmt: skip
 def test_a_result_lacking_a_known_field_is_a_protocol_error(op, fixture, change, fragment):

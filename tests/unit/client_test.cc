@@ -293,6 +293,20 @@ TEST(Client, HelloIsRetriedOnAFreshSocketWhenTheFirstAttemptGetsNoAnswer) {
   EXPECT_EQ(client.Stats(), GoldenResult("stats"));
 }
 
+TEST(Client, HealthIsTypedAndRetriedLikeHello) {
+  EXPECT_TRUE(IsIdempotent("health"));
+  std::atomic<int> healths{0};
+  TestServer server([&](const TestServer::Incoming& in) {
+    if (in.decoded.op == "health" && healths++ == 0) return std::vector<Outgoing>{};  // dropped
+    return AnswerGolden(in);
+  });
+  Client client(Options(server, /*timeout_s=*/0.5));
+  EXPECT_EQ(client.Health(), golden::Health());
+  EXPECT_EQ(server.ops(), (std::vector<std::string>{"health", "health"}));
+  const std::vector<std::string> identities = server.identities();
+  EXPECT_NE(identities[0], identities[1]) << "the retry must use a fresh socket";
+}
+
 TEST(Client, UnreachableServerIsATransportErrorAfterTheRetries) {
   std::string endpoint;
   {

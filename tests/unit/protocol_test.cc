@@ -164,6 +164,46 @@ TEST(ProtocolResults, BadTreesNameTheField) {
   ExpectBadResult(HelloResultFromWire, without(ToWire(golden::Hello()), "/feature_names"_json_pointer), {"'feature_names'"});
 }
 
+TEST(ProtocolResults, HealthDecodesExactlyAndBadFieldsAreNamed) {
+  std::string problem;
+  const auto health = HealthResultFromWire(ResultTree("reply_health"), problem);
+  ASSERT_TRUE(health) << problem;
+  EXPECT_EQ(*health, golden::Health());
+  EXPECT_EQ(health->runners.at("pallas"), 1);
+  EXPECT_EQ(EncodeResultReply(17, ToWire(*health)), Fixture("reply_health"));
+  // The request has no fields: one more is refused, naming it.
+  const DecodedRequest extra = DecodeRequest(Pack([](auto& pk) {
+    pk.pack_map(4);
+    pk.pack("v"), pk.pack(kVersion), pk.pack("id"), pk.pack(5), pk.pack("op"), pk.pack("health");
+    pk.pack("verbose"), pk.pack(true);
+  }));
+  ASSERT_FALSE(extra.request);
+  EXPECT_EQ(extra.error.code, ErrorCode::kBadRequest);
+  EXPECT_NE(extra.error.message.find("verbose"), std::string::npos) << extra.error.message;
+  EXPECT_EQ(extra.error.details.at("op"), "health");
+
+  const nlohmann::json wire = ToWire(golden::Health());
+  auto with = [&](const std::string& pointer, nlohmann::json value) {
+    nlohmann::json tree = wire;
+    tree[nlohmann::json::json_pointer(pointer)] = std::move(value);
+    return tree;
+  };
+  nlohmann::json no_status = wire;
+  no_status.erase("status");
+  ExpectBadResult(HealthResultFromWire, no_status, {"missing", "'status'"});
+  ExpectBadResult(HealthResultFromWire, with("/runners", nlohmann::json::array()), {"'runners'", "map", "array"});
+  ExpectBadResult(HealthResultFromWire, with("/runners/cpu", "two"), {"'runners.cpu'", "integer", "string"});
+  ExpectBadResult(HealthResultFromWire, with("/sessions", -1), {"'sessions'", "non-negative"});
+  // A newer server's extra fields and status values are read, not refused; integers are numbers.
+  nlohmann::json newer = with("/status", "degraded");
+  newer["uptime_s"] = 7;
+  newer["added_later"] = 1;
+  const auto read = HealthResultFromWire(newer, problem);
+  ASSERT_TRUE(read) << problem;
+  EXPECT_EQ(read->status, "degraded");
+  EXPECT_EQ(read->uptime_s, 7.0);
+}
+
 TEST(ProtocolResults, UnknownFieldsAreToleratedAndNumbersMayBeIntegers) {
   // A newer server may add fields; an older client reads what it knows.
   nlohmann::json step = ToWire(golden::Step());
