@@ -2,7 +2,8 @@
 //   kernelgym eval --task cpu/softmax_rows --source my_kernel.cpp [--json]
 //   kernelgym eval --task cpu/softmax_rows --knobs SIMD=1,EXP=exp_poly
 //   kernelgym tasks [--suite S] [--json] [--measure]
-//   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5]
+//   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5] [--health-file F]
+//   kernelgym health --connect tcp://HOST:PORT [--require-backend cpu] | --file F --max-age-s S   (probes)
 //   kernelgym agent --task cpu/softmax_rows --endpoint http://127.0.0.1:8000/v1 --model M
 //   kernelgym hitl --task cpu/softmax_rows [--endpoint URL --model M]
 //   kernelgym search --task cpu/softmax_rows --proposer knobs|mutate|llm [--algorithm beam|parallel|ucb]
@@ -22,6 +23,7 @@
 #include "datasets/suite.h"
 #include "env/runner_config.h"
 #include "env/episode/knobs.h"
+#include "env/health_command.h"
 #include "env/serve_command.h"
 #include "env/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
@@ -176,9 +178,13 @@ int main(int argc, char** argv) {
   runner->add_option("--slots", runner_options.slots, "jobs evaluated at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  runner->add_option("--health-file", runner_options.health_file,
+                     "rewrite this file whenever the server is heard from (for `kernelgym health --file`)");
 
   ServeCommand serve;
   AddServeCommand(app, serve);
+  HealthCommand health;
+  AddHealthCommand(app, health);
 
   std::string store, format = "transitions", out = "-";
   CLI::App* dataset = app.add_subcommand("dataset", "read a trajectory store (docs/dataset.md)");
@@ -211,6 +217,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
+  if (health.app->parsed()) return RunHealthCommand(health, std::cout);
   if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
   if (hitl_command.app->parsed()) return hitl::RunHitlCommand(hitl_command);
   if (search_command.app->parsed()) return search::RunSearchCommand(search_command);

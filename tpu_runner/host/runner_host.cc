@@ -217,6 +217,7 @@ class RunnerHost {
       return;
     }
     last_heard_ = Clock::now();
+    WriteHealthFile();
     std::visit(
         [&](auto& m) {
           using M = std::decay_t<decltype(m)>;
@@ -285,6 +286,26 @@ class RunnerHost {
     }
   }
 
+  // The liveness file (RunnerHostOptions::health_file): written beside itself and renamed over,
+  // so a probe never reads half of it. A failure is logged once per streak, never fatal.
+  void WriteHealthFile() {
+    if (options_.health_file.empty() || Clock::now() - last_health_write_ < std::chrono::seconds(1)) return;
+    last_health_write_ = Clock::now();
+    const std::filesystem::path tmp = options_.health_file.string() + ".tmp";
+    const double now_s = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    bool ok = static_cast<bool>(std::ofstream(tmp) << nlohmann::json{{"runner_id", hello_.runner_id},
+                                                                     {"endpoint", options_.endpoint},
+                                                                     {"busy", busy_},
+                                                                     {"heard_unix_s", now_s}}
+                                                          .dump()
+                                                   << "\n");
+    std::error_code error;
+    if (ok) std::filesystem::rename(tmp, options_.health_file, error);
+    ok = ok && !error;
+    if (!ok && health_file_ok_) spdlog::warn("cannot write the health file {}", options_.health_file.string());
+    health_file_ok_ = ok;
+  }
+
   void Send(const runner::FromRunner& message) { SendBytes(runner::Encode(message)); }
 
   void SendBytes(const std::string& bytes) {
@@ -341,6 +362,8 @@ class RunnerHost {
   double interval_;
   int busy_ = 0;  // jobs accepted and not yet answered
   Clock::time_point last_heard_;
+  Clock::time_point last_health_write_{};
+  bool health_file_ok_ = true;
   std::string results_endpoint_;
 };
 

@@ -33,6 +33,10 @@ struct RunnerHostOptions {
   std::filesystem::path suites_root;         // tasks are loaded from here (empty: DefaultSuitesRoot())
   BackendConfig backend_config;
   int slots = 1;  // jobs evaluated at once (one worker thread each)
+  // For liveness probes (`kernelgym health --file`): when set, rewritten (write + rename, at most
+  // once a second) whenever the runner hears from its server, so its mtime says when that was.
+  // Holds {runner_id, endpoint, busy, heard_unix_s}. Empty: none.
+  std::filesystem::path health_file;
 };
 
 // Runs until `stop` becomes true (a signal handler may set it), then stops taking jobs, finishes
