@@ -3,7 +3,8 @@
 
 ``make`` returns a ``gymnasium.Env`` (kernelgym.env), ``make_vec`` a vector env that steps many
 episodes through one connection (kernelgym.vector); ``Client`` / ``AsyncClient`` speak the protocol
-(kernelgym.client); ``kernelgym.protocol`` holds the wire format and the action constructors;
+(kernelgym.client); ``Router`` places envs on several servers and routes each env's calls to its
+own (kernelgym.router); ``kernelgym.protocol`` holds the wire format and the action constructors;
 ``kernelgym.text`` turns observations into chat messages and model replies into actions;
 ``kernelgym.errors`` is what is raised. Importing the package registers ``kernelgym/KernelGym-v0``
 with Gymnasium (``gymnasium.make`` / ``gymnasium.make_vec``).
@@ -19,6 +20,7 @@ from kernelgym.errors import (
     TransportError,
 )
 from kernelgym.protocol import Reply
+from kernelgym.router import Router
 from kernelgym.vector import KernelGymVectorEnv, make_vec
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ __all__ = [
     "KernelGymError",
     "ProtocolError",
     "Reply",
+    "Router",
     "ServerError",
     "TransportError",
     "__version__",

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium
@@ -16,6 +16,7 @@ from gymnasium.envs.registration import EnvSpec
 
 from kernelgym.client import Client
 from kernelgym.errors import TransportError, UnknownEnv
+from kernelgym.router import Router
 from kernelgym.spaces import EnvSpaces
 
 __all__ = ["ENV_ID", "KernelGymEnv", "make", "server_seed"]
@@ -40,7 +41,7 @@ def make_spec(
     backend: str,
     reward: str,
     reward_config: Mapping[str, Any] | None,
-    address: str,
+    address: str | Sequence[str],
     max_steps: int,
     time_budget_s: float,
     record: bool,
@@ -135,18 +136,21 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         backend: str = "cpu",
         reward: str = "log_speedup_gain",
         reward_config: Mapping[str, Any] | None = None,
-        address: str = DEFAULT_ADDRESS,
+        address: str | Sequence[str] = DEFAULT_ADDRESS,
         max_steps: int = 0,
         time_budget_s: float = 0.0,
         record: bool = False,
         render_mode: str | None = "ansi",
-        client: Client | None = None,
+        client: Client | Router | None = None,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']} or None")
         self.render_mode = render_mode
         self._owns_client = client is None
-        self._client: Client | None = Client(address) if client is None else client
+        if client is None:
+            # Several addresses: a Router places the env on one of them (kernelgym.router).
+            client = Client(address) if isinstance(address, str) else Router(address)
+        self._client: Client | Router | None = client
         self._env: str | None = None
         try:
             self.hello: dict[str, Any] = self._client.hello()
@@ -176,7 +180,7 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         self._text: str | None = None  # the last observation's Markdown, for render()
 
     @property
-    def client(self) -> Client:
+    def client(self) -> Client | Router:
         """The connection this env talks through (its own, unless one was passed in)."""
         if self._client is None:
             raise gymnasium.error.ClosedEnvironmentError("the env is closed")
@@ -272,15 +276,17 @@ def make(
     backend: str = "cpu",
     reward: str = "log_speedup_gain",
     reward_config: Mapping[str, Any] | None = None,
-    address: str = DEFAULT_ADDRESS,
+    address: str | Sequence[str] = DEFAULT_ADDRESS,
     max_steps: int = 0,
     time_budget_s: float = 0.0,
     record: bool = False,
     render_mode: str | None = "ansi",
-    client: Client | None = None,
+    client: Client | Router | None = None,
 ) -> KernelGymEnv:
     """A ``KernelGymEnv`` for ``task`` on the server at ``address`` (or through ``client``,
-    which the env then leaves open on ``close()``). ``max_steps=0`` and ``time_budget_s=0`` take
+    which the env then leaves open on ``close()``). A list of addresses places the env on one
+    of those servers (the least loaded, failing over past those that are down: ``Router``);
+    pass one ``Router`` as ``client`` to share it among envs. ``max_steps=0`` and ``time_budget_s=0`` take
     the server's defaults; see ``KernelGymEnv`` for the spaces."""
     return KernelGymEnv(
         task,
