@@ -3,6 +3,7 @@
 //   kernelgym eval --task cpu/softmax_rows --knobs SIMD=1,EXP=exp_poly
 //   kernelgym tasks [--suite S] [--json] [--measure]
 //   kernelgym runner --connect tcp://HOST:PORT [--backend cpu]... [--id ID] [--heartbeat-s 0.5] [--health-file F]
+//   kernelgym keys generate --out keys/server        (CURVE key pairs, docs/security.md)
 //   kernelgym health --connect tcp://HOST:PORT [--require-backend cpu] | --file F --max-age-s S   (probes)
 //   kernelgym agent --task cpu/softmax_rows --endpoint http://127.0.0.1:8000/v1 --model M
 //   kernelgym hitl --task cpu/softmax_rows [--endpoint URL --model M]
@@ -23,6 +24,7 @@
 #include "datasets/suite.h"
 #include "env/runner_config.h"
 #include "env/episode/knobs.h"
+#include "env/keys_command.h"
 #include "env/health_command.h"
 #include "env/serve_command.h"
 #include "env/tasks_command.h"
@@ -180,9 +182,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   runner->add_option("--health-file", runner_options.health_file,
                      "rewrite this file whenever the server is heard from (for `kernelgym health --file`)");
+  std::string runner_server_key, runner_key;
+  runner->add_option("--server-key", runner_server_key, "CURVE: the server's public key file (default $KERNELGYM_SERVER_KEY)");
+  runner->add_option("--runner-key", runner_key, "CURVE: this runner's key pair file (default $KERNELGYM_RUNNER_KEY)");
 
   ServeCommand serve;
   AddServeCommand(app, serve);
+  KeysCommand keys;
+  AddKeysCommand(app, keys);
   HealthCommand health;
   AddHealthCommand(app, health);
 
@@ -217,6 +224,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
+  if (keys.app->parsed()) return RunKeysCommand(keys);
   if (health.app->parsed()) return RunHealthCommand(health, std::cout);
   if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
   if (hitl_command.app->parsed()) return hitl::RunHitlCommand(hitl_command);
@@ -228,6 +236,17 @@ int main(int argc, char** argv) {
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {
     runner_options.suites_root = suites;
+    std::string key_error;
+    if (!runner_server_key.empty() || !runner_key.empty()) {
+      if (runner_server_key.empty() || runner_key.empty()) key_error = "--server-key and --runner-key go together";
+      else runner_options.curve = security::LoadClientKeys(runner_server_key, runner_key, key_error);
+    } else {
+      runner_options.curve = security::ClientKeysFromEnvironment("KERNELGYM_SERVER_KEY", "KERNELGYM_RUNNER_KEY", key_error);
+    }
+    if (!key_error.empty()) {
+      spdlog::error("runner: {}", key_error);
+      return 2;
+    }
     return Runner(runner_options);
   }
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);

@@ -48,6 +48,20 @@ void AddServeCommand(CLI::App& app, ServeCommand& command) {
       ->capture_default_str();
   serve->add_option("--no-runner-wait", o.scheduler.no_runner_wait_s, "seconds a step waits for a runner")
       ->capture_default_str();
+  // CURVE (docs/security.md).
+  serve->add_option("--server-key", o.security.server_key,
+                    "the server's key pair (NAME.key from `kernelgym keys generate`): CURVE on both sockets");
+  serve->add_option("--allow-clients", o.security.allow_clients, "CURVE: a folder of client .pub files (or one file)");
+  serve->add_option("--allow-runners", o.security.allow_runners, "CURVE: a folder of runner .pub files (or one file)");
+  serve->add_flag("--strict-auth", o.security.strict, "refuse to run without CURVE, even bound to loopback");
+  // Per-client quotas (docs/server.md); 0: no limit.
+  serve->add_option("--quota-sessions", o.quotas.max_sessions, "open envs per client (0: no limit)")
+      ->capture_default_str();
+  serve->add_option("--quota-in-flight", o.quotas.max_in_flight, "resets and steps being evaluated per client")
+      ->capture_default_str();
+  serve->add_option("--quota-eval-seconds", o.quotas.eval_seconds_per_minute,
+                    "runner seconds of evaluation per client in any 60 s")
+      ->capture_default_str();
 }
 
 int RunServeCommand(ServeCommand& command, const std::string& suites) {

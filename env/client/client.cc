@@ -12,6 +12,8 @@
 #include <zmq.hpp>
 
 #include "env/protocol/codec.h"
+#include "env/security/curve_socket.h"
+#include "env/security/handshake_watch.h"
 
 namespace kernelgym::client {
 namespace {
@@ -75,6 +77,7 @@ bool IsIdempotent(std::string_view op) {
 struct Client::Impl {
   struct Connection {
     zmq::socket_t socket;
+    security::HandshakeWatch watch;
   };
   struct Pending {
     std::string op;
@@ -82,7 +85,14 @@ struct Client::Impl {
     bool sync;
   };
 
-  explicit Impl(ClientOptions o) : options(std::move(o)), rng(std::random_device{}()) { OpenConnection(); }
+  explicit Impl(ClientOptions o) : options(std::move(o)), rng(std::random_device{}()) {
+    if (!options.curve) {
+      std::string error;
+      options.curve = security::ClientKeysFromEnvironment("KERNELGYM_SERVER_KEY", "KERNELGYM_CLIENT_KEY", error);
+      if (!error.empty()) throw TransportError("client keys: " + error);
+    }
+    OpenConnection();
+  }
 
   void OpenConnection() {
     zmq::socket_t socket(context, zmq::socket_type::dealer);
@@ -92,11 +102,14 @@ struct Client::Impl {
                Milliseconds(std::max(options.backoff_max_s, options.backoff_initial_s)));
     socket.set(zmq::sockopt::sndtimeo, Milliseconds(options.request_timeout_s));
     try {
+      if (options.curve) security::ApplyCurveClient(socket, *options.curve);
+      // Watched from before the first connect, so the first handshake's outcome is seen.
+      security::HandshakeWatch watch(context, socket, options.endpoint, options.curve.has_value());
       socket.connect(options.endpoint);
+      connections.push_back(Connection{std::move(socket), std::move(watch)});
     } catch (const zmq::error_t& e) {
       throw TransportError("cannot connect to '" + options.endpoint + "': " + e.what());
     }
-    connections.push_back(Connection{std::move(socket)});
   }
 
   uint64_t SendOn(const protocol::RequestBody& body, bool sync) {
@@ -129,6 +142,7 @@ struct Client::Impl {
       }
       std::vector<zmq::pollitem_t> items;
       for (Connection& c : connections) items.push_back({c.socket.handle(), 0, ZMQ_POLLIN, 0});
+      for (Connection& c : connections) items.push_back(c.watch.pollitem());
       try {
         zmq::poll(items, std::chrono::milliseconds(timeout_ms));
       } catch (const zmq::error_t& e) {
@@ -138,6 +152,10 @@ struct Client::Impl {
       std::size_t i = 0;
       for (Connection& c : connections) {
         if (items[i++].revents & ZMQ_POLLIN) Drain(c);
+      }
+      for (Connection& c : connections) {
+        if (!(items[i++].revents & ZMQ_POLLIN)) continue;
+        if (std::optional<std::string> refused = c.watch.Check()) throw AuthError(*refused);
       }
     }
   }
@@ -257,10 +275,15 @@ struct Client::Impl {
       Pump(Clock::now() + Seconds(options.request_timeout_s), arrived);
     }
     if (!arrived()) {
+      const bool never_shook_hands = options.curve && !connections.back().watch.succeeded();
       throw TransportError(op + ": no reply from " + options.endpoint + " within " +
                            FormatSeconds(options.request_timeout_s) +
-                           (attempts > 1 ? " in each of " + std::to_string(attempts) + " attempts"
-                                         : " (not retried: " + op + " is not idempotent)"));
+                           (attempts > 1        ? " in each of " + std::to_string(attempts) + " attempts"
+                            : IsIdempotent(op) ? ""  // retries = 0: one attempt asked for
+                                               : " (not retried: " + op + " is not idempotent)") +
+                           (never_shook_hands ? "; no CURVE handshake with it succeeded: is the server's public key "
+                                                "right, and does it use CURVE? (docs/security.md)"
+                                              : ""));
     }
     Arrived a = std::move(sync_arrived.front());
     if (!a.problem.empty()) throw ProtocolError(a.problem, a.reply.id);

@@ -17,6 +17,9 @@
 //     action twice, env.make could create a second env, so whether the request took effect is
 //     unknown; the caller decides (e.g. close the env and make a new one). A reply that comes
 //     after the timeout is dropped.
+// A server that refuses the connection's handshake (a key not on its allow-list, CURVE on one
+// side only) makes the waiting call throw AuthError at once, with the reason.
+//
 // Async requests (Send) are never retried and have no deadline of their own: Recv's timeout is
 // the caller's.
 //
@@ -37,6 +40,7 @@
 #include "env/client/errors.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
+#include "env/security/keys.h"
 
 namespace kernelgym::client {
 
@@ -45,6 +49,11 @@ struct ClientOptions {
   double request_timeout_s = 600;                     // per attempt of a sync call (an evaluation can take minutes)
   int retries = 3;                                    // further attempts of an idempotent op after a timeout
   double backoff_initial_s = 0.1, backoff_max_s = 5;  // retry backoff and reconnect interval
+  // CURVE (docs/security.md): the server's public key and this client's key pair. When unset,
+  // read from the certificate files named by $KERNELGYM_SERVER_KEY and $KERNELGYM_CLIENT_KEY if
+  // they are set (the constructor throws TransportError naming a file it cannot read), else the
+  // connection is plaintext (what a loopback server that is not strict accepts).
+  std::optional<security::CurveClientKeys> curve = std::nullopt;
 };
 
 // One reply, as Recv() returns it.

@@ -5,6 +5,8 @@
 //   TransportError no answer: the server is unreachable, or did not reply within the request
 //                  timeout (after the retries, for the ops that are retried). Whether a
 //                  non-idempotent request (env.*) was applied is unknown.
+//                  AuthError (a TransportError): the server refused the handshake (CURVE:
+//                  docs/security.md); the message says why.
 //   ProtocolError  an answer that is not a valid reply or whose result does not have the op's
 //                  format (a server bug, or a server speaking another protocol version).
 // All derive from ClientError, so `catch (const ClientError&)` catches every client failure.
@@ -41,6 +43,11 @@ class ServerError : public ClientError {
 class TransportError : public ClientError {
  public:
   using ClientError::ClientError;
+};
+
+class AuthError : public TransportError {
+ public:
+  using TransportError::TransportError;
 };
 
 class ProtocolError : public ClientError {

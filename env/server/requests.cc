@@ -150,6 +150,7 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
     return ReplyError(client, id, ErrorCode::kOverloaded, op,
                       op + ": this server holds its maximum of " + std::to_string(options_.max_sessions) + " envs",
                       {{"retry_after_s", "10"}});
+  if (const auto refusal = quotas_.AdmitSession(principal_)) return ReplyQuota(client, id, op, *refusal);
 
   EpisodeLimits limits;
   limits.max_steps = r.max_steps > 0 ? r.max_steps : options_.default_max_steps;
@@ -161,6 +162,8 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   session.episode = std::make_unique<Episode>(task_ptr, r.backend, r.reward, std::move(reward), limits);
   session.record = r.record;
   session.last_active = Clock::now();
+  session.principal = principal_;
+  quotas_.SessionOpened(principal_);
 
   protocol::EnvInfo info{env, task->id, r.backend, r.reward, session.episode->reward().range().min,
                          session.episode->reward().range().max, limits.max_steps, limits.time_budget_s, r.record};
@@ -187,18 +190,22 @@ Session* ServerLoop::FindEnv(const std::string& client, uint64_t id, const std::
 void ServerLoop::Reset(const std::string& client, uint64_t id, const protocol::EnvResetRequest& r) {
   Session* session = FindEnv(client, id, "env.reset", r.env, true);
   if (!session) return;
+  if (const auto refusal = quotas_.AdmitEvaluation(principal_, Clock::now()))
+    return ReplyQuota(client, id, "env.reset", *refusal);
   // Drawn seeds stay below 2^53, so that every JSON reader of the trajectory store (pandas,
   // JavaScript) holds them exactly.
   const uint64_t seed = r.seed ? *r.seed : rng_() & ((uint64_t{1} << 53) - 1);
   const EvaluationRequest request = session->episode->Reset(seed);
   session->episode_id = NewId("ep-");
   ++resets_;
-  Evaluate(*session, request, Pending{r.env, client, id, std::nullopt, "", nullptr}, "env.reset");
+  Evaluate(*session, request, Pending{r.env, client, id, std::nullopt, "", nullptr, principal_}, "env.reset");
 }
 
 void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::EnvStepRequest& r) {
   Session* session = FindEnv(client, id, "env.step", r.env, true);
   if (!session) return;
+  if (const auto refusal = quotas_.AdmitEvaluation(principal_, Clock::now()))
+    return ReplyQuota(client, id, "env.step", *refusal);
   Episode& episode = *session->episode;
   if (!episode.active())
     return ReplyError(client, id, ErrorCode::kEpisodeOver, "env.step",
@@ -206,7 +213,7 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
                           (episode.was_reset() ? "has terminated or been truncated" : "has not been reset") +
                           "; call env.reset",
                       {{"env", r.env}});
-  Pending pending{r.env, client, id, r.action, episode.last_text(), r.meta};
+  Pending pending{r.env, client, id, r.action, episode.last_text(), r.meta, principal_};
   Episode::Plan plan = episode.PlanStep(r.action);
   ++steps_;
   if (!plan.evaluation) return Finish(pending, nullptr, "");
@@ -242,6 +249,8 @@ bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pe
     return false;
   }
   session.job_id = job_id;
+  quotas_.EvaluationStarted(pending.principal);
+  pending.counted = true;
   pending_.emplace(job_id, std::move(pending));
   return true;
 }
@@ -284,11 +293,13 @@ void ServerLoop::OnJobDone(JobOutcome outcome) {
   if (it == pending_.end()) return;
   Pending pending = std::move(it->second);
   pending_.erase(it);
+  Uncount(pending, outcome.result.seconds);
   Finish(pending, &outcome.result, outcome.runner, outcome.attempts);
 }
 
 void ServerLoop::FailPending(uint64_t job_id, const Pending& pending, ErrorCode code, const std::string& message) {
   scheduler_.Cancel(job_id);
+  Uncount(pending, 0);
   auto it = sessions_.find(pending.env);
   if (it != sessions_.end()) {
     it->second.episode->Abandon();
@@ -298,13 +309,27 @@ void ServerLoop::FailPending(uint64_t job_id, const Pending& pending, ErrorCode 
              {{"env", pending.env}});
 }
 
+void ServerLoop::ReplyQuota(const std::string& client, uint64_t id, const std::string& op, const QuotaRefusal& refusal) {
+  char retry[32];
+  std::snprintf(retry, sizeof retry, "%.3f", refusal.retry_after_s);
+  ReplyError(client, id, ErrorCode::kOverloaded, op, op + ": over the " + refusal.quota + " quota: " + refusal.message,
+             {{"retry_after_s", retry}, {"reason", "quota"}, {"quota", refusal.quota}});
+}
+
+void ServerLoop::Uncount(const Pending& pending, double seconds) {
+  if (pending.counted) quotas_.EvaluationFinished(pending.principal, seconds, Clock::now());
+}
+
 void ServerLoop::Fork(const std::string& client, uint64_t id, const protocol::EnvForkRequest& r) {
   Session* parent = FindEnv(client, id, "env.fork", r.env, true);
   if (!parent) return;
   if (sessions_.size() >= options_.max_sessions)
     return ReplyError(client, id, ErrorCode::kOverloaded, "env.fork", "env.fork: this server holds its maximum of envs",
                       {{"retry_after_s", "10"}});
+  if (const auto refusal = quotas_.AdmitSession(principal_)) return ReplyQuota(client, id, "env.fork", *refusal);
   Session child;
+  child.principal = principal_;
+  quotas_.SessionOpened(principal_);
   child.episode = parent->episode->Fork();
   child.record = parent->record;
   child.episode_id = parent->episode_id.empty() ? "" : NewId("ep-");
@@ -328,9 +353,11 @@ void ServerLoop::Close(const std::string& client, uint64_t id, const protocol::E
       ReplyError(pending->second.client, pending->second.request_id, ErrorCode::kUnknownEnv,
                  pending->second.action ? "env.step" : "env.reset", "the env was closed before its evaluation finished",
                  {{"env", r.env}});
+      Uncount(pending->second, 0);
       pending_.erase(pending);
     }
   }
+  quotas_.SessionClosed(session->principal);
   sessions_.erase(r.env);
   ReplyResult(client, id, json::object());
 }
@@ -363,6 +390,10 @@ json ServerLoop::Stats() {
           {"draining", draining_},
           {"scheduler", scheduler_.Stats(now)},
           {"local_runners", local},
+          {"quotas", quotas_.Stats()},
+          {"auth", {{"curve", curve_},
+                    {"handshakes_accepted", zap_ ? zap_->accepted() : 0},
+                    {"handshakes_refused", zap_ ? zap_->refused() : 0}}},
           {"recorder", recorder}};
 }
 

@@ -11,9 +11,24 @@
 #include <string>
 #include <vector>
 
+#include "env/server/quotas.h"
 #include "env/server/scheduler.h"
 
 namespace kernelgym::server {
+
+// CURVE on the server's sockets (docs/security.md). Without a server key both sockets are
+// plaintext, which the server accepts only on loopback endpoints and never with `strict`.
+struct SecurityOptions {
+  std::filesystem::path server_key;     // the server's key pair (`kernelgym keys generate`): CURVE on
+  std::filesystem::path allow_clients;  // a folder of client .pub files (or one file)
+  std::filesystem::path allow_runners;  // a folder of runner .pub files (or one file); local runners get their own
+  bool strict = false;                  // refuse to run without CURVE, loopback included
+};
+
+// Checks `security` against the endpoints before anything is bound: "" when the combination is
+// allowed, else why not (e.g. a non-loopback bind without a server key).
+std::string CheckSecurity(const SecurityOptions& security, const std::string& client_endpoint,
+                          const std::string& runner_endpoint);
 
 struct ServerOptions {
   std::string client_endpoint = "tcp://127.0.0.1:5555";  // "tcp://127.0.0.1:*": any free port
@@ -32,6 +47,8 @@ struct ServerOptions {
   double drain_timeout_s = 60;               // on SIGTERM: how long in-flight steps may finish
   std::filesystem::path endpoint_file;       // if set: {"clients": ..., "runners": ...} written here
   SchedulerOptions scheduler;
+  SecurityOptions security;
+  QuotaOptions quotas;  // per client (quotas.h)
 };
 
 // Runs until `stop` becomes true (SIGTERM/SIGINT), then drains: refuses new work, lets in-flight

@@ -22,6 +22,7 @@
 #include "env/server/local_runners.h"
 #include "env/server/records.h"
 #include "env/server/scheduler.h"
+#include "env/security/zap.h"
 #include "env/server/server.h"
 
 namespace kernelgym::server::detail {
@@ -34,6 +35,7 @@ struct Session {
   bool record = false;
   std::string episode_id;   // unique per reset (the trajectory store groups by it)
   uint64_t job_id = 0;      // the evaluation in flight, 0 when none
+  std::string principal;    // the client that made it (quotas.h), charged for it while it is open
 };
 
 // A reset or step waiting for its evaluation.
@@ -44,12 +46,15 @@ struct Pending {
   std::optional<protocol::Action> action;  // empty for a reset
   std::string prompt;       // the observation the action was chosen from (recorded)
   nlohmann::json meta;      // the step request's meta (recorded)
+  std::string principal;    // the client charged for the evaluation (quotas.h)
+  bool counted = false;     // counted in the principal's in-flight quota
 };
 
 class ServerLoop {
  public:
   ServerLoop(const ServerOptions& options, zmq::context_t& context)
       : options_(options),
+        context_(context),
         clients_(context, zmq::socket_type::router),
         runners_(context, zmq::socket_type::router),
         scheduler_(options.scheduler,
@@ -71,7 +76,8 @@ class ServerLoop {
   void Deliver(const std::string& client, std::string reply, std::optional<std::string> record);
 
   // ---- requests ----
-  void OnClientMessage(const std::string& client, std::string_view bytes);
+  // `principal`: who sent it, for the quotas: the CURVE key's name, else the connection.
+  void OnClientMessage(const std::string& client, std::string_view bytes, const std::string& principal);
   void Handle(const std::string& client, const protocol::Request& request);
   void Hello(const std::string& client, uint64_t id);
   void Make(const std::string& client, uint64_t id, const protocol::EnvMakeRequest& r);
@@ -91,7 +97,18 @@ class ServerLoop {
   // `attempts`: how many runners the evaluation was sent to (more than 1 after a runner was lost).
   void Finish(const Pending& pending, const EvalResult* result, const std::string& runner, int attempts = 0);
   void FailPending(uint64_t job_id, const Pending& pending, protocol::ErrorCode code, const std::string& message);
+  // A quota refusal as an OVERLOADED reply naming the quota.
+  void ReplyQuota(const std::string& client, uint64_t id, const std::string& op, const QuotaRefusal& refusal);
+  // The pending evaluation left the in-flight count (answered, failed or dropped).
+  void Uncount(const Pending& pending, double seconds);
   RecordContext RecordContextFor(const Session& session, const std::string& env, const std::string& runner) const;
+
+  // ---- security (auth.cc) ----
+  // Checks the endpoints against the security options and, with a server key, starts the ZAP
+  // handler, puts CURVE on both sockets and gives local runners a key (appended to their argv).
+  // False (logged) when the server must not start.
+  bool SetUpSecurity(std::vector<std::string>& runner_argv);
+  void RemoveRunnerKeys();
 
   bool EnsureRecorder(std::string& error);
   void DeliverDurable();
@@ -99,6 +116,10 @@ class ServerLoop {
   std::string NewId(const char* prefix);
 
   const ServerOptions& options_;
+  zmq::context_t& context_;
+  std::unique_ptr<security::ZapHandler> zap_;  // answers CURVE handshakes on its own thread
+  bool curve_ = false;
+  std::filesystem::path runner_key_dir_;  // the local runners' key pair (removed at exit)
   zmq::socket_t clients_, runners_;
   Scheduler scheduler_;
   TaskRegistry tasks_;
@@ -106,6 +127,8 @@ class ServerLoop {
   std::unique_ptr<TrajectoryRecorder> recorder_;
   std::mt19937_64 rng_;
 
+  ClientQuotas quotas_{options_.quotas};
+  std::string principal_;  // the sender of the request being handled (set by OnClientMessage)
   std::unordered_map<std::string, Session> sessions_;
   std::unordered_map<uint64_t, Pending> pending_;  // by job id
   uint64_t next_job_id_ = 1;

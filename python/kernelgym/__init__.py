@@ -14,6 +14,7 @@ from kernelgym.client import AsyncClient, Client
 from kernelgym.env import ENV_ID, KernelGymEnv, make
 from kernelgym.errors import (
     ERRORS_BY_CODE,
+    AuthError,
     KernelGymError,
     ProtocolError,
     ServerError,
@@ -29,6 +30,7 @@ __all__ = [
     "ENV_ID",
     "ERRORS_BY_CODE",
     "AsyncClient",
+    "AuthError",
     "Client",
     "KernelGymEnv",
     "KernelGymVectorEnv",

@@ -16,6 +16,12 @@
 ``AsyncClient`` (asyncio): the same calls as coroutines; any number of them may be awaited at once
 on one client (``asyncio.gather``), one reader task per connection hands each reply to its caller.
 
+Authentication (docs/security.md): ``server_key`` (the server's certificate file) and
+``client_key`` (this client's key-pair file, from ``kernelgym keys generate``) make the
+connection CURVE; without them, ``$KERNELGYM_SERVER_KEY`` and ``$KERNELGYM_CLIENT_KEY`` are used
+when set. A refused handshake raises ``AuthError`` with the reason (``Client``; an
+``AsyncClient`` sees a timeout).
+
 Timeouts and retries: a call waits ``timeout_s`` for its reply. When none comes, the idempotent
 ops (hello, tasks.list, tasks.get, stats, health) are sent again on a fresh socket after an
 exponential backoff with jitter (``backoff_initial_s`` doubling up to ``backoff_max_s``), up to
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import time
 from collections import deque
@@ -38,8 +45,10 @@ from typing import Any
 
 import zmq
 import zmq.asyncio
+import zmq.auth
+from zmq.utils.monitor import recv_monitor_message
 
-from kernelgym.errors import ProtocolError, TransportError
+from kernelgym.errors import AuthError, ProtocolError, TransportError
 from kernelgym.protocol import IDEMPOTENT_OPS, Reply, decode_reply, encode_request
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5555"
@@ -53,11 +62,51 @@ def _format_seconds(seconds: float) -> str:
     return f"{seconds:g} s"
 
 
+def _curve_keys(server_key: str | None, client_key: str | None) -> tuple[bytes, bytes, bytes] | None:
+    """(server public, own public, own secret) from certificate files, the arguments' or else
+    $KERNELGYM_SERVER_KEY / $KERNELGYM_CLIENT_KEY's; None when neither is given."""
+    server_key = server_key or os.environ.get("KERNELGYM_SERVER_KEY") or None
+    client_key = client_key or os.environ.get("KERNELGYM_CLIENT_KEY") or None
+    if server_key is None and client_key is None:
+        return None
+    if server_key is None or client_key is None:
+        raise TransportError("CURVE needs both the server's public key (server_key / $KERNELGYM_SERVER_KEY) and "
+                             "this client's key pair (client_key / $KERNELGYM_CLIENT_KEY)")
+    try:
+        server_public, _ = zmq.auth.load_certificate(server_key)
+        public, secret = zmq.auth.load_certificate(client_key)
+    except (OSError, ValueError) as e:
+        raise TransportError(f"cannot read a key file: {e}") from None
+    if not secret:
+        raise TransportError(f"{client_key} has no secret-key: a key pair (NAME.key from `kernelgym keys generate`) "
+                             "is needed, not a public certificate")
+    return server_public, public, secret
+
+
+_HANDSHAKE_CHECK_MS = 250
+
+# The handshake outcomes a monitor reports, and what each means for the caller.
+_HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                     | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+
+
+def _handshake_failure(event: dict[str, Any], address: str, curve: bool) -> str:
+    if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+        return (f"{address} refused this client's key (ZAP status {event['value']}): its public key is not on the "
+                "server's allow-list (docs/security.md)")
+    if curve:
+        return f"the CURVE handshake with {address} failed: is the server key right, and does the server use CURVE?"
+    return (f"the handshake with {address} failed: the server probably requires CURVE: give server_key and "
+            "client_key (or $KERNELGYM_SERVER_KEY and $KERNELGYM_CLIENT_KEY; docs/security.md)")
+
+
 class _Options:
     """What Client and AsyncClient share: the options, their sockets' settings, the backoff."""
 
-    def __init__(self, address: str, timeout_s: float, retries: int, backoff_initial_s: float, backoff_max_s: float):
+    def __init__(self, address: str, timeout_s: float, retries: int, backoff_initial_s: float, backoff_max_s: float,
+                 server_key: str | None = None, client_key: str | None = None):
         self.address = address
+        self._curve = _curve_keys(server_key, client_key)
         self.timeout_s = float(timeout_s)
         self.retries = max(0, int(retries))
         self.backoff_initial_s = float(backoff_initial_s)
@@ -69,6 +118,8 @@ class _Options:
         socket.setsockopt(zmq.RECONNECT_IVL, _milliseconds(self.backoff_initial_s))
         socket.setsockopt(zmq.RECONNECT_IVL_MAX, _milliseconds(max(self.backoff_max_s, self.backoff_initial_s)))
         socket.setsockopt(zmq.SNDTIMEO, _milliseconds(self.timeout_s))
+        if self._curve is not None:
+            socket.curve_serverkey, socket.curve_publickey, socket.curve_secretkey = self._curve
         try:
             socket.connect(self.address)
         except zmq.ZMQError as e:
@@ -139,10 +190,13 @@ class Client(_Options):
         retries: int = 3,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 5.0,
+        server_key: str | None = None,
+        client_key: str | None = None,
     ) -> None:
-        super().__init__(address, timeout_s, retries, backoff_initial_s, backoff_max_s)
+        super().__init__(address, timeout_s, retries, backoff_initial_s, backoff_max_s, server_key, client_key)
         self._context = zmq.Context()
         self._connections: list[zmq.Socket] = []
+        self._monitors: dict[zmq.Socket, zmq.Socket] = {}  # each connection's handshake events
         self._pending: dict[int, tuple[str, zmq.Socket, bool]] = {}  # id -> (op, socket, sync)
         self._abandoned: dict[int, zmq.Socket] = {}
         self._sync_arrived: deque[Reply | ProtocolError] = deque()
@@ -243,7 +297,7 @@ class Client(_Options):
     def close(self) -> None:
         """Closes the connection; outstanding requests are given up. Safe to call twice."""
         for socket in self._connections:
-            socket.close(linger=0)
+            self._close_socket(socket)
         self._connections.clear()
         self._pending.clear()
         self._abandoned.clear()
@@ -262,7 +316,24 @@ class Client(_Options):
     def _open_connection(self) -> None:
         socket = self._context.socket(zmq.DEALER)
         self._configure(socket)
+        self._monitors[socket] = socket.get_monitor_socket(_HANDSHAKE_EVENTS)
         self._connections.append(socket)
+
+    def _close_socket(self, socket: zmq.Socket) -> None:
+        monitor = self._monitors.pop(socket, None)
+        if monitor is not None:
+            socket.disable_monitor()
+            monitor.close(linger=0)
+        socket.close(linger=0)
+
+    def _check_handshakes(self) -> None:
+        """Raises AuthError when a connection's handshake was refused: checked whenever a poll
+        comes back empty, so a refusal is reported within a poll slice, not after the timeout."""
+        for monitor in self._monitors.values():
+            while monitor.poll(0):
+                event = recv_monitor_message(monitor)
+                if event["event"] & _HANDSHAKE_EVENTS:
+                    raise AuthError(_handshake_failure(event, self.address, self._curve is not None))
 
     def _send(self, op: str, fields: dict[str, Any], sync: bool) -> int:
         if not self._connections:
@@ -294,16 +365,23 @@ class Client(_Options):
             else:
                 left = deadline - time.monotonic()
                 timeout_ms = max(0, math.ceil(left * 1000))
+            # Polled in slices, so that a refused handshake (no reply will ever come) is noticed.
+            slice_ms = _HANDSHAKE_CHECK_MS if timeout_ms is None else min(timeout_ms, _HANDSHAKE_CHECK_MS)
             if len(self._connections) == 1:
                 socket = self._connections[0]
-                if socket.poll(timeout_ms, zmq.POLLIN):
+                arrived = bool(socket.poll(slice_ms, zmq.POLLIN))
+                if arrived:
                     self._drain(socket)
             else:
                 poller = zmq.Poller()
                 for socket in self._connections:
                     poller.register(socket, zmq.POLLIN)
-                for socket, _ in poller.poll(timeout_ms):
+                ready = poller.poll(slice_ms)
+                arrived = bool(ready)
+                for socket, _ in ready:
                     self._drain(socket)
+            if not arrived:
+                self._check_handshakes()
             if timeout_ms == 0:
                 return
 
@@ -373,7 +451,7 @@ class Client(_Options):
             if id(socket) in busy:
                 continue
             self._abandoned = {i: s for i, s in self._abandoned.items() if s is not socket}
-            socket.close(linger=0)
+            self._close_socket(socket)
             self._connections.remove(socket)
 
     def _call(self, op: str, **fields: Any) -> Reply:
@@ -430,8 +508,10 @@ class AsyncClient(_Options):
         retries: int = 3,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 5.0,
+        server_key: str | None = None,
+        client_key: str | None = None,
     ) -> None:
-        super().__init__(address, timeout_s, retries, backoff_initial_s, backoff_max_s)
+        super().__init__(address, timeout_s, retries, backoff_initial_s, backoff_max_s, server_key, client_key)
         self._context = zmq.asyncio.Context()
         # The socket is made at the first call, inside the event loop its reader runs on.
         self._connections: list[_AsyncConnection] = []

@@ -32,6 +32,11 @@ class TransportError(KernelGymError):
     """No reply in time, or the server cannot be reached."""
 
 
+class AuthError(TransportError):
+    """The server refused the connection's handshake: a CURVE key not on its allow-list, or CURVE
+    on one side only (docs/security.md). The message says which."""
+
+
 class ProtocolError(KernelGymError):
     """A reply that cannot be read, or whose result does not have the op's format.
 

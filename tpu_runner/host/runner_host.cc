@@ -21,6 +21,8 @@
 #include "datasets/suite.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/runner_messages.h"
+#include "env/security/curve_socket.h"
+#include "env/security/handshake_watch.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/subprocess.h"
 
@@ -171,12 +173,19 @@ class RunnerHost {
       const Clock::time_point wake = std::min({next_heartbeat, last_heard_ + Seconds(options_.server_silence_s),
                                                now + std::chrono::milliseconds(100)});  // stop_ is polled
       const auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count();
-      zmq_pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {results_.handle(), 0, ZMQ_POLLIN, 0}};
-      if (zmq_poll(items, 2, static_cast<long>(std::max<long long>(timeout, 0) + 1)) < 0) {
+      zmq_pollitem_t items[] = {{dealer_.handle(), 0, ZMQ_POLLIN, 0}, {results_.handle(), 0, ZMQ_POLLIN, 0},
+                                watch_->pollitem()};
+      if (zmq_poll(items, 3, static_cast<long>(std::max<long long>(timeout, 0) + 1)) < 0) {
         if (zmq_errno() == EINTR) continue;  // a signal: stop_ is checked at the top
         spdlog::error("zmq_poll: {}", zmq_strerror(zmq_errno()));
         return 1;
       }
+      if (items[2].revents & ZMQ_POLLIN)
+        if (std::optional<std::string> refused = watch_->Check()) {
+          // Retrying cannot help a refused key or a mechanism mismatch: say so and stop.
+          spdlog::error("runner: {}", *refused);
+          return 2;
+        }
       if (items[0].revents & ZMQ_POLLIN)
         while (std::optional<std::string> bytes = Receive(dealer_)) HandleServerMessage(*bytes, stopping);
       if (items[1].revents & ZMQ_POLLIN)
@@ -199,6 +208,8 @@ class RunnerHost {
     dealer_.set(zmq::sockopt::reconnect_ivl, 100);       // first retry after 100 ms,
     dealer_.set(zmq::sockopt::reconnect_ivl_max, 2000);  // backing off to 2 s
     try {
+      if (options_.curve) security::ApplyCurveClient(dealer_, *options_.curve);
+      watch_.emplace(context_, dealer_, options_.endpoint, options_.curve.has_value());
       dealer_.connect(options_.endpoint);
     } catch (const zmq::error_t& e) {
       throw std::runtime_error("cannot connect to '" + options_.endpoint + "': " + e.what());
@@ -358,6 +369,7 @@ class RunnerHost {
   std::vector<std::thread> workers_;
   // Host thread only:
   zmq::socket_t dealer_;
+  std::optional<security::HandshakeWatch> watch_;  // dealer_'s handshakes
   zmq::socket_t results_;
   double interval_;
   int busy_ = 0;  // jobs accepted and not yet answered

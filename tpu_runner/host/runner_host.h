@@ -17,9 +17,11 @@
 #include <atomic>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "env/security/keys.h"
 #include "tpu_runner/backend.h"
 
 namespace kernelgym {
@@ -37,6 +39,8 @@ struct RunnerHostOptions {
   // once a second) whenever the runner hears from its server, so its mtime says when that was.
   // Holds {runner_id, endpoint, busy, heard_unix_s}. Empty: none.
   std::filesystem::path health_file;
+  // CURVE (docs/security.md): the server's public key and this runner's key pair; unset: plaintext.
+  std::optional<security::CurveClientKeys> curve;
 };
 
 // Runs until `stop` becomes true (a signal handler may set it), then stops taking jobs, finishes
