@@ -265,10 +265,14 @@ int RunCostModel(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
             << " tasks; loss " << report["first_loss"].get<double>() << " -> " << report["final_loss"].get<double>() << "\n";
   // Ranking quality on held-out tasks, from the data and the measurement store.
   for (const std::string& id : c.selection.holdout) {
+    // The store's measurement of a setting first, then the data's settings the store lacks.
     std::vector<Measurement> rows;
-    if (const auto it = data->by_task.find(id); it != data->by_task.end()) rows = it->second;
+    std::set<std::string> keys;
     for (const Measurement* m : s.store->ForTask(id))
-      if (m->key != kStarterKey) rows.push_back(*m);
+      if (m->key != kStarterKey && keys.insert(m->key).second) rows.push_back(*m);
+    if (const auto it = data->by_task.find(id); it != data->by_task.end())
+      for (const Measurement& m : it->second)
+        if (keys.insert(m.key).second) rows.push_back(m);
     if (rows.empty()) continue;
     const TaskInfo info = LoadTaskInfo(*s.evaluator, layout, id, false);
     const RankQuality q = MeasureRanking(*model, info, rows);
