@@ -130,6 +130,7 @@ TEST(HealthTest, AnUnreachableServerIsUnhealthyWithinTheTimeout) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20);
   EXPECT_EQ(probe.code, 1) << probe.line;
   EXPECT_EQ(probe.line.rfind("unhealthy: ", 0), 0u) << probe.line;
+  EXPECT_EQ(probe.line.find("not idempotent"), std::string::npos) << probe.line;  // one attempt was asked for
   Probe usage = RunHealth({});
   EXPECT_EQ(usage.code, 2) << usage.line;
   Probe both = RunHealth({"--connect", endpoint, "--file", "x"});
