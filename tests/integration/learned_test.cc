@@ -4,6 +4,8 @@
 // measured figures (docs/learned.md), never a timing.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "policies/learned/features.h"
 #include "policies/learned/model_api.h"
 #include "server_fixture.h"
@@ -45,7 +47,8 @@ std::vector<std::string> PpoArgs(const std::string& endpoint, const fs::path& ou
 // PPO on one small real task raises the mean reward (measured over seeds 1-6: from about -0.6 in
 // the first five iterations to about +0.2 in the last five; asserted: +0.4), writes its
 // checkpoints, log and plot, and replays exactly: a second run on the first run's measurements
-// evaluates nothing and produces the same log, iteration for iteration.
+// evaluates nothing and produces the same log, iteration for iteration. Then the cost model on
+// the same measurements (one server, one set of evaluations: this is the suite's slowest part).
 TEST(LearnedTest, PpoOnARealTaskImprovesTheMeanRewardAndReplaysExactly) {
   ServerProcess server({"--local-runners", "1"});
   const fs::path first = server.dir() / "first", replay = server.dir() / "replay";
@@ -85,29 +88,27 @@ TEST(LearnedTest, PpoOnARealTaskImprovesTheMeanRewardAndReplaysExactly) {
   const json row = json::parse(ReadText(eval / "heldout.json"))["tasks"][0];
   EXPECT_GT(row["greedy_first"].get<double>(), 2 * row["starter"].get<double>()) << row.dump(2);
   EXPECT_GE(row["best_known"].get<double>(), row["greedy_best"].get<double>());
-}
 
-// A cost model fitted to a sweep of the template ranks it: `search --cost-model` evaluates the
-// setting the model ranks first before anything else, and that is (nearly) the fastest one.
-TEST(LearnedTest, SearchWithACostModelEvaluatesTheTopRankedSettingFirst) {
-  ServerProcess server({"--local-runners", "1"});
-  const fs::path dir = server.dir();
+  // A cost model fitted to the whole template (the sweep measures only what PPO did not) ranks
+  // it: `search --cost-model` evaluates the setting the model ranks first before anything else,
+  // and that is (nearly) the fastest one.
+  const fs::path measurements = first / "measurements.jsonl";
   const ProcessResult sweep = RunCli({"train", "sweep", "--task", "cpu/softmax_rows", "--connect", server.clients(),
-                                      "--measurements", (dir / "m.jsonl").string()});
+                                      "--measurements", measurements.string()});
   ASSERT_TRUE(sweep.ok()) << sweep.Describe() << sweep.stderr_text;
   double best = 0;
   std::map<std::string, double> speedup;
-  for (const json& row : ReadLines(dir / "m.jsonl")) {
-    if (row["action_kind"] != "knobs") continue;
-    const double s = row["status"] == "ok" ? row["speedup"].get<double>() : 0;
-    speedup[row["key"].get<std::string>()] = s;
+  for (const json& m : ReadLines(measurements)) {
+    if (m["action_kind"] != "knobs") continue;
+    const double s = m["status"] == "ok" ? m["speedup"].get<double>() : 0;
+    speedup[m["key"].get<std::string>()] = s;
     best = std::max(best, s);
   }
   ASSERT_EQ(speedup.size(), 8u);
-
-  const ProcessResult fit = RunCli({"train", "cost-model", "--task", "cpu/softmax_rows", "--data",
-                                    (dir / "m.jsonl").string(), "--epochs", "400", "--lr", "1e-2", "--connect",
-                                    server.clients(), "--out", (dir / "cost").string()});
+  const fs::path dir = server.dir();
+  const ProcessResult fit = RunCli({"train", "cost-model", "--task", "cpu/softmax_rows", "--data", measurements.string(),
+                                    "--epochs", "400", "--lr", "1e-2", "--connect", server.clients(), "--out",
+                                    (dir / "cost").string()});
   ASSERT_TRUE(fit.ok()) << fit.Describe() << fit.stderr_text;
   const fs::path graph_file = dir / "graph.json";
   const ProcessResult search =
@@ -117,10 +118,10 @@ TEST(LearnedTest, SearchWithACostModelEvaluatesTheTopRankedSettingFirst) {
   ASSERT_TRUE(search.ok()) << search.Describe() << search.stderr_text;
   const json graph = json::parse(ReadText(graph_file));
   ASSERT_GE(graph["nodes"].size(), 2u);
-  const json& first = graph["nodes"][1];
-  EXPECT_EQ(first["strategy"].get<std::string>().rfind("cost model: predicted", 0), 0u) << first.dump(2);
+  const json& top = graph["nodes"][1];
+  EXPECT_EQ(top["strategy"].get<std::string>().rfind("cost model: predicted", 0), 0u) << top.dump(2);
   std::string key;
-  for (const auto& [name, value] : first["knobs"].items())
+  for (const auto& [name, value] : top["knobs"].items())
     key += (key.empty() ? "" : ",") + name + "=" + (value.is_string() ? value.get<std::string>() : value.dump());
   ASSERT_TRUE(speedup.count(key)) << key;
   EXPECT_GE(speedup[key], 0.8 * best) << key << " ranked first; the sweep's best is " << best << "x";
