@@ -62,9 +62,14 @@ TEST(HealthTest, TheServerAnswersStatusSessionsAndRunnersAndTheProbeAgrees) {
 
   // A runner joins, with a health file: readiness for cpu passes, for pallas it does not.
   const std::filesystem::path file = server.dir() / "runner-health.json";
-  const pid_t runner =
-      SpawnLogged({KERNELGYM_CLI, "runner", "--connect", server.runners(), "--health-file", file.string()},
-                  server.dir() / "runner.log");
+  pid_t runner = SpawnLogged({KERNELGYM_CLI, "runner", "--connect", server.runners(), "--health-file", file.string()},
+                             server.dir() / "runner.log");
+  struct Reap {  // a failed ASSERT below must not leave the runner running
+    pid_t& pid;
+    ~Reap() {
+      if (pid > 0 && kill(pid, SIGKILL) == 0) waitpid(pid, nullptr, 0);
+    }
+  } reap{runner};
   ASSERT_TRUE(WaitFor([&] { return c.Health().runners["cpu"] == 1; }, 60)) << ReadText(server.dir() / "runner.log");
   ready = RunHealth({"--connect", server.clients(), "--require-backend", "cpu"});
   EXPECT_EQ(ready.code, 0) << ready.line;
@@ -84,6 +89,7 @@ TEST(HealthTest, TheServerAnswersStatusSessionsAndRunnersAndTheProbeAgrees) {
   kill(runner, SIGTERM);
   int status = 0;
   waitpid(runner, &status, 0);
+  runner = -1;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadText(server.dir() / "runner.log");
   // The runner is gone: nothing rewrites the file. Aged by hand rather than by waiting.
   const time_t old = time(nullptr) - 300;
