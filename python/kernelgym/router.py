@@ -65,7 +65,10 @@ class Router:
 
     ``timeout_s``, ``retries``, ``backoff_initial_s`` and ``backoff_max_s`` are each server's
     ``Client``'s; ``health_timeout_s`` bounds one ``health`` call (one attempt, so that a dead
-    server delays a placement by at most that much).
+    server delays a placement by at most that much). CURVE (docs/security.md): ``client_key`` is
+    this client's key pair, ``server_key`` the servers' public key file, or a map from address to
+    each server's own; unset, the ``Client`` default ($KERNELGYM_SERVER_KEY, $KERNELGYM_CLIENT_KEY).
+    A server that refuses the handshake (``AuthError``) is skipped like one that does not answer.
     """
 
     def __init__(
@@ -78,6 +81,8 @@ class Router:
         health_timeout_s: float = 2.0,
         health_ttl_s: float = 1.0,
         down_retry_s: float = 10.0,
+        server_key: str | Mapping[str, str] | None = None,
+        client_key: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if isinstance(addresses, str):
@@ -93,8 +98,9 @@ class Router:
         self._probes: dict[str, Client] = {}
         try:
             for a in addresses:
-                self._clients[a] = Client(a, timeout_s, retries, backoff_initial_s, backoff_max_s)
-                self._probes[a] = Client(a, health_timeout_s, 0, backoff_initial_s, backoff_max_s)
+                key = server_key.get(a) if isinstance(server_key, Mapping) else server_key
+                self._clients[a] = Client(a, timeout_s, retries, backoff_initial_s, backoff_max_s, key, client_key)
+                self._probes[a] = Client(a, health_timeout_s, 0, backoff_initial_s, backoff_max_s, key, client_key)
         except BaseException:
             self.close()
             raise

@@ -5,6 +5,7 @@ its own server, fail-over of new envs past a dead, draining or full server, roun
 from __future__ import annotations
 
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -16,6 +17,7 @@ from kernelgym import Client, Router
 from kernelgym.errors import Overloaded, TransportError, UnknownEnv
 from kernelgym.protocol import replace, submit
 
+from conftest import server_binary
 from fake_server import FakeServer, reply_bytes
 
 TASK = "cpu/softmax_rows"
@@ -196,3 +198,24 @@ def test_make_with_several_addresses_places_the_env_through_a_router(start_serve
         assert sessions(b.address) == 0
     finally:
         other.close()
+
+
+def test_curve_servers_each_with_its_own_key(tmp_path, start_server, monkeypatch):
+    """Servers with different CURVE keys: the router gives each its own server key; one whose
+    allow-list lacks this client refuses the handshake and gets no env."""
+    monkeypatch.delenv("KERNELGYM_SERVER_KEY", raising=False)
+    monkeypatch.delenv("KERNELGYM_CLIENT_KEY", raising=False)
+    keys = tmp_path / "keys"
+    for name in ("a", "b", "c", "alice", "bob"):
+        subprocess.run([str(server_binary()), "keys", "generate", "--out", str(keys / name)], check=True,
+                       capture_output=True)  # fmt: skip
+    servers = {}
+    for name, allowed in (("a", "alice"), ("b", "alice"), ("c", "bob")):
+        servers[name] = start_server(*NULL, "--server-key", str(keys / f"{name}.key"),
+                                     "--allow-clients", str(keys / f"{allowed}.pub"))  # fmt: skip
+    addresses = {s.address: str(keys / f"{name}.pub") for name, s in servers.items()}
+    with Router(list(addresses), timeout_s=10, health_ttl_s=0, server_key=addresses,
+                client_key=str(keys / "alice.key")) as router:  # fmt: skip
+        where = {router.address_of(router.make(TASK, backend="null")["env"]) for _ in range(4)}
+        assert where == {servers["a"].address, servers["b"].address}
+        assert router.servers[servers["c"].address].status == "unreachable"
