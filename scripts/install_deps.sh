@@ -13,6 +13,7 @@ PACKAGES=(
   libcpp-httplib-dev                            # the scripted chat-completions endpoint (LLM policy tests)
   tmux                                          # the HITL terminal's test drives it in a real terminal
   python3 python3-venv python3-pip              # the Python package (python/); scripts/test.sh tests it in a venv
+  clang libclang-rt-14-dev                      # libFuzzer + ASan/UBSan runtimes: scripts/test.sh's fuzz runs (tests/fuzz/)
 )
 
 missing=()

@@ -10,3 +10,14 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 # The Python package (python/), tested against the server binary just built.
 VENV=$(scripts/python_venv.sh)
 KERNELGYM_BIN="$(cd "$BUILD_DIR" && pwd)/env/kernelgym" "$VENV/bin/python" -m pytest python/tests -q
+
+# Fuzzing (tests/fuzz/): the protocol decoders, the action and reply parsers and the task loader,
+# built with clang, libFuzzer, ASan and UBSan into their own folder, each fuzzed for a few seconds
+# (KERNELGYM_FUZZ_SECONDS at configure time) from its checked-in seeds. Any crash, leak, UB or
+# broken property fails the suite.
+FUZZ_DIR=${KERNELGYM_FUZZ_BUILD_DIR:-build-fuzz}
+if [[ ! -f "$FUZZ_DIR/build.ninja" ]]; then
+  CC=clang CXX=clang++ cmake -S . -B "$FUZZ_DIR" -G Ninja -DKERNELGYM_BUILD_FUZZERS=ON
+fi
+cmake --build "$FUZZ_DIR" -j "$(nproc)"
+ctest --test-dir "$FUZZ_DIR" --output-on-failure -j "$(nproc)" -L fuzz
