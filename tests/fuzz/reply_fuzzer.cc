@@ -1,5 +1,6 @@
 // What a client reads (env/protocol/codec.h DecodeReply, DecodeResultTree, and the results.h
-// *FromWire readers) on arbitrary bytes: a broken or hostile server must not crash a policy.
+// *FromWire readers, health's included) on arbitrary bytes: a broken or hostile server must not
+// crash a policy.
 //
 // Properties: no crash, leak or UB; an invalid reply says why; an error reply re-encodes to the
 // same error; a result tree re-encodes canonically and decodes to the same tree; every reader that
@@ -75,6 +76,7 @@ void CheckResultTree(uint64_t id, const std::string& result_bytes) {
   if (const auto step = CheckReader<StepResult>(*tree, StepResultFromWire, "StepResultFromWire"))
     FUZZ_CHECK(EncodeReply(id, *step) == EncodeResultReply(id, ToWire(*step)),
                "EncodeReply(StepResult) differs from EncodeResultReply of its wire tree");
+  CheckReader<HealthResult>(*tree, HealthResultFromWire, "HealthResultFromWire");
   if (const auto hello = DecodeHelloResult(reply.result))
     FUZZ_CHECK(EncodeHelloReply(id, *hello) == EncodeResultReply(id, ToWire(*hello)), "EncodeHelloReply");
 }
