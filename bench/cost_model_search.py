@@ -23,8 +23,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from local_server import served
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -77,18 +78,7 @@ def main() -> int:
     table = load_sweep(args.sweep)
     out = Path(args.out or tempfile.mkdtemp(prefix="kg-costmodel-"))
     out.mkdir(parents=True, exist_ok=True)
-    endpoint_file = out / "endpoints.json"
-    endpoint_file.unlink(missing_ok=True)
-    server = subprocess.Popen([args.bin, "serve", "--bind", "tcp://127.0.0.1:*", "--local-runners", "1",
-                               "--endpoint-file", str(endpoint_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not endpoint_file.exists():
-            if server.poll() is not None:
-                print("the server did not start", file=sys.stderr)
-                return 1
-            time.sleep(0.05)
-        endpoint = json.loads(endpoint_file.read_text())["clients"]
+    with served(args.bin, out) as endpoint:
         print(f"budget {args.budget} evaluations; beam search with the knobs proposer; {args.seeds} seeds without "
               f"the model (its ranking is deterministic: one run with it); '>{args.budget}' = not reached\n")
         print("| task | settings | best known | without model: evaluations to 95% (per seed) | mean | "
@@ -131,9 +121,6 @@ def main() -> int:
             print(f"\nmean over tasks: without {statistics.mean(totals['without']):.1f}, "
                   f"with {statistics.mean(totals['with']):.1f} evaluations; graphs in {out}")
         return 0
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

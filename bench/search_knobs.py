@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from local_server import served
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -43,18 +45,7 @@ def main() -> int:
             templated.append(t["id"])
     out = Path(args.out or tempfile.mkdtemp(prefix="kg-search-"))
     out.mkdir(parents=True, exist_ok=True)
-    endpoint_file = out / "endpoints.json"
-    endpoint_file.unlink(missing_ok=True)
-    server = subprocess.Popen([args.bin, "serve", "--bind", "tcp://127.0.0.1:*", "--local-runners", "1",
-                               "--endpoint-file", str(endpoint_file)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        while not endpoint_file.exists():
-            if server.poll() is not None:
-                print("the server did not start", file=sys.stderr)
-                return 1
-            time.sleep(0.05)
-        endpoint = json.loads(endpoint_file.read_text())["clients"]
+    with served(args.bin, out) as endpoint:
         print(f"{len(templated)} templated tasks, {args.algorithm}, {args.budget} evaluations each\n")
         print("| task | starter | best | best / starter | final (submit) | found at | seconds |")
         print("|---|---|---|---|---|---|---|")
@@ -87,9 +78,6 @@ def main() -> int:
         print(f"\n{at_least} of {len(ratios)} tasks at least 1.5x faster than their starter; "
               f"graphs and reports in {out}")
         return 0
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

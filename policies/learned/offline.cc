@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -18,6 +19,22 @@ std::vector<std::vector<std::size_t>> Minibatches(std::size_t n, int size, std::
     out.emplace_back(order.begin() + static_cast<std::ptrdiff_t>(at),
                      order.begin() + static_cast<std::ptrdiff_t>(std::min(n, at + static_cast<std::size_t>(size))));
   return out;
+}
+
+// `options.epochs` passes over `n` samples in seeded minibatches; `step(batch)` takes one gradient
+// step and returns its loss. The mean loss of each epoch.
+std::vector<double> Fit(std::size_t n, const FitOptions& options,
+                        const std::function<double(const std::vector<std::size_t>&)>& step) {
+  std::vector<double> losses;
+  if (n == 0) return losses;
+  std::mt19937_64 rng(options.seed);
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    double sum = 0;
+    const auto batches = Minibatches(n, options.minibatch, rng);
+    for (const auto& batch : batches) sum += step(batch);
+    losses.push_back(sum / static_cast<double>(batches.size()));
+  }
+  return losses;
 }
 
 std::vector<double> Ranks(const std::vector<double>& x) {
@@ -65,24 +82,15 @@ std::vector<double> CloneBestSettings(PolicyModel& policy, const std::vector<con
                                  EpisodeProgress{0, 1, 0, 0}, task->space, task->space.defaults()));
     targets.push_back(*setting);
   }
-  std::vector<double> losses;
-  if (states.empty()) return losses;
-  std::mt19937_64 rng(options.seed);
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    double sum = 0;
-    const auto batches = Minibatches(states.size(), options.minibatch, rng);
-    for (const auto& batch : batches) {
-      std::vector<const PolicyState*> s;
-      std::vector<std::vector<int>> t;
-      for (std::size_t i : batch) {
-        s.push_back(&states[i]);
-        t.push_back(targets[i]);
-      }
-      sum += policy.CloneStep(s, t);
+  return Fit(states.size(), options, [&](const std::vector<std::size_t>& batch) {
+    std::vector<const PolicyState*> s;
+    std::vector<std::vector<int>> t;
+    for (std::size_t i : batch) {
+      s.push_back(&states[i]);
+      t.push_back(targets[i]);
     }
-    losses.push_back(sum / static_cast<double>(batches.size()));
-  }
-  return losses;
+    return policy.CloneStep(s, t);
+  });
 }
 
 std::vector<double> FitCostModel(CostModel& model, const std::vector<const TaskInfo*>& tasks, const KnobDataset& data,
@@ -100,24 +108,15 @@ std::vector<double> FitCostModel(CostModel& model, const std::vector<const TaskI
     }
   }
   samples = inputs.size();
-  std::vector<double> losses;
-  if (inputs.empty()) return losses;
-  std::mt19937_64 rng(options.seed);
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    double sum = 0;
-    const auto batches = Minibatches(inputs.size(), options.minibatch, rng);
-    for (const auto& batch : batches) {
-      std::vector<const CostInput*> in;
-      std::vector<float> t;
-      for (std::size_t i : batch) {
-        in.push_back(&inputs[i]);
-        t.push_back(targets[i]);
-      }
-      sum += model.FitStep(in, t);
+  return Fit(inputs.size(), options, [&](const std::vector<std::size_t>& batch) {
+    std::vector<const CostInput*> in;
+    std::vector<float> t;
+    for (std::size_t i : batch) {
+      in.push_back(&inputs[i]);
+      t.push_back(targets[i]);
     }
-    losses.push_back(sum / static_cast<double>(batches.size()));
-  }
-  return losses;
+    return model.FitStep(in, t);
+  });
 }
 
 RankQuality MeasureRanking(CostModel& model, const TaskInfo& task, const std::vector<Measurement>& measured) {

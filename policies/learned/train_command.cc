@@ -200,21 +200,33 @@ int RunPpo(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   return 0;
 }
 
-int RunBc(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
+// --data read, and the selected training tasks it has settings of; nullopt (said on stderr) when
+// the files cannot be read or hold none of them.
+std::optional<std::pair<KnobDataset, std::vector<std::string>>> DataAndTasks(const TrainCommand& c, Session& s,
+                                                                             const std::string& command) {
   std::string error;
   std::vector<fs::path> files(c.data.begin(), c.data.end());
-  const std::optional<KnobDataset> data = LoadKnobDataset(files, error);
+  std::optional<KnobDataset> data = LoadKnobDataset(files, error);
   if (!data) {
-    std::cerr << "kernelgym train bc: " << error << "\n";
-    return 2;
+    std::cerr << "kernelgym train " << command << ": " << error << "\n";
+    return std::nullopt;
   }
   std::vector<std::string> tasks;
   for (const std::string& t : TrainingTasks(*s.evaluator, *s.client, c))
     if (data->by_task.count(t)) tasks.push_back(t);
   if (tasks.empty()) {
-    std::cerr << "kernelgym train bc: the data has no knob settings of the selected training tasks\n";
-    return 2;
+    std::cerr << "kernelgym train " << command << ": the data has no knob settings of the selected training tasks\n";
+    return std::nullopt;
   }
+  return std::pair{std::move(*data), std::move(tasks)};
+}
+
+int RunBc(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
+  auto selected = DataAndTasks(c, s, "bc");
+  if (!selected) return 2;
+  const auto& [data_set, tasks] = *selected;
+  const KnobDataset* data = &data_set;
+  std::string error;
   std::unique_ptr<PolicyModel> policy =
       c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskJsons(*s.evaluator, tasks)), c.model)
                      : plugin.load_policy(c.init, c.model.learning_rate, error);
@@ -239,20 +251,11 @@ int RunBc(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
 }
 
 int RunCostModel(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
+  auto selected = DataAndTasks(c, s, "cost-model");
+  if (!selected) return 2;
+  const auto& [data_set, tasks] = *selected;
+  const KnobDataset* data = &data_set;
   std::string error;
-  std::vector<fs::path> files(c.data.begin(), c.data.end());
-  const std::optional<KnobDataset> data = LoadKnobDataset(files, error);
-  if (!data) {
-    std::cerr << "kernelgym train cost-model: " << error << "\n";
-    return 2;
-  }
-  std::vector<std::string> tasks;
-  for (const std::string& t : TrainingTasks(*s.evaluator, *s.client, c))
-    if (data->by_task.count(t)) tasks.push_back(t);
-  if (tasks.empty()) {
-    std::cerr << "kernelgym train cost-model: the data has no knob settings of the selected training tasks\n";
-    return 2;
-  }
   const FeatureLayout layout = BuildLayout(s.evaluator->feature_names(), TaskJsons(*s.evaluator, tasks));
   std::unique_ptr<CostModel> model = plugin.create_cost_model(layout, c.model);
   const std::vector<TaskInfo> infos = LoadInfos(*s.evaluator, layout, tasks, false);

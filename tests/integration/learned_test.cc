@@ -17,14 +17,6 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-ProcessResult RunCli(const std::vector<std::string>& args, double timeout_s = 600) {
-  SpawnOptions options;
-  options.argv = {KERNELGYM_CLI};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  for (char** e = environ; *e; ++e) options.env.push_back(*e);
-  return RunProcess(options, timeout_s);
-}
-
 std::vector<json> ReadLines(const fs::path& file) {
   std::vector<json> rows;
   std::istringstream in(ReadText(file));

@@ -17,14 +17,6 @@
 namespace kernelgym::testing {
 namespace {
 
-ProcessResult RunCli(const std::vector<std::string>& args, double timeout_s = 600) {
-  SpawnOptions options;
-  options.argv = {KERNELGYM_CLI};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  for (char** e = environ; *e; ++e) options.env.push_back(*e);
-  return RunProcess(options, timeout_s);
-}
-
 nlohmann::json ReadJson(const std::filesystem::path& file) { return nlohmann::json::parse(ReadText(file)); }
 
 double StarterSpeedup(const nlohmann::json& graph) { return graph["nodes"][0]["speedup"].get<double>(); }

@@ -17,14 +17,6 @@ using client::AuthError;
 using client::Client;
 using client::ClientOptions;
 
-ProcessResult RunCli(const std::vector<std::string>& args, double timeout_s = 60) {
-  SpawnOptions options;
-  options.argv = {KERNELGYM_CLI};
-  options.argv.insert(options.argv.end(), args.begin(), args.end());
-  for (char** e = environ; *e; ++e) options.env.push_back(*e);
-  return RunProcess(options, timeout_s);
-}
-
 struct Keys {
   std::filesystem::path dir;
   std::filesystem::path Key(const std::string& name) const { return dir / (name + ".key"); }

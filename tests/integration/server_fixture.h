@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "eval_fixture.h"
+#include "tpu_runner/subprocess.h"
 
 namespace kernelgym::testing {
 
@@ -107,5 +108,16 @@ class ServerProcess {
   pid_t pid_ = -1;
   std::string clients_, runners_;
 };
+
+#ifdef KERNELGYM_CLI
+// `kernelgym ARGS...` as a child process with this process's environment, to completion.
+inline ProcessResult RunCli(const std::vector<std::string>& args, double timeout_s = 600) {
+  SpawnOptions options;
+  options.argv = {KERNELGYM_CLI};
+  options.argv.insert(options.argv.end(), args.begin(), args.end());
+  for (char** e = environ; *e; ++e) options.env.push_back(*e);
+  return RunProcess(options, timeout_s);
+}
+#endif
 
 }  // namespace kernelgym::testing

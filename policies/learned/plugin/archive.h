@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -19,6 +20,13 @@ namespace kernelgym::learned::plugin {
 // One intra-op thread: the networks are small (a batch times 64 units), and with one thread every
 // reduction runs in the same order, so training is deterministic given the seed and the data.
 inline void UseOneThread() { torch::set_num_threads(1); }
+
+// c10::Error's what() carries a C++ stack trace after the first line: the message only.
+inline std::string FirstLine(const std::exception& e) {
+  std::string what = e.what();
+  if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
+  return what;
+}
 
 struct ArchiveHeader {
   std::string kind;
@@ -89,13 +97,31 @@ inline std::optional<ArchiveHeader> LoadArchive(const std::filesystem::path& fil
     }
     header.layout = std::move(*layout);
   } catch (const std::exception& e) {
-    // c10::Error's what() carries a C++ stack trace after the first line: keep the message only.
-    std::string what = e.what();
-    if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    error = "cannot read the model file " + file.string() + ": " + what;
+    error = "cannot read the model file " + file.string() + ": " + FirstLine(e);
     return std::nullopt;
   }
   return header;
+}
+
+// A model file of `kind` loaded into the model `make(header)` builds: the weights, then the
+// optimizer's state (so training can go on from a checkpoint). nullptr with `error`.
+template <typename Model, typename Make>
+std::unique_ptr<Model> LoadModel(const std::filesystem::path& file, const std::string& kind, std::string& error,
+                                 Make make) {
+  UseOneThread();
+  torch::serialize::InputArchive archive;
+  std::optional<ArchiveHeader> header = LoadArchive(file, kind, archive, error);
+  if (!header) return nullptr;
+  try {
+    std::unique_ptr<Model> model = make(*header);
+    model->net()->load(archive);
+    torch::serialize::InputArchive optimizer_archive;
+    if (archive.try_read("optimizer", optimizer_archive)) model->optimizer().load(optimizer_archive);
+    return model;
+  } catch (const std::exception& e) {
+    error = file.string() + ": the weights do not fit the network its header describes: " + FirstLine(e);
+    return nullptr;
+  }
 }
 
 // Rows [batch][items][width] as one zero-padded tensor [B, max items, width] and its mask [B, max].

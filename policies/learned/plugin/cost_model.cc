@@ -84,20 +84,9 @@ std::unique_ptr<CostModel> CreateCostModel(const FeatureLayout& layout, const Mo
 }
 
 std::unique_ptr<CostModel> LoadCostModel(const std::filesystem::path& file, std::string& error) {
-  UseOneThread();
-  torch::serialize::InputArchive archive;
-  std::optional<ArchiveHeader> header = LoadArchive(file, kCostModelKind, archive, error);
-  if (!header) return nullptr;
-  try {
-    auto model = std::make_unique<TorchCostModel>(header->layout, header->config.value("hidden", 64), 1e-3, header->info);
-    model->net()->load(archive);
-    return model;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    error = file.string() + ": the weights do not fit the network its header describes: " + what;
-    return nullptr;
-  }
+  return LoadModel<TorchCostModel>(file, kCostModelKind, error, [](const ArchiveHeader& header) {
+    return std::make_unique<TorchCostModel>(header.layout, header.config.value("hidden", 64), 1e-3, header.info);
+  });
 }
 
 }  // namespace kernelgym::learned::plugin

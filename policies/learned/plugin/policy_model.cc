@@ -184,26 +184,16 @@ std::unique_ptr<PolicyModel> CreatePolicy(const FeatureLayout& layout, const Mod
 }
 
 std::unique_ptr<PolicyModel> LoadPolicy(const std::filesystem::path& file, double learning_rate, std::string& error) {
-  UseOneThread();
-  torch::serialize::InputArchive archive;
-  std::optional<ArchiveHeader> header = LoadArchive(file, kPolicyKind, archive, error);
-  if (!header) return nullptr;
-  try {
-    auto policy = std::make_unique<TorchPolicy>(header->layout, header->config.value("hidden", 64), learning_rate,
-                                                header->info);
-    policy->net()->load(archive);
-    torch::serialize::InputArchive optimizer_archive;
-    if (archive.try_read("optimizer", optimizer_archive)) policy->optimizer().load(optimizer_archive);
-    // The saved optimizer state carries its own learning rate; the caller's wins.
+  std::unique_ptr<TorchPolicy> policy =
+      LoadModel<TorchPolicy>(file, kPolicyKind, error, [&](const ArchiveHeader& header) {
+        return std::make_unique<TorchPolicy>(header.layout, header.config.value("hidden", 64), learning_rate,
+                                             header.info);
+      });
+  // The saved optimizer state carries its own learning rate; the caller's wins.
+  if (policy)
     for (auto& group : policy->optimizer().param_groups())
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(learning_rate);
-    return policy;
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    if (const auto nl = what.find('\n'); nl != std::string::npos) what.resize(nl);
-    error = file.string() + ": the weights do not fit the network its header describes: " + what;
-    return nullptr;
-  }
+  return policy;
 }
 
 }  // namespace kernelgym::learned::plugin
