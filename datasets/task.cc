@@ -480,7 +480,7 @@ TaskLoadResult LoadTask(const std::filesystem::path& dir) {
   json root;
   try {
     root = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past a double's range
     result.error = file.string() + ": not valid JSON: " + e.what();
     return result;
   }

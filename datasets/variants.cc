@@ -45,7 +45,7 @@ std::string LoadVariants(Task& task) {
   json config;
   try {
     config = json::parse(*config_text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past a double's range
     return config_file.string() + ": not valid JSON: " + e.what();
   }
   BackendVariant variant;

@@ -77,6 +77,8 @@ def task_seeds():
                         "init": {"kind": "normal", "mean": 0, "std": 1}} for i in range(3)]
     task["bytes"] = 1e30
     write("task_loader", "regression_bytes_overflow.json", json.dumps(task))
+    # Regression (uncaught exception): a number past a double's range is out_of_range, not parse_error.
+    write("task_loader", "regression_number_overflow.json", "1" + "0" * 400)
 
 
 SOURCE = ("extern \"C\" void kernel(const float* x, float* y, int64_t N) {\n"

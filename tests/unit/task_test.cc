@@ -321,6 +321,18 @@ TEST_F(TaskLoadTest, InvalidJson) {
   EXPECT_NE(r.error.find("not valid JSON"), std::string::npos) << r.error;
 }
 
+// Found by tests/fuzz/task_loader_fuzzer: a number past a double's range makes nlohmann throw
+// out_of_range, not parse_error, and it escaped LoadTask (std::terminate).
+TEST_F(TaskLoadTest, ANumberPastADoublesRangeIsInvalidJson) {
+  std::string text = ValidTaskJson("tst/huge_number").dump(2);
+  text.replace(text.find("\"flops\": 64"), 11, "\"flops\": 1e400");
+  const fs::path dir = WriteRaw("huge_number", text);
+  const TaskLoadResult r = LoadTask(dir);
+  EXPECT_FALSE(r.task.has_value());
+  EXPECT_EQ(r.error.rfind((dir / "task.json").string() + ": not valid JSON", 0), 0u) << r.error;
+  EXPECT_NE(r.error.find("1e400"), std::string::npos) << r.error;
+}
+
 TEST_F(TaskLoadTest, MissingTaskJsonNamesTheFile) {
   const fs::path dir = tmp_.path() / "tst" / "empty_folder";
   fs::create_directories(dir);
@@ -962,6 +974,8 @@ TEST_F(PallasVariantTest, BadPallasFoldersNameTheFileAndField) {
   ExpectPallasError(WriteWithPallas("zero_size", R"({"sizes": {"small": {"R": 0, "C": 128}, "full": {"R": 8, "C": 128}}})"),
                     "pallas.json", "sizes.small.R: must be a positive integer");
   ExpectPallasError(WriteWithPallas("not_json", "{sizes"), "pallas.json", "not valid JSON");
+  ExpectPallasError(WriteWithPallas("huge_number", R"({"sizes": {"small": {"R": 1e400}}})"), "pallas.json",
+                    "not valid JSON");
   ExpectPallasError(WriteWithPallas("no_starter", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"R": 8, "C": 128}}})",
                                     /*with_starter=*/false),
                     "starter.py", "cannot be read");
