@@ -119,6 +119,12 @@ def test_a_draining_server_gets_no_new_envs(start_server):
     with Client(c.address, timeout_s=10) as busy:
         made = busy.make(TASK, backend="cpu")
         busy.send("env.reset", env=made["env"], seed=1)
+        # The reset must be in the server before the signal: with nothing in flight a draining
+        # server stops at once (a loaded machine can deliver SIGTERM before the reset is read).
+        deadline = time.monotonic() + 10
+        while busy.stats()["pending"] < 1:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
         c.process.send_signal(signal.SIGTERM)
         with Client(c.address, timeout_s=10) as probe:
             deadline = time.monotonic() + 10
