@@ -1,5 +1,7 @@
 #include "env/protocol/codec.h"
 
+#include <cstring>
+
 #include "env/protocol/msgpack_tree.h"
 
 namespace kernelgym::protocol {
@@ -97,6 +99,18 @@ RequestBody DecodeBody(const std::string& op, Fields& f) {
   throw DecodeFailure{"unknown op '" + op + "'", ErrorCode::kUnknownOp};
 }
 
+// A float64 whatever its value. msgpack-c's pack_double writes a double with an integral value
+// (32768.0) as an integer, so a float knob value would come back as an integer one (found by the
+// request fuzzer): the 0xcb marker and the big-endian bits are written as they are.
+void PackFloat64(Packer& pk, double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  char bytes[9];
+  bytes[0] = static_cast<char>(0xcb);
+  for (int i = 0; i < 8; ++i) bytes[1 + i] = static_cast<char>((bits >> (56 - 8 * i)) & 0xff);
+  pk.pack_str_body(bytes, sizeof bytes);  // appends the bytes, no header of its own
+}
+
 void PackAction(Packer& pk, const Action& action) {
   std::visit(
       [&](const auto& a) {
@@ -121,7 +135,12 @@ void PackAction(Packer& pk, const Action& action) {
           pk.pack_map(static_cast<uint32_t>(a.values.size()));
           for (const auto& [name, value] : a.values) {
             pk.pack(name);
-            std::visit([&](const auto& v) { pk.pack(v); }, value);
+            std::visit(
+                [&](const auto& v) {
+                  if constexpr (std::is_same_v<std::decay_t<decltype(v)>, double>) PackFloat64(pk, v);
+                  else pk.pack(v);
+                },
+                value);
           }
         } else if constexpr (std::is_same_v<A, RevertAction>) {
           pk.pack_map(2);
