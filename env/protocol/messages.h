@@ -78,7 +78,8 @@ std::string_view ActionKind(const Action& action);
 // The action as a JSON map, the form the trajectory store records and docs/protocol.md shows:
 // {"kind": "replace", "source": ...}, {"kind": "edit", "edits": [{"search", "replace"}]}, ...
 nlohmann::json ActionToJson(const Action& action);
-// A knob value as JSON (a number or a string) and back; nullopt for any other JSON.
+// A knob value as JSON (a number or a string) and back; nullopt for any other JSON, and for an
+// integer past int64's range (it is refused, not wrapped).
 nlohmann::json KnobValueToJson(const KnobValue& value);
 std::optional<KnobValue> KnobValueFromJson(const nlohmann::json& json);
 // As a person or a template writes it: 64, 0.5, exp_poly.
