@@ -51,9 +51,8 @@ bool ServerLoop::SetUpSecurity(std::vector<std::string>& runner_argv) {
   }
   zap_ = std::make_unique<security::ZapHandler>(
       context_, std::map<std::string, security::AllowList>{{"clients", *clients}, {"runners", *runners}},
-      [this](const std::string& domain, const std::string& key, const std::string& reason) {
+      [](const std::string& domain, const std::string& /*key: named in the reason*/, const std::string& reason) {
         spdlog::warn("refused a {} handshake: {}", domain == "clients" ? "client" : "runner", reason);
-        (void)key;
       });
   if (s.allow_runners.empty() && options_.local_runners == 0)
     spdlog::warn("CURVE without --allow-runners and without local runners: no runner can connect");
