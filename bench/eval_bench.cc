@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
     const double total = Ms(Clock::now() - t);
     if (r.status != Status::kOk || !r.timing) {
       std::cerr << "evaluation " << i << " failed: " << StatusName(r.status) << ": " << r.message << "\n";
+      for (const std::string& d : r.details) std::cerr << "  " << d << "\n";
       return 1;
     }
     if (i == 0) continue;  // the first one measures the machine's peaks and warms the compile cache

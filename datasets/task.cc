@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 
 #include "datasets/variants.h"
 
@@ -65,21 +66,30 @@ Tolerance ParseTolerance(const json& v, const std::string& path) {
   return t;
 }
 
-// An integer field that may also name one of the task's sizes ("total": "M").
-int64_t RequireCount(const json& obj, const std::string& key, const std::string& path,
-                     const std::map<std::string, int64_t>& sizes) {
+using SizeMap = std::map<std::string, int64_t>;
+
+// A bound that may name one of the task's sizes ("total": "M"): a number goes to `literal`, a
+// size's name to `size`. Whether the number must be an integer is the caller's check.
+void ParseBound(const json& obj, const std::string& key, const std::string& path, const SizeMap& sizes,
+                double& literal, std::string& size) {
   const json& v = Require(obj, key, path);
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_string()) {
-    auto it = sizes.find(v.get<std::string>());
-    if (it == sizes.end()) Fail(path + "." + key, "names unknown size '" + v.get<std::string>() + "'");
-    return it->second;
+  if (v.is_number_integer()) {
+    literal = static_cast<double>(v.get<int64_t>());
+  } else if (v.is_number()) {
+    literal = v.get<double>();
+  } else if (v.is_string()) {
+    if (!sizes.count(v.get<std::string>()))
+      Fail(path + "." + key, "names unknown size '" + v.get<std::string>() + "'");
+    size = v.get<std::string>();
+  } else {
+    Fail(path + "." + key, "must be an integer or a size name");
   }
-  Fail(path + "." + key, "must be an integer or a size name");
 }
 
-Initializer ParseInit(const json& v, const std::string& path, DType dtype,
-                      const std::map<std::string, int64_t>& sizes, int64_t elements) {
+// What task.json says about an initializer. Checks that hang on the sizes (a permutation's pool
+// against its element count, a randint range whose bound is a size) are ResolveInit's, so that
+// they also run for every check set.
+Initializer ParseInit(const json& v, const std::string& path, DType dtype, const SizeMap& sizes) {
   const std::string kind = RequireString(v, "kind", path);
   Initializer init;
   if (kind == "normal") {
@@ -87,37 +97,34 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype,
     init.a = RequireNumber(v, "mean", path);
     init.b = RequireNumber(v, "std", path);
     if (init.b <= 0) Fail(path + ".std", "must be > 0 (a constant input makes a degenerate task)");
-  } else if (kind == "uniform" || kind == "randint") {
-    init.kind = kind == "uniform" ? Initializer::Kind::kUniform : Initializer::Kind::kRandInt;
+  } else if (kind == "uniform") {
+    init.kind = Initializer::Kind::kUniform;
     init.a = RequireNumber(v, "low", path);
     init.b = RequireNumber(v, "high", path);
     if (!(init.b > init.a)) Fail(path + ".high", "must be greater than low");
-    if (kind == "randint" && (init.a != std::floor(init.a) || init.b != std::floor(init.b)))
-      Fail(path, "randint bounds must be integers");
-    if (kind == "randint" && init.b - init.a < 2)
-      Fail(path, "randint with a single value is a constant input (degenerate task)");
-    if (kind == "uniform" && v.contains("step")) {
+    if (v.contains("step")) {
       init.step = RequireNumber(v, "step", path);
       if (!(init.step > 0)) Fail(path + ".step", "must be > 0");
       if ((init.b - init.a) / init.step < 2)
         Fail(path + ".step", "leaves fewer than two values in [low, high) (a constant input: degenerate task)");
     }
+  } else if (kind == "randint") {
+    init.kind = Initializer::Kind::kRandInt;
+    ParseBound(v, "low", path, sizes, init.a, init.a_size);
+    ParseBound(v, "high", path, sizes, init.b, init.b_size);
+    if (init.a != std::floor(init.a) || init.b != std::floor(init.b)) Fail(path, "randint bounds must be integers");
   } else if (kind == "permutation") {
     init.kind = Initializer::Kind::kPermutation;
-    const int64_t high = v.contains("high") ? RequireCount(v, "high", path, sizes) : elements;
-    if (high < elements)
-      Fail(path + ".high", "must be at least the element count (" + std::to_string(elements) +
-                               ") for the values to be distinct");
-    if (elements < 2) Fail(path, "a permutation of one element is a constant input (degenerate task)");
-    // Drawing shuffles the whole pool each time inputs are made: keep it a page pool, not a range.
-    if (high > (int64_t{1} << 26)) Fail(path + ".high", "is more than 2^26 (a pool this large is drawn whole)");
-    init.b = static_cast<double>(high);
+    if (v.contains("high")) {
+      ParseBound(v, "high", path, sizes, init.b, init.b_size);
+      if (init.b_size.empty() && !v["high"].is_number_integer()) Fail(path + ".high", "must be an integer or a size name");
+    } else {
+      init.b_is_element_count = true;
+    }
   } else if (kind == "partition") {
     init.kind = Initializer::Kind::kPartition;
-    const int64_t total = RequireCount(v, "total", path, sizes);
-    if (total < 1) Fail(path + ".total", "must be positive");
-    if (elements < 2) Fail(path, "a partition into one part is a constant input (degenerate task)");
-    init.b = static_cast<double>(total);
+    ParseBound(v, "total", path, sizes, init.b, init.b_size);
+    if (init.b_size.empty() && !v["total"].is_number_integer()) Fail(path + ".total", "must be an integer or a size name");
   } else {
     Fail(path + ".kind", "unknown initializer '" + kind + "' (normal, uniform, randint, permutation, partition)");
   }
@@ -125,13 +132,71 @@ Initializer ParseInit(const json& v, const std::string& path, DType dtype,
   if (integer_kind && IsFloating(dtype)) Fail(path + ".kind", kind + " is for integer dtypes");
   if (!integer_kind && !IsFloating(dtype))
     Fail(path + ".kind", "integer inputs need randint, permutation or partition");
-  if (integer_kind && dtype == DType::kInt32 && init.b > 2147483647.0)
-    Fail(path, "values do not fit in int32");
   return init;
 }
 
-std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
-                                     const std::map<std::string, int64_t>& sizes, bool is_input,
+// The bounds of `init` at `sizes` for a tensor of `elements` elements, and the checks that hang
+// on them.
+void ResolveInit(Initializer& init, const std::string& path, DType dtype, const SizeMap& sizes, int64_t elements) {
+  if (!init.a_size.empty()) init.a = static_cast<double>(sizes.at(init.a_size));
+  if (!init.b_size.empty()) init.b = static_cast<double>(sizes.at(init.b_size));
+  auto bound = [](const std::string& size, double value) {
+    std::ostringstream text;
+    text << value;
+    return size.empty() ? text.str() : size + " = " + text.str();
+  };
+  switch (init.kind) {
+    case Initializer::Kind::kRandInt:
+      if (!(init.b > init.a))
+        Fail(path + ".high", "must be greater than low (" + bound(init.b_size, init.b) + " <= " + bound(init.a_size, init.a) + ")");
+      if (init.b - init.a < 2) Fail(path, "randint with a single value is a constant input (degenerate task)");
+      break;
+    case Initializer::Kind::kPermutation:
+      if (init.b_is_element_count) init.b = static_cast<double>(elements);
+      if (init.b < static_cast<double>(elements))
+        Fail(path + ".high", "must be at least the element count (" + std::to_string(elements) +
+                                 ") for the values to be distinct (" + bound(init.b_size, init.b) + ")");
+      if (elements < 2) Fail(path, "a permutation of one element is a constant input (degenerate task)");
+      // Drawing shuffles the whole pool each time inputs are made: keep it a page pool, not a range.
+      if (init.b > static_cast<double>(int64_t{1} << 26))
+        Fail(path + ".high", "is more than 2^26 (a pool this large is drawn whole)");
+      break;
+    case Initializer::Kind::kPartition:
+      if (init.b < 1) Fail(path + ".total", "must be positive");
+      if (elements < 2) Fail(path, "a partition into one part is a constant input (degenerate task)");
+      break;
+    default:
+      break;
+  }
+  const bool integer_kind = init.kind == Initializer::Kind::kRandInt || init.IsStructured();
+  if (integer_kind && dtype == DType::kInt32 && (init.b > 2147483647.0 || init.a < -2147483648.0))
+    Fail(path, "values do not fit in int32");
+}
+
+// `decl`'s shape (from its extents) and initializer bounds at `sizes`. `path` names the tensor
+// ("inputs[2]"); a failure names the field.
+TensorSpec ResolveTensor(const TensorSpec& decl, const SizeMap& sizes, const std::string& path) {
+  TensorSpec spec = decl;
+  if (!decl.extents.empty()) {
+    spec.shape.clear();
+    int64_t elements = 1;
+    for (const Extent& e : decl.extents) {
+      const int64_t extent = e.size.empty() ? e.literal : sizes.at(e.size);
+      if (extent <= 0) Fail(path + ".shape", "extents must be positive");
+      // NumElements() and NumBytes() multiply the extents: the product must fit in int64 bytes.
+      if (extent > std::numeric_limits<int64_t>::max() / 8 / elements)
+        Fail(path + ".shape", "has more elements than a 64-bit byte count can hold");
+      elements *= extent;
+      spec.shape.push_back(extent);
+    }
+  }
+  if (spec.init) ResolveInit(*spec.init, path + ".init", spec.dtype, sizes, spec.NumElements());
+  return spec;
+}
+
+// task.json's tensors as declared: shapes as extents, initializers with their size-named bounds.
+// ResolveTensor gives them values.
+std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key, const SizeMap& sizes, bool is_input,
                                      const Tolerance& task_tolerance) {
   const json& list = Require(root, key, "");
   if (!list.is_array() || list.empty()) Fail(key, "must be a non-empty array");
@@ -147,27 +212,19 @@ std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
     spec.dtype = *parsed;
     const json& shape = Require(t, "shape", path);
     if (!shape.is_array() || shape.empty()) Fail(path + ".shape", "must be a non-empty array");
-    int64_t elements = 1;
     for (const json& d : shape) {
-      int64_t extent = 0;
       if (d.is_number_integer()) {
-        extent = d.get<int64_t>();
+        spec.extents.push_back({"", d.get<int64_t>()});
       } else if (d.is_string()) {
-        auto it = sizes.find(d.get<std::string>());
-        if (it == sizes.end()) Fail(path + ".shape", "names unknown size '" + d.get<std::string>() + "'");
-        extent = it->second;
+        if (!sizes.count(d.get<std::string>()))
+          Fail(path + ".shape", "names unknown size '" + d.get<std::string>() + "'");
+        spec.extents.push_back({d.get<std::string>(), 0});
       } else {
         Fail(path + ".shape", "entries must be size names or integers");
       }
-      if (extent <= 0) Fail(path + ".shape", "extents must be positive");
-      // NumElements() and NumBytes() multiply the extents: the product must fit in int64 bytes.
-      if (extent > std::numeric_limits<int64_t>::max() / 8 / elements)
-        Fail(path + ".shape", "has more elements than a 64-bit byte count can hold");
-      elements *= extent;
-      spec.shape.push_back(extent);
     }
     if (is_input) {
-      spec.init = ParseInit(Require(t, "init", path), path + ".init", spec.dtype, sizes, spec.NumElements());
+      spec.init = ParseInit(Require(t, "init", path), path + ".init", spec.dtype, sizes);
     } else {
       spec.tolerance = t.contains("tolerance") ? ParseTolerance(t["tolerance"], path + ".tolerance")
                                                : task_tolerance;
@@ -177,6 +234,100 @@ std::vector<TensorSpec> ParseTensors(const json& root, const std::string& key,
     out.push_back(std::move(spec));
   }
   return out;
+}
+
+// ResolveShapes' work; a failure names the field ("sizes", "inputs[1].init.high", ...).
+ShapeSet ResolveOrFail(const Task& task, const std::vector<SizeParam>& sizes) {
+  SizeMap given;
+  for (const SizeParam& s : sizes) {
+    if (std::none_of(task.sizes.begin(), task.sizes.end(), [&](const SizeParam& t) { return t.name == s.name; }))
+      Fail(s.name, "is not a size of the task");
+    if (s.value <= 0) Fail(s.name, "must be a positive integer");
+    if (!given.emplace(s.name, s.value).second) Fail(s.name, "is given twice");
+  }
+  ShapeSet set;
+  for (const SizeParam& t : task.sizes) {
+    auto it = given.find(t.name);
+    if (it == given.end()) Fail(t.name, "is missing (a size set gives every size of the task)");
+    set.sizes.push_back({t.name, it->second});
+  }
+  for (std::size_t i = 0; i < task.inputs.size(); ++i)
+    set.inputs.push_back(ResolveTensor(task.inputs[i], given, "inputs[" + std::to_string(i) + "]"));
+  for (std::size_t i = 0; i < task.outputs.size(); ++i)
+    set.outputs.push_back(ResolveTensor(task.outputs[i], given, "outputs[" + std::to_string(i) + "]"));
+  return set;
+}
+
+double IoBytes(const std::vector<TensorSpec>& inputs, const std::vector<TensorSpec>& outputs) {
+  double bytes = 0;
+  for (const auto* list : {&inputs, &outputs})
+    for (const TensorSpec& t : *list) bytes += static_cast<double>(t.NumBytes());
+  return bytes;
+}
+
+std::string FormatBytes(double bytes) {
+  char text[64];  // "%.0f", not a cast to int64: several tensors together may hold more than int64 counts
+  std::snprintf(text, sizeof(text), "%.0f", bytes);
+  return text;
+}
+
+// `sizes` (every size of the task, each once) in task.json's order.
+std::vector<SizeParam> InTaskOrder(const Task& task, const std::vector<SizeParam>& sizes) {
+  std::vector<SizeParam> out;
+  for (const SizeParam& t : task.sizes)
+    for (const SizeParam& s : sizes)
+      if (s.name == t.name) out.push_back(s);
+  return out;
+}
+
+std::string SizesText(const std::vector<SizeParam>& sizes) {
+  std::string out;
+  for (const SizeParam& s : sizes) out += (out.empty() ? "" : ", ") + s.name + "=" + std::to_string(s.value);
+  return out;
+}
+
+// task.json "check_sizes": [{"M": 96, ...}, ...], against the parsed task (sizes and tensors).
+std::vector<std::vector<SizeParam>> ParseCheckSizes(const json& root, const Task& task, double timed_bytes) {
+  if (!root.contains("check_sizes")) {
+    if (task.has_cpu_version)
+      Fail("check_sizes", "is required: at least one more size set ({\"" + task.sizes.front().name +
+                              "\": ..., ...}) on which correctness is checked, so that a kernel which hard-codes "
+                              "the timed sizes fails");
+    return {};
+  }
+  const json& list = root["check_sizes"];
+  if (!list.is_array()) Fail("check_sizes", "must be an array of objects {size name: value}");
+  if (list.empty() && task.has_cpu_version) Fail("check_sizes", "must hold at least one size set");
+  std::vector<std::vector<SizeParam>> sets;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "check_sizes[" + std::to_string(i) + "]";
+    const json& entry = list[i];
+    if (!entry.is_object()) Fail(path, "must be an object {size name: value}");
+    std::vector<SizeParam> given;
+    for (const auto& [name, value] : entry.items()) {
+      if (std::none_of(task.sizes.begin(), task.sizes.end(), [&](const SizeParam& s) { return s.name == name; }))
+        Fail(path + "." + name, "is not a size of the task");
+      if (!value.is_number_integer() || value.get<int64_t>() <= 0) Fail(path + "." + name, "must be a positive integer");
+      given.push_back({name, value.get<int64_t>()});
+    }
+    for (const SizeParam& s : task.sizes)
+      if (!entry.contains(s.name)) Fail(path, "lacks size '" + s.name + "' (a check set gives every size of the task)");
+    ShapeSet set;
+    try {
+      set = ResolveOrFail(task, given);
+    } catch (const FieldError& e) {
+      Fail(path + ": " + e.field, e.message + " (at " + SizesText(InTaskOrder(task, given)) + ")");
+    }
+    if (set.sizes == task.sizes) Fail(path, "is the timed sizes: a check set must differ in at least one size");
+    for (std::size_t j = 0; j < sets.size(); ++j)
+      if (sets[j] == set.sizes) Fail(path, "repeats check_sizes[" + std::to_string(j) + "]");
+    const double bytes = IoBytes(set.inputs, set.outputs);
+    if (bytes > timed_bytes)
+      Fail(path, "its inputs and outputs hold " + FormatBytes(bytes) + " bytes, more than at the timed sizes (" +
+                     FormatBytes(timed_bytes) + "): a check set is for correctness only and must cost less");
+    sets.push_back(std::move(set.sizes));
+  }
+  return sets;
 }
 
 std::vector<std::string> StringList(const json& v, const std::string& path) {
@@ -301,27 +452,26 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
     for (const TensorSpec& in : task.inputs)
       if (in.name == o.name) Fail("outputs", "'" + o.name + "' is also an input name");
   }
+  ShapeSet timed = ResolveOrFail(task, task.sizes);
+  task.inputs = std::move(timed.inputs);
+  task.outputs = std::move(timed.outputs);
 
   task.flops = RequireNumber(root, "flops", "");
   task.bytes = RequireNumber(root, "bytes", "");
   if (task.flops < 0) Fail("flops", "must be >= 0");
   if (task.bytes <= 0) Fail("bytes", "must be > 0");
-  double io_bytes = 0;
-  for (const auto* list : {&task.inputs, &task.outputs})
-    for (const TensorSpec& t : *list) io_bytes += static_cast<double>(t.NumBytes());
+  const double io_bytes = IoBytes(task.inputs, task.outputs);
   // More than reading every input and writing every output once would raise the physical floor
   // above what an honest kernel needs, and flag it as implausible.
-  if (task.bytes > io_bytes) {
-    char held[64];  // "%.0f", not a cast to int64: several tensors together may hold more than int64 counts
-    std::snprintf(held, sizeof(held), "%.0f", io_bytes);
-    Fail("bytes", "is more than the inputs and outputs hold (" + std::string(held) +
+  if (task.bytes > io_bytes)
+    Fail("bytes", "is more than the inputs and outputs hold (" + FormatBytes(io_bytes) +
                       "): it is the compulsory traffic, at most each input read and each output written once");
-  }
 
   task.signature = RequireString(root, "signature", "");
   const std::string expected = ExpectedSignature(task);
   if (task.signature != expected)
     Fail("signature", "is '" + task.signature + "' but inputs/outputs/sizes imply '" + expected + "'");
+  task.check_sizes = ParseCheckSizes(root, task, io_bytes);
 
   if (root.contains("threads")) {
     if (!root["threads"].is_number_integer() || root["threads"].get<int>() < 1) Fail("threads", "must be an integer >= 1");
@@ -457,6 +607,21 @@ std::string ExpectedSignature(const Task& task) {
   for (const TensorSpec& t : task.outputs) arg(std::string(CType(t.dtype)) + "* " + t.name);
   for (const SizeParam& s : task.sizes) arg("int64_t " + s.name);
   return sig + ")";
+}
+
+ShapeSet ResolveShapes(const Task& task, const std::vector<SizeParam>& sizes) {
+  try {
+    return ResolveOrFail(task, sizes);
+  } catch (const FieldError& e) {
+    throw std::invalid_argument(task.id + ": sizes " + SizesText(sizes) + ": " + e.field + ": " + e.message);
+  }
+}
+
+std::vector<ShapeSet> CorrectnessShapeSets(const Task& task) {
+  std::vector<ShapeSet> sets;
+  sets.push_back({task.sizes, task.inputs, task.outputs});
+  for (const std::vector<SizeParam>& sizes : task.check_sizes) sets.push_back(ResolveShapes(task, sizes));
+  return sets;
 }
 
 bool Task::Supports(std::string_view backend) const {

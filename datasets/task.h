@@ -39,6 +39,14 @@ struct Initializer {
   // power of two) make sums of products exact in float32 whatever the order, for tasks whose
   // answer hangs on comparisons (a router's top-k) that rounding must not flip.
   double step = 0.0;
+  // Bounds that follow the sizes (task.json names a size: randint `low` / `high`, permutation
+  // `high`, partition `total`): a and b are re-read from these sizes whenever the shapes are
+  // resolved (ResolveShapes). Empty: the bound is the literal in a / b. b_is_element_count: a
+  // permutation without `high`, whose pool is its own element count. (`{}`: aggregate
+  // initializations that stop at `step` stay free of -Wmissing-field-initializers.)
+  std::string a_size{};
+  std::string b_size{};
+  bool b_is_element_count = false;
 
   // Drawn as a whole: a partial redraw would break the structure (duplicates, a wrong sum).
   bool IsStructured() const { return kind == Kind::kPermutation || kind == Kind::kPartition; }
@@ -49,12 +57,21 @@ struct Tolerance {
   double rtol = 0.0;
 };
 
+// One entry of a tensor's shape as task.json writes it: a size's name, or (size empty) a literal.
+struct Extent {
+  std::string size;
+  int64_t literal = 0;
+};
+
 struct TensorSpec {
   std::string name;
   DType dtype = DType::kFloat32;
-  std::vector<int64_t> shape;       // resolved against the task's sizes
-  std::optional<Initializer> init;  // inputs only
+  std::vector<int64_t> shape;       // resolved against the task's sizes (or a ShapeSet's)
+  std::optional<Initializer> init;  // inputs only; its bounds resolved like `shape`
   Tolerance tolerance;              // outputs only (the task's, unless overridden)
+  // The shape as task.json writes it, kept so that ResolveShapes can resolve it against other
+  // sizes. Empty for a tensor made in code: its `shape` is then fixed. (`{}`: as Initializer's.)
+  std::vector<Extent> extents{};
 
   int64_t NumElements() const;
   std::size_t NumBytes() const { return static_cast<std::size_t>(NumElements()) * DTypeSize(dtype); }
@@ -63,6 +80,8 @@ struct TensorSpec {
 struct SizeParam {
   std::string name;
   int64_t value = 0;
+
+  bool operator==(const SizeParam&) const = default;
 };
 
 // Which headers a candidate may include and which shared libraries it may import from.
@@ -101,9 +120,13 @@ struct Task {
   std::string id;  // "suite/name"
   std::string category;
   std::string description;
-  std::vector<SizeParam> sizes;
+  std::vector<SizeParam> sizes;   // the timed sizes: what the inputs and outputs below are resolved at
   std::vector<TensorSpec> inputs;
   std::vector<TensorSpec> outputs;
+  // task.json "check_sizes": further size sets, each naming every size (in task.json's order
+  // here), on which correctness is also checked — never timed — so that a kernel which hard-codes
+  // the timed shape fails. Required (at least one) for a task with a cpu version.
+  std::vector<std::vector<SizeParam>> check_sizes;
   Tolerance tolerance;
   double flops = 0;  // per call; an FMA counts 2
   double bytes = 0;  // compulsory traffic per call
@@ -126,6 +149,24 @@ struct Task {
   bool Supports(std::string_view backend) const;
   const std::string& StarterFor(std::string_view backend) const;  // Supports(backend) must hold
 };
+
+// One assignment of the task's sizes, with the tensors resolved against it.
+struct ShapeSet {
+  std::vector<SizeParam> sizes;  // every size of the task, in task.json order
+  std::vector<TensorSpec> inputs, outputs;
+};
+
+// The task's tensors re-resolved against `sizes` (every size of the task, each named once, in
+// any order): shapes, and the initializer bounds that name a size (partition totals, permutation
+// pools, randint bounds). Everything else (dtypes, tolerances, the other initializers) is the
+// task's. The sizes must be valid for the task — task.sizes, an entry of task.check_sizes, or
+// any set that passes the checks the loader applies to check_sizes (docs/task_format.md);
+// otherwise it throws std::invalid_argument naming the size or tensor field at fault.
+ShapeSet ResolveShapes(const Task& task, const std::vector<SizeParam>& sizes);
+
+// The shape sets correctness is checked on: [0] the timed sizes (task.sizes, with exactly
+// task.inputs and task.outputs), then one per entry of task.check_sizes, in order.
+std::vector<ShapeSet> CorrectnessShapeSets(const Task& task);
 
 // The C signature a task's inputs, outputs and sizes imply, e.g.
 // "void kernel(const float* x, float* y, int64_t N)". task.json must state exactly this.

@@ -26,7 +26,7 @@ struct JaxBenchLoad {
 
 // A JAXBench checkout's `benchmark/` folder (or any folder of `<id>/baseline.py`): one task per
 // case, id `<suite>/<id>`, pallas only. The case's shapes, inputs and reference live in its
-// baseline.py (CONFIG, create_inputs, workload, get_flops), which the pallas worker imports; the
+// baseline.py (CONFIG, create_inputs, workload, get_flops), which the pallas judge imports; the
 // registry reads CONFIG's text for the description only. A case's `starter.py`, when present,
 // is what episodes start from; without one they start from a stub that asks for `kernel(...)`.
 [[nodiscard]] JaxBenchLoad LoadJaxBenchLayout(const std::filesystem::path& benchmark_dir, const std::string& suite);

@@ -95,7 +95,10 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   options.timing.budget_seconds = budget;
   options.run_timing = !no_timing;
   const EvalResult result = backend->Evaluate(*task, ss.str(), options);
-  if (as_json) std::cout << ResultToJson(result, samples).dump(2) << "\n";
+  // The result's text is valid UTF-8 (the registry's backends and ResultToJson see to it); the
+  // replace handler is the last guard: a result must never abort the CLI.
+  if (as_json)
+    std::cout << ResultToJson(result, samples).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << RenderResult(result, ss.str());
   return result.status == Status::kOk ? 0 : 1;
 }

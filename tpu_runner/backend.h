@@ -55,6 +55,8 @@ class BackendRegistry {
  public:
   static BackendRegistry& Global();
   void Register(const std::string& name, BackendFactory factory);
+  // The backend comes wrapped so that every result it returns has valid UTF-8 text
+  // (MakeResultTextValid, tpu_runner/text_safety.h). nullptr for an unknown name.
   std::unique_ptr<Backend> Create(const std::string& name, const BackendConfig& config) const;
   std::vector<std::string> Names() const;
 

@@ -13,6 +13,7 @@
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/static_check.h"
 #include "tpu_runner/subprocess.h"
+#include "tpu_runner/text_safety.h"
 
 namespace kernelgym {
 namespace {
@@ -92,7 +93,11 @@ std::string Compiler::Prelude(const Task& task) {
 CompileResult Compiler::Compile(const std::string& source, const Task& task) const {
   const auto start = std::chrono::steady_clock::now();
   const std::string prelude = Prelude(task);
-  std::vector<std::string> key_parts{identity_, prelude, source,
+  // kResultFormat changes whenever what is cached for a source changes meaning: entries written by
+  // an older parser must not be served. v2: diagnostics with bytes that are not UTF-8 or with raw
+  // control characters are parsed (they were lost, and the raw JSON line became the message).
+  static constexpr const char* kResultFormat = "compile-result:v2";
+  std::vector<std::string> key_parts{kResultFormat, identity_, prelude, source,
                                      config_.precompiled_headers ? PrecompiledHeaderSource() : std::string()};
   key_parts.insert(key_parts.end(), task.compile_flags.begin(), task.compile_flags.end());
   for (const auto& h : task.policy.extra_allowed_headers) key_parts.push_back("header:" + h);
@@ -250,7 +255,7 @@ CompileResult Compiler::CompileUncached(const std::string& source, const Task& t
     result.message = "the compiler was " + run.Describe(config_.wall_seconds) +
                      " (limits: " + std::to_string(static_cast<int>(config_.cpu_seconds)) + " s CPU, " +
                      std::to_string(config_.memory_bytes >> 20) + " MiB memory)";
-    result.details.push_back(HeadLines(run.stderr_text, 5));
+    result.details.push_back(ValidUtf8(HeadLines(run.stderr_text, 5)));
   } else if (run.exit_code != 0) {
     result.status = Status::kCompileError;
     int errors = 0;
@@ -285,7 +290,8 @@ CompileResult Compiler::CompileUncached(const std::string& source, const Task& t
     fs::permissions(staging / "kernel.so", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
                                                fs::perms::others_read, ec);
   }
-  WriteFile(staging / "result.json", ToJson(result).dump());
+  // The text in `result` is valid UTF-8 (ParseCompilerStderr); replace, never throw, regardless.
+  WriteFile(staging / "result.json", ToJson(result).dump(-1, ' ', false, json::error_handler_t::replace));
   fs::create_directories(entry.parent_path(), ec);
   fs::rename(staging, entry, ec);
   if (ec) fs::remove_all(staging, ec);  // another process published first: theirs is identical

@@ -5,8 +5,32 @@
 #include <sstream>
 #include <tuple>
 
+#include "tpu_runner/text_safety.h"
+
 namespace kernelgym {
 namespace {
+
+// g++ copies the bytes of the source into its JSON diagnostics as they are: an #error line or a
+// #line file name may put ill-formed UTF-8 or raw control characters (ESC; it escapes only \n,
+// \r, \t, \b, \f) inside a JSON string, and nlohmann's parser refuses both, which lost the
+// diagnostics. `line` is already valid UTF-8; raw control bytes become \u00XX escapes (JSON
+// allows them nowhere else: the only control characters outside strings are whitespace, which
+// g++ does not put inside one line).
+std::string EscapeRawControls(const std::string& line) {
+  std::string out;
+  out.reserve(line.size());
+  for (const char c : line) {
+    if (static_cast<unsigned char>(c) >= 0x20) {
+      out += c;
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    out += "\\u00";
+    out += kHex[(c >> 4) & 0xF];
+    out += kHex[c & 0xF];
+  }
+  return out;
+}
 
 void AppendDiagnostics(const nlohmann::json& entries, std::vector<Diagnostic>& out) {
   for (const auto& entry : entries) {
@@ -30,9 +54,11 @@ void AppendDiagnostics(const nlohmann::json& entries, std::vector<Diagnostic>& o
 CompilerOutput ParseCompilerStderr(const std::string& stderr_text) {
   CompilerOutput out;
   std::istringstream in(stderr_text);
-  std::string line;
+  std::string raw;
   bool in_guard_list = false;
-  while (std::getline(in, line)) {
+  while (std::getline(in, raw)) {
+    // Everything taken from here (diagnostics, include paths, other lines) is valid UTF-8.
+    const std::string line = ValidUtf8(raw);
     if (line.empty()) continue;
     if (line.rfind("! ", 0) == 0) continue;  // the precompiled header that was loaded
     if (line.rfind(". ", 0) == 0) {  // depth-1 include: included by the main file
@@ -49,7 +75,7 @@ CompilerOutput ParseCompilerStderr(const std::string& stderr_text) {
     if (line[0] == '[') {
       in_guard_list = false;
       try {
-        AppendDiagnostics(nlohmann::json::parse(line), out.diagnostics);
+        AppendDiagnostics(nlohmann::json::parse(EscapeRawControls(line)), out.diagnostics);
         continue;
       } catch (const nlohmann::json::exception&) {
       }
@@ -67,7 +93,8 @@ std::vector<Remark> ParseVectorizationRemarks(const std::string& remarks_text, c
   // Lines look like "kernel.cpp:12:21: optimized: loop vectorized using 64 byte vectors" or
   // "kernel.cpp:7:5: missed: couldn't vectorize loop".
   std::vector<Remark> out;
-  std::istringstream in(remarks_text);
+  const std::string valid = ValidUtf8(remarks_text);
+  std::istringstream in(valid);
   std::string line;
   const std::string prefix = source_name + ":";
   while (std::getline(in, line)) {

@@ -66,8 +66,6 @@ bool WriteAll(int fd, const std::string& bytes) {
   return true;
 }
 
-namespace {
-
 json TensorToJson(const TensorSpec& t) {
   json j{{"name", t.name}, {"dtype", std::string(DTypeName(t.dtype))}, {"shape", t.shape},
          {"atol", t.tolerance.atol}, {"rtol", t.tolerance.rtol}};
@@ -92,19 +90,24 @@ TensorSpec TensorFromJson(const json& j) {
   return t;
 }
 
-}  // namespace
+int HarnessJob::NumTrials() const {
+  int n = 0;
+  for (const ShapeSetJob& s : shape_sets) n += static_cast<int>(s.seeds.size());
+  return n;
+}
 
 json JobToJson(const HarnessJob& job) {
-  json inputs = json::array(), outputs = json::array(), sizes = json::array();
-  for (const auto& t : job.inputs) inputs.push_back(TensorToJson(t));
-  for (const auto& t : job.outputs) outputs.push_back(TensorToJson(t));
-  for (const auto& s : job.sizes) sizes.push_back({{"name", s.name}, {"value", s.value}});
-  return {{"inputs", inputs},
-          {"outputs", outputs},
-          {"sizes", sizes},
+  json shape_sets = json::array();
+  for (const ShapeSetJob& set : job.shape_sets) {
+    json inputs = json::array(), outputs = json::array(), sizes = json::array();
+    for (const auto& t : set.inputs) inputs.push_back(TensorToJson(t));
+    for (const auto& t : set.outputs) outputs.push_back(TensorToJson(t));
+    for (const auto& s : set.sizes) sizes.push_back({{"name", s.name}, {"value", s.value}});
+    shape_sets.push_back({{"inputs", inputs}, {"outputs", outputs}, {"sizes", sizes}, {"seeds", set.seeds}});
+  }
+  return {{"shape_sets", shape_sets},
           {"threads", job.threads},
           {"reference_source", job.reference_source},
-          {"seeds", job.seeds},
           {"timing_seed", job.timing_seed},
           {"timing",
            {{"budget_seconds", job.timing.budget_seconds},
@@ -115,21 +118,28 @@ json JobToJson(const HarnessJob& job) {
             {"refresh_inputs", job.timing.refresh_inputs}}},
           {"run_timing", job.run_timing},
           {"kernel_path", job.kernel_path},
+          {"libraries", job.libraries},
           {"sandbox_uid", job.sandbox_uid},
-          {"cookie", job.cookie},
           {"cpus", job.cpus},
           {"cpu_seconds", job.cpu_seconds},
-          {"address_space", job.address_space}};
+          {"address_space", job.address_space},
+          {"call_limit_factor", job.call_limit_factor},
+          {"min_call_seconds", job.min_call_seconds},
+          {"max_call_seconds", job.max_call_seconds}};
 }
 
 HarnessJob JobFromJson(const json& j) {
   HarnessJob job;
-  for (const auto& t : j.at("inputs")) job.inputs.push_back(TensorFromJson(t));
-  for (const auto& t : j.at("outputs")) job.outputs.push_back(TensorFromJson(t));
-  for (const auto& s : j.at("sizes")) job.sizes.push_back({s.at("name").get<std::string>(), s.at("value").get<int64_t>()});
+  for (const json& s : j.at("shape_sets")) {
+    ShapeSetJob set;
+    for (const auto& t : s.at("inputs")) set.inputs.push_back(TensorFromJson(t));
+    for (const auto& t : s.at("outputs")) set.outputs.push_back(TensorFromJson(t));
+    for (const auto& z : s.at("sizes")) set.sizes.push_back({z.at("name").get<std::string>(), z.at("value").get<int64_t>()});
+    set.seeds = s.at("seeds").get<std::vector<uint64_t>>();
+    job.shape_sets.push_back(std::move(set));
+  }
   job.threads = j.at("threads").get<int>();
   job.reference_source = j.at("reference_source").get<std::string>();
-  job.seeds = j.at("seeds").get<std::vector<uint64_t>>();
   job.timing_seed = j.at("timing_seed").get<uint64_t>();
   const json& t = j.at("timing");
   job.timing.budget_seconds = t.at("budget_seconds").get<double>();
@@ -140,11 +150,14 @@ HarnessJob JobFromJson(const json& j) {
   job.timing.refresh_inputs = t.at("refresh_inputs").get<bool>();
   job.run_timing = j.at("run_timing").get<bool>();
   job.kernel_path = j.at("kernel_path").get<std::string>();
+  job.libraries = j.at("libraries").get<std::vector<std::string>>();
   job.sandbox_uid = j.at("sandbox_uid").get<uint32_t>();
-  job.cookie = j.at("cookie").get<uint64_t>();
   job.cpus = j.at("cpus").get<std::vector<int>>();
   job.cpu_seconds = j.at("cpu_seconds").get<double>();
   job.address_space = j.at("address_space").get<std::size_t>();
+  job.call_limit_factor = j.at("call_limit_factor").get<double>();
+  job.min_call_seconds = j.at("min_call_seconds").get<double>();
+  job.max_call_seconds = j.at("max_call_seconds").get<double>();
   return job;
 }
 

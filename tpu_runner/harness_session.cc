@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -14,9 +15,11 @@
 
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/inputs.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/subprocess.h"
+#include "tpu_runner/text_safety.h"
 
 namespace kernelgym {
 namespace {
@@ -40,6 +43,26 @@ std::string IndexText(const std::vector<int64_t>& index) {
   return s + "]";
 }
 
+// The size sets correctness is checked on, the timed one first (a kernel that hard-codes the
+// timed shape fails on the others).
+std::vector<ShapeSetJob> ShapeSetsToCheck(const Task& task) {
+  std::vector<ShapeSetJob> sets;
+  for (ShapeSet& shapes : CorrectnessShapeSets(task))
+    sets.push_back({std::move(shapes.sizes), std::move(shapes.inputs), std::move(shapes.outputs), {}});
+  return sets;
+}
+
+constexpr std::size_t kMaxStderrBytes = 2000;
+
+// How many trials each checked size set other than the timed one gets.
+constexpr std::size_t kTrialsPerCheckedShapeSet = 2;
+
+std::string SizesText(const std::vector<SizeParam>& sizes) {
+  std::string text;
+  for (const SizeParam& s : sizes) text += (text.empty() ? "" : ", ") + s.name + "=" + std::to_string(s.value);
+  return text;
+}
+
 std::string DescribeMismatch(const OutputCheck& c) {
   char buf[256];
   std::snprintf(buf, sizeof(buf), "%lld of %lld elements mismatch (first at %s: expected %.9g, got %.9g; max abs error %.3g)",
@@ -61,6 +84,9 @@ std::vector<std::string> HarnessEnvironment(int threads) {
   const std::string n = std::to_string(threads);
   return {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + n, "OMP_THREAD_LIMIT=" + n,
           "OPENBLAS_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OMP_DYNAMIC=false",
+          // Idle OpenMP threads sleep instead of spinning: the reference's and the kernel's take
+          // turns on the same CPUs, and a spinning pool would run through the other's call.
+          "OMP_WAIT_POLICY=passive",
           // Steady-state allocation for reference and kernel alike: serve blocks up to 32 MiB
           // from the heap and never give memory back, so a timed call does not pay page faults
           // for memory a previous call freed (it did: the reference CV was 20-30%).
@@ -101,30 +127,51 @@ class Session {
     }
 
     HarnessJob job;
-    job.inputs = task_.inputs;
-    job.outputs = task_.outputs;
-    job.sizes = task_.sizes;
     job.threads = task_.threads;
     job.reference_source = task_.reference_source;
     std::mt19937_64 rng(std::random_device{}());
-    job.seeds = options_.seeds;
-    while (static_cast<int>(job.seeds.size()) < task_.trials) job.seeds.push_back(rng());
+    // The timed sizes first, with the task's trials (or the caller's seeds); then every other
+    // size set the task checks, with two trials each. The seeds are ours, never the policy's.
+    for (ShapeSetJob set : ShapeSetsToCheck(task_)) {
+      if (job.shape_sets.empty()) {
+        set.seeds = options_.seeds;
+        while (static_cast<int>(set.seeds.size()) < task_.trials) set.seeds.push_back(rng());
+      } else {
+        // Derived from the caller's seeds when it chose them (a server's episode is then
+        // reproducible to the last trial), else drawn here like the others.
+        const uint64_t set_index = job.shape_sets.size();
+        for (uint64_t t = 0; t < kTrialsPerCheckedShapeSet; ++t)
+          set.seeds.push_back(options_.seeds.empty() ? rng() : MixSeed(options_.seeds.front(), 7727 * set_index + t));
+      }
+      for (uint64_t seed : set.seeds) run_.correctness.seeds.push_back(seed);
+      for (std::size_t t = 0; t < set.seeds.size(); ++t) trial_shape_set_.push_back(static_cast<int>(job.shape_sets.size()));
+      job.shape_sets.push_back(std::move(set));
+    }
     job.timing_seed = options_.timing_seed ? options_.timing_seed : rng();
     job.timing = options_.timing;
     job.run_timing = options_.run_timing;
     job.kernel_path = process_->slot_in_sandbox + "/kernel.so";
+    job.libraries = task_.policy.allowed_libraries;
     // A uid of its own per runner process (RLIMIT_NPROC counts per uid). Only inside bwrap: the
-    // files the harness opens are bound there readable for anyone; outside, they may sit in a
+    // files the executor opens are bound there readable for anyone; outside, they may sit in a
     // private home directory.
     job.sandbox_uid = geteuid() == 0 && ProbeSandbox().bwrap ? 61000 + static_cast<uint32_t>(getpid() % 4000) : 0;
-    job.cookie = rng() | 1;
     // Timing pins to the timing CPUs (under the host's lock); a correctness-only session stays
     // off them, where compiles run, so that it cannot disturb another runner's timing window.
     job.cpus = options_.run_timing ? TimingCpus(task_.threads) : NonTimingCpus(task_.threads);
     job.cpu_seconds = 120 + 4 * options_.timing.budget_seconds * task_.threads;
     job.address_space = options_.memory_bytes;
-    run_.correctness.seeds = job.seeds;
-    expected_.assign(job.seeds.size(), std::vector<std::string>(task_.outputs.size()));
+    job.max_call_seconds = options_.call_timeout_seconds;
+    job.min_call_seconds = std::min(1.0, options_.call_timeout_seconds);
+    expected_.assign(trial_shape_set_.size(), std::vector<std::string>(task_.outputs.size()));
+    received_.assign(trial_shape_set_.size(), 0);
+    repeat_received_.assign(trial_shape_set_.size(), 0);
+    first_trial_of_set_.assign(job.shape_sets.size(), -1);
+    for (std::size_t t = trial_shape_set_.size(); t-- > 0;) first_trial_of_set_[trial_shape_set_[t]] = static_cast<int>(t);
+    for (const ShapeSetJob& set : job.shape_sets) {
+      shape_set_text_.push_back(SizesText(set.sizes));
+      shape_set_outputs_.push_back(set.outputs);
+    }
     SetPhase("trusted", -1, 60);
     // A harness that cannot take its job has exited (or is exiting): Finish() waits for it and
     // says how it ended — the exit status or signal is what tells a broken install apart.
@@ -139,9 +186,16 @@ class Session {
     phase_.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   }
 
+  std::string TrialText(int trial) const {
+    std::string text = "correctness trial " + std::to_string(trial);
+    if (trial >= 0 && static_cast<std::size_t>(trial) < trial_shape_set_.size())
+      text += " (sizes " + shape_set_text_[trial_shape_set_[trial]] + ")";
+    return text;
+  }
+
   std::string Where() const {
-    if (phase_.name == "trial") return "correctness trial " + std::to_string(phase_.trial);
-    if (phase_.name == "repeat") return "the repeat call of trial 0";
+    if (phase_.name == "trial") return TrialText(phase_.trial);
+    if (phase_.name == "repeat") return "the repeat call of " + TrialText(phase_.trial);
     if (phase_.name == "trusted") return "reference setup (before the kernel was loaded)";
     if (phase_.name == "confine") return "loading the kernel";
     return phase_.name;
@@ -205,13 +259,35 @@ class Session {
   // kernel call each) even past its budget: a kernel whose calls stay under the per-call limit
   // always finishes.
   double TimingLimit() const {
-    return options_.timing.budget_seconds + (options_.timing.warmup_rounds + 7) * 2 * options_.call_timeout_seconds + 5;
+    // Four calls a round (an untimed and a timed one per side), each cut by the harness at its
+    // call limit; this deadline is only the backstop for a harness that stopped answering.
+    const double call = std::min(options_.call_timeout_seconds, 11 * call_limit_seconds_ + 1);
+    return options_.timing.budget_seconds + (options_.timing.warmup_rounds + 7) * 4 * call + 5;
   }
 
   static std::string Seconds(double s) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%.3g s", s);
     return buf;
+  }
+
+  uint64_t FullMask() const {
+    const std::size_t n = std::min<std::size_t>(task_.outputs.size(), 63);
+    return n == 0 ? 0 : (n == 63 ? ~0ULL >> 1 : (1ULL << n) - 1);
+  }
+
+  // The trials are the runner's: every one of them, and the repeat of each shape set's first,
+  // must have been seen with every output before anything counts as correct.
+  bool AllTrialsArrived() {
+    for (std::size_t t = 0; t < received_.size(); ++t) {
+      const bool first = static_cast<int>(t) == first_trial_of_set_[trial_shape_set_[t]];
+      if (received_[t] != FullMask() || (first && repeat_received_[t] != FullMask())) {
+        Fail(Status::kIncorrect, "the outputs of " + TrialText(static_cast<int>(t)) + (received_[t] == FullMask() ? "'s repeat call" : "") +
+                                     " never arrived: a trial that is not seen is not passed");
+        return false;
+      }
+    }
+    return true;
   }
 
   void Handle(const Frame& f) {
@@ -230,17 +306,19 @@ class Session {
         const int trial = f.meta.value("trial", -1);
         if (phase == "trial" || phase == "repeat") {
           if (correctness_start_ == Clock::time_point{}) correctness_start_ = Clock::now();
-          SetPhase(phase, trial, options_.call_timeout_seconds);
+          // The harness cuts a call at its limit; this is the backstop.
+          SetPhase(phase, trial, std::min(options_.call_timeout_seconds, 11 * call_limit_seconds_ + 1) + 5);
         } else if (phase == "timing") {
           SetPhase(phase, -1, TimingLimit());
         } else {
-          SetPhase(phase, -1, phase == "trusted" ? 60 : options_.call_timeout_seconds + 5);
+          SetPhase(phase, -1, phase == "trusted" ? 60 : phase == "confine" ? 2 * options_.call_timeout_seconds + 10 : options_.call_timeout_seconds + 5);
         }
         return;
       }
       case FrameKind::kTrustedDone: {
         trusted_done_ = true;
         run_.reference_alone_ns = f.meta.value("reference_alone_ns", 0.0);
+        call_limit_seconds_ = f.meta.value("call_limit_seconds", options_.call_timeout_seconds);
         const json protections = f.meta.value("protections", json::object());
         for (const auto& [name, on] : protections.items()) run_.protections[name] = on.get<bool>();
         return;
@@ -251,6 +329,13 @@ class Session {
           Fail(Status::kIncorrect, "the outputs changed after kernel() returned: work continued in the background");
           return;
         }
+        if (f.meta.value("ran", false)) {
+          Fail(Status::kIncorrect, "the kernel's process kept running after kernel() returned (" +
+                                       std::to_string(static_cast<long long>(f.meta.value("idle_cpu_ns", 0.0) / 1e3)) +
+                                       " us of CPU time in a 20 ms pause): work continued in the background");
+          return;
+        }
+        if (!AllTrialsArrived()) return;
         run_.correctness_seconds = std::chrono::duration<double>(Clock::now() - correctness_start_).count();
         if (!options_.run_timing) return;
         if (!WriteAll(control_fd_, EncodeFrame({FrameKind::kProceed, json::object(), {}})))
@@ -269,6 +354,7 @@ class Session {
         Fail(Status::kInternalError, "the harness failed: " + f.meta.value("message", std::string("?")));
         return;
       case FrameKind::kDone:
+        if (!AllTrialsArrived()) return;
         done_ = true;
         return;
       default:
@@ -283,24 +369,37 @@ class Session {
       Fail(Status::kInternalError, "harness protocol: unexpected candidate output frame");
       return;
     }
-    const TensorSpec& spec = task_.outputs[output];
+    const int shape_set = trial_shape_set_[trial];
+    const TensorSpec& spec = shape_set_outputs_[shape_set][output];
     auto bytes = [](const std::string& s) { return std::span<const std::byte>(reinterpret_cast<const std::byte*>(s.data()), s.size()); };
+    if (f.data.size() != spec.NumBytes() || expected_[trial][output].size() != spec.NumBytes()) {
+      Fail(Status::kInternalError, "harness protocol: output `" + spec.name + "` of trial " + std::to_string(trial) + " has the wrong size");
+      return;
+    }
     if (call == 0) {
-      if (output == 0) run_.correctness.trials_run = static_cast<int>(trial) + 1;
+      received_[trial] |= 1ULL << std::min<std::size_t>(output, 63);
+      run_.correctness.trials_run = static_cast<int>(std::count_if(received_.begin(), received_.end(), [&](uint64_t bits) {
+        return bits == FullMask();
+      }));
       OutputCheck check = CompareOutput(spec, bytes(expected_[trial][output]), bytes(f.data));
-      if (trial == 0) first_outputs_[output] = f.data;
+      if (static_cast<int>(trial) == first_trial_of_set_[shape_set]) first_outputs_[{shape_set, output}] = f.data;
       auto& checks = run_.correctness.checks;
       if (checks.size() <= output) checks.resize(task_.outputs.size());
       if (checks[output].passed()) checks[output] = check;  // keep the first failure
       if (!check.passed()) {
-        std::string message = "correctness trial " + std::to_string(trial) + ": " + DescribeMismatch(check);
+        std::string message = TrialText(static_cast<int>(trial)) + ": " + DescribeMismatch(check);
         if (check.non_finite > 0) message += "; " + std::to_string(check.non_finite) + " NaN/Inf values (unwritten outputs keep the NaN poison)";
         Fail(Status::kIncorrect, message);
       }
       return;
     }
-    // The repeat of trial 0: same inputs, different poison.
-    const std::string& first = first_outputs_[output];
+    // The repeat of a shape set's first trial: same inputs, different poison.
+    if (static_cast<int>(trial) != first_trial_of_set_[shape_set] || !first_outputs_.count({shape_set, output})) {
+      Fail(Status::kInternalError, "harness protocol: a repeat of trial " + std::to_string(trial) + " was not asked for");
+      return;
+    }
+    repeat_received_[trial] |= 1ULL << std::min<std::size_t>(output, 63);
+    const std::string& first = first_outputs_[{shape_set, output}];
     bool same;
     if (task_.threads == 1) {
       same = first == f.data;
@@ -373,6 +472,18 @@ class Session {
            stage);
     } else if (kind == "exit") {
       Fail(Status::kCrashed, "the kernel called exit() during " + Where(), stage);
+    } else if (kind == "exited") {
+      Fail(Status::kCrashed, what + " during " + Where() + ": the kernel ended its own process", stage);
+    } else if (kind == "call_time_limit") {
+      Fail(Status::kTimeout, "the kernel's call did not return within its limit of " + what + " during " + Where(), stage);
+    } else if (kind == "cpu_limit") {
+      Fail(Status::kTimeout, "the kernel hit " + what + " during " + Where(), stage);
+    } else if (kind == "ran_between_calls") {
+      Fail(Status::kIncorrect, "the kernel's process ran while it was not being called (" + what + ") during " + Where() +
+                                   ": a thread kept working after kernel() returned, which would steal the CPU from the "
+                                   "reference or compute the next answer outside the timed call",
+           stage);
+
     } else if (kind == "load") {
       Fail(Status::kCrashed, "the shared object failed to load: " + what, stage);
     } else {
@@ -389,7 +500,9 @@ class Session {
     child.Wait(Clock::now() + std::chrono::seconds(5));
     child.Kill();
     child.Wait(Clock::time_point::max());
-    const std::string stderr_head = HeadLines(child.stderr_text(), 6);
+    // The kernel's own stderr arrives here too (the executor shares the harness's): a few lines,
+    // and a bounded number of bytes of them (one 1 MiB line is one line).
+    const std::string stderr_head(Utf8Prefix(ValidUtf8(HeadLines(child.stderr_text(), 6)), kMaxStderrBytes));
     if (!stderr_head.empty()) run_.details.push_back("harness stderr: " + stderr_head);
     if (done_ && !decided_) {
       decided_ = true;
@@ -424,7 +537,14 @@ class Session {
   Phase phase_;
   bool decided_ = false, done_ = false, trusted_done_ = false;
   std::vector<std::vector<std::string>> expected_;
-  std::map<std::size_t, std::string> first_outputs_;
+  std::map<std::pair<int, std::size_t>, std::string> first_outputs_;  // by (shape set, output)
+  // The runner's own count: which trial belongs to which shape set, and which outputs arrived.
+  std::vector<int> trial_shape_set_;
+  std::vector<int> first_trial_of_set_;
+  std::vector<std::vector<TensorSpec>> shape_set_outputs_;
+  std::vector<std::string> shape_set_text_;
+  std::vector<uint64_t> received_, repeat_received_;  // per trial: a bit per output
+  double call_limit_seconds_ = 0;
   Clock::time_point correctness_start_{};
 };
 
@@ -463,15 +583,21 @@ std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harnes
   int* control = channels.control;
   int* report = channels.report;
   const bool sandboxed = ProbeSandbox().bwrap;
-  const std::string harness_in = sandboxed ? "/opt/kernelgym/kernelgym-harness" : harness_program.string();
+  // The judge and the two programs it starts, side by side (the runner finds them in its tools
+  // folder; inside the sandbox they are bound read-only under /opt/kernelgym).
+  const std::filesystem::path tools = harness_program.parent_path();
+  auto inside = [&](const std::string& name) { return sandboxed ? "/opt/kernelgym/" + name : (tools / name).string(); };
   process->slot_in_sandbox = sandboxed ? "/opt/kernelgym/slot" : process->slot_dir.string();
   SandboxSpec spec;
-  spec.binds = {{harness_program.string(), harness_in, false}, {process->slot_dir.string(), process->slot_in_sandbox, false}};
+  for (const char* name : {"kernelgym-harness", "kernelgym-reference", "kernelgym-executor"})
+    spec.binds.push_back({(tools / name).string(), inside(name), false});
+  spec.binds.push_back({process->slot_dir.string(), process->slot_in_sandbox, false});
   spec.keep_setuid_capability = true;
   spec.cpu_info = true;
   SpawnOptions spawn;
-  spawn.argv = SandboxCommand(spec, {harness_in, "--control-fd", std::to_string(kControlFd), "--report-fd",
-                                     std::to_string(kReportFd)});
+  spawn.argv = SandboxCommand(spec, {inside("kernelgym-harness"), "--control-fd", std::to_string(kControlFd), "--report-fd",
+                                     std::to_string(kReportFd), "--reference", inside("kernelgym-reference"), "--executor",
+                                     inside("kernelgym-executor")});
   spawn.env = HarnessEnvironment(threads);
   // Generous until the job says otherwise (the harness lowers both when it reads it).
   spawn.limits.address_space = std::size_t{16} << 30;
@@ -490,6 +616,10 @@ std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harnes
     return nullptr;
   }
   return process;
+}
+
+int CorrectnessTrialCount(const Task& task) {
+  return task.trials + static_cast<int>(kTrialsPerCheckedShapeSet * task.check_sizes.size());
 }
 
 HarnessRun RunHarnessSession(const Task& task, const std::filesystem::path& shared_object,

@@ -59,6 +59,10 @@ std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harnes
                                              const std::filesystem::path& scratch_root, int threads,
                                              const std::vector<int>& cpus, std::string& error);
 
+// How many correctness trials an evaluation of `task` runs (and the runner insists on seeing):
+// the task's `trials` on the timed sizes, and two on each of its check_sizes.
+int CorrectnessTrialCount(const Task& task);
+
 // Runs one evaluation's correctness trials (and timing) in `process`, which it consumes.
 HarnessRun RunHarnessSession(const Task& task, const std::filesystem::path& shared_object,
                              std::unique_ptr<HarnessProcess> process, const EvalOptions& options);

@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "tpu_runner/correctness.h"
@@ -28,8 +29,8 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr int kControlFd = 3;  // runner -> worker: the job, then "go"
-constexpr int kReportFd = 4;   // worker -> runner: one JSON event per line
+constexpr int kControlFd = 3;  // runner -> judge or tracer: the job (and the judge: the traced program)
+constexpr int kReportFd = 4;   // judge or tracer -> runner: one JSON event per line
 
 double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -66,8 +67,9 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-// A started worker: jax imported (once `ready` has been read), waiting for its one job. Owned by
-// one thread; destroying it kills the process group and removes its job folder.
+// A started process (judge or tracer): jax imported (once `ready` has been read), waiting for
+// its one job. Owned by one thread; destroying it kills the process group and removes its job
+// folder.
 struct PallasWorker {
   PallasWorker() = default;
   PallasWorker(const PallasWorker&) = delete;
@@ -83,37 +85,35 @@ struct PallasWorker {
 
   enum class Read { kEvent, kTimeout, kClosed, kGarbled };
 
+  // The next complete line in the buffer, if there is one.
+  std::optional<Read> Buffered(json& event) {
+    const auto newline = buffer.find('\n');
+    if (newline == std::string::npos) return std::nullopt;
+    const std::string line = buffer.substr(0, newline);
+    buffer.erase(0, newline + 1);
+    event = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (event.is_discarded() || !event.is_object() || !event.contains("event") || !event["event"].is_string()) {
+      garbled = line.substr(0, 200);
+      return Read::kGarbled;
+    }
+    return Read::kEvent;
+  }
+
+  // Reads what the report pipe holds now; false once it is closed.
+  bool Fill() {
+    char chunk[65536];
+    const ssize_t got = read(report_fd, chunk, sizeof chunk);
+    if (got > 0) {
+      buffer.append(chunk, static_cast<std::size_t>(got));
+      if (buffer.size() > (std::size_t{64} << 20)) return false;  // no event is that long
+      return true;
+    }
+    return got < 0 && (errno == EAGAIN || errno == EINTR);
+  }
+
   // The next event line, waiting until `deadline`; drains the child's stderr meanwhile (a full
   // pipe would stall it).
-  Read Next(Clock::time_point deadline, json& event) {
-    for (;;) {
-      if (auto newline = buffer.find('\n'); newline != std::string::npos) {
-        const std::string line = buffer.substr(0, newline);
-        buffer.erase(0, newline + 1);
-        event = json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (event.is_discarded() || !event.is_object() || !event.contains("event")) {
-          garbled = line.substr(0, 200);
-          return Read::kGarbled;
-        }
-        return Read::kEvent;
-      }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return Read::kTimeout;
-      pollfd fds[2] = {{report_fd, POLLIN, 0}, {child.stderr_fd(), POLLIN, 0}};
-      const int n = poll(fds, child.stderr_fd() >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left, 200)));
-      if (n < 0 && errno != EINTR) return Read::kClosed;
-      child.DrainOutput();
-      if (n > 0 && (fds[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-        char chunk[65536];
-        const ssize_t got = read(report_fd, chunk, sizeof chunk);
-        if (got > 0) {
-          buffer.append(chunk, static_cast<std::size_t>(got));
-        } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-          return Read::kClosed;
-        }
-      }
-    }
-  }
+  Read Next(Clock::time_point deadline, json& event);
 
   bool Send(const json& message) {
     const std::string line = message.dump() + "\n";
@@ -127,12 +127,63 @@ struct PallasWorker {
   }
 
   ChildProcess child;
+  std::string role;  // "judge" or "tracer", for messages
   int control_fd = -1, report_fd = -1;
-  std::filesystem::path job_dir;  // bound writable at the same path inside the sandbox
+  std::filesystem::path job_dir;  // bound writable at the same path inside its sandbox
   std::string buffer;
   std::string garbled;
-  std::optional<json> ready;  // the worker's `ready` event, once read
+  bool closed = false;        // the report pipe reached its end
+  std::optional<json> ready;  // the `ready` event, once read
 };
+
+namespace {
+
+struct Waiting {
+  PallasWorker* worker;
+  Clock::time_point deadline;
+};
+
+// The next event of whichever of `waiting` says something first: (index into `waiting`, what
+// was read). A worker whose deadline passes first is reported with kTimeout. Every worker's
+// stderr is drained meanwhile.
+std::pair<std::size_t, PallasWorker::Read> NextOf(const std::vector<Waiting>& waiting, json& event) {
+  for (;;) {
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+      PallasWorker& w = *waiting[i].worker;
+      if (auto read = w.Buffered(event)) return {i, *read};
+      if (w.closed) return {i, PallasWorker::Read::kClosed};
+    }
+    const auto now = Clock::now();
+    Clock::time_point earliest = waiting.front().deadline;
+    for (std::size_t i = 0; i < waiting.size(); ++i) {
+      if (waiting[i].deadline <= now) return {i, PallasWorker::Read::kTimeout};
+      earliest = std::min(earliest, waiting[i].deadline);
+    }
+    std::vector<pollfd> fds;
+    for (const Waiting& w : waiting) {
+      fds.push_back({w.worker->report_fd, POLLIN, 0});
+      if (w.worker->child.stderr_fd() >= 0) fds.push_back({w.worker->child.stderr_fd(), POLLIN, 0});
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count();
+    const int n = poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left, 1, 200)));
+    if (n < 0 && errno != EINTR) {
+      waiting.front().worker->closed = true;
+      continue;
+    }
+    for (const Waiting& w : waiting) {
+      w.worker->child.DrainOutput();
+      for (const pollfd& fd : fds)
+        if (fd.fd == w.worker->report_fd && (fd.revents & (POLLIN | POLLHUP | POLLERR)) && !w.worker->Fill())
+          w.worker->closed = true;
+    }
+  }
+}
+
+}  // namespace
+
+PallasWorker::Read PallasWorker::Next(Clock::time_point deadline, json& event) {
+  return NextOf({{this, deadline}}, event).second;
+}
 
 namespace {
 
@@ -146,19 +197,24 @@ std::vector<std::string> TpuDevices() {
   return out;
 }
 
+// Starts the judge or the tracer in its own sandbox, with its own job folder: the two never see
+// each other's files. The tracer gets no TPU device and runs jax on the CPU (tracing needs no
+// device); the judge gets the chips of a TPU host.
 std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const std::filesystem::path& scratch,
-                                          std::string& error) {
+                                          PallasBackend::Role role, std::string& error) {
   static std::atomic<uint64_t> counter{0};
+  const bool judge = role == PallasBackend::Role::kJudge;
   auto worker = std::make_unique<PallasWorker>();
+  worker->role = judge ? "judge" : "tracer";
   std::error_code ec;
-  worker->job_dir = scratch / ("pallas-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+  worker->job_dir = scratch / ("pallas-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + worker->role);
   std::filesystem::create_directories(worker->job_dir, ec);
   if (ec) {
     error = "cannot create the job folder " + worker->job_dir.string() + ": " + ec.message();
     return nullptr;
   }
   if (!std::filesystem::exists(settings.python)) {
-    error = "no Python for the pallas worker at " + settings.python.string() +
+    error = "no Python for the pallas backend at " + settings.python.string() +
             " (scripts/pallas_venv.sh installs it; KERNELGYM_PALLAS_PYTHON points elsewhere)";
     return nullptr;
   }
@@ -174,13 +230,16 @@ std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const 
                 {settings.package_dir.string(), settings.package_dir.string(), false},
                 {worker->job_dir.string(), worker->job_dir.string(), true}};
   spec.cpu_info = true;
-  spec.devices = TpuDevices();
+  if (judge) spec.devices = TpuDevices();
+  std::vector<std::string> command = {settings.python.string(), "-m",
+                                      judge ? "kernelgym_pallas.judge" : "kernelgym_pallas.tracer"};
+  if (judge) command.insert(command.end(), {"--target", settings.target});
+  command.insert(command.end(), {"--control-fd", std::to_string(kControlFd), "--report-fd", std::to_string(kReportFd)});
   SpawnOptions spawn;
-  spawn.argv = SandboxCommand(spec, {settings.python.string(), "-m", "kernelgym_pallas.worker", "--target",
-                                     settings.target, "--control-fd", std::to_string(kControlFd), "--report-fd",
-                                     std::to_string(kReportFd)});
+  spawn.argv = SandboxCommand(spec, command);
   spawn.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/tmp", "TMPDIR=/tmp", "PYTHONPATH=" + settings.package_dir.string(),
                "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "TF_CPP_MIN_LOG_LEVEL=2"};
+  if (!judge) spawn.env.push_back("JAX_PLATFORMS=cpu");
   spawn.working_dir = worker->job_dir.string();
   spawn.limits.address_space = std::size_t{32} << 30;  // XLA reserves address space generously
   spawn.limits.cpu_seconds = 3600;
@@ -194,32 +253,32 @@ std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const 
   worker->report_fd = report[0];
   fcntl(worker->report_fd, F_SETFL, O_NONBLOCK);
   if (worker->child.pid() <= 0) {
-    error = "the pallas worker did not start: " + worker->child.error();
+    error = "the pallas " + worker->role + " did not start: " + worker->child.error();
     return nullptr;
   }
   return worker;
 }
 
-// What the worker's death or silence means for the verdict.
+// What a process's death or silence means for the verdict.
 void Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& during) {
   worker.child.Wait(After(5));
   worker.child.DrainOutput();
   r.stage = stage;
   const std::string stderr_head = HeadLines(worker.child.stderr_text(), 12);
-  // Under bubblewrap the worker is bwrap's child: its death by a signal reaches us as bwrap's
+  // Under bubblewrap the process is bwrap's child: its death by a signal reaches us as bwrap's
   // exit code 128 + signal.
   int signal = worker.child.signal();
   if (signal == 0 && worker.child.exit_code() > 128 && worker.child.exit_code() < 128 + 65 && ProbeSandbox().bwrap)
     signal = worker.child.exit_code() - 128;
   if (signal == SIGSYS) {
     r.status = Status::kSandboxViolation;
-    r.message = "the candidate made a forbidden system call (seccomp killed the worker with SIGSYS) " + during;
+    r.message = "a forbidden system call (seccomp killed the " + worker.role + " with SIGSYS) " + during;
   } else if (signal != 0) {
     r.status = Status::kCrashed;
-    r.message = "the worker was killed by " + SignalName(signal) + " " + during;
+    r.message = "the " + worker.role + " was killed by " + SignalName(signal) + " " + during;
   } else {
     r.status = Status::kCrashed;
-    r.message = "the worker exited (code " + std::to_string(worker.child.exit_code()) + ") " + during;
+    r.message = "the " + worker.role + " exited (code " + std::to_string(worker.child.exit_code()) + ") " + during;
   }
   if (!stderr_head.empty()) r.details.push_back("stderr: " + stderr_head);
 }
@@ -246,6 +305,7 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
   report.seeds = seeds;
   std::map<int, OutputCheck> worst;  // per output index
   std::map<std::pair<int, int>, std::string> first_run;  // (trial, output) -> bytes of the first run
+  std::set<int> arrived;  // trials whose first run came back with every output
   std::string failure;
   for (const json& run : result.value("trials", json::array())) {
     const int trial = run.value("trial", -1);
@@ -254,12 +314,13 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
     for (int k = 0; k < static_cast<int>(outputs.size()); ++k) {
       auto want = expected.find({trial, k});
       if (want == expected.end()) {
-        failure = "the worker reported output " + std::to_string(k) + " of trial " + std::to_string(trial) +
+        failure = "the judge reported output " + std::to_string(k) + " of trial " + std::to_string(trial) +
                   " that the reference never produced";
         break;
       }
       const json& o = outputs[k];
-      const std::optional<std::string> actual = ReadBinary(job_dir / o.value("file", ""));
+      const std::optional<std::string> actual =
+          ReadBinary(job_dir / std::filesystem::path(o.value("file", "")).filename());
       const std::vector<int64_t> shape = Shape(o.at("shape"));
       if (!actual) {
         failure = "output '" + want->second.spec.name + "' of trial " + std::to_string(trial) + " is missing";
@@ -281,13 +342,21 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
     }
     if (!failure.empty()) break;
     if (repeat == 0) {
-      report.trials_run = std::max(report.trials_run, trial + 1);
+      if (!expected.count({trial, static_cast<int>(outputs.size())})) arrived.insert(trial);
+      report.trials_run = static_cast<int>(arrived.size());
       auto want = expected.find({trial, 0});
       if (want != expected.end() && run.value("inputs_sha256", json::array()) != json(want->second.inputs_sha256))
         failure = "the kernel changed its inputs (trial " + std::to_string(trial) + ")";
     }
     if (!failure.empty()) break;
   }
+  // Every trial the reference ran must have come back: a missing one is a failure, not a pass.
+  if (failure.empty())
+    for (const auto& [key, want] : expected)
+      if (!arrived.count(key.first)) {
+        failure = "the outputs of trial " + std::to_string(key.first) + " did not arrive";
+        break;
+      }
   for (auto& [k, check] : worst) report.checks.push_back(check);
   r.correctness = report;
   r.stage = Stage::kCorrectness;
@@ -310,14 +379,14 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
   }
   if (report.trials_run < static_cast<int>(seeds.size())) {
     r.status = Status::kIncorrect;
-    r.message = "the worker reported " + std::to_string(report.trials_run) + " of " + std::to_string(seeds.size()) +
+    r.message = "the judge reported " + std::to_string(report.trials_run) + " of " + std::to_string(seeds.size()) +
                 " trials";
     return;
   }
   r.status = Status::kOk;
 }
 
-// The worker's timing block: representative only when a TPU's own clock produced the samples.
+// The judge's timing block: representative only when a TPU's own clock produced the samples.
 void ReadTiming(const json& timing, const TimingOptions& options, EvalResult& r) {
   r.timing_clock = timing.value("clock", "none");
   r.timing_note = timing.value("reason", "");
@@ -381,23 +450,106 @@ PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings setting
 
 PallasBackend::~PallasBackend() = default;
 
-std::unique_ptr<PallasWorker> PallasBackend::TakeWorker(std::string& error) {
+std::unique_ptr<PallasWorker> PallasBackend::TakeWorker(Role role, std::string& error) {
   {
     std::lock_guard<std::mutex> lock(spare_mutex_);
-    if (spare_ && !spare_->child.exited()) return std::move(spare_);
-    spare_.reset();
+    std::unique_ptr<PallasWorker>& spare = role == Role::kJudge ? spare_judge_ : spare_tracer_;
+    if (spare && !spare->child.exited()) return std::move(spare);
+    spare.reset();
   }
-  return StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", error);
+  return StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", role, error);
 }
 
 void PallasBackend::Prestart() {
-  // On a TPU VM one process at a time may hold the chips: the next worker starts after this one.
-  if (!config_.prestart_harness || !TpuDevices().empty()) return;
+  if (!config_.prestart_harness) return;
+  const std::filesystem::path scratch = std::filesystem::path(config_.cache_dir) / "pallas";
   std::string error;
-  auto worker = StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", error);
+  // On a TPU VM one process at a time may hold the chips: the next judge starts after this one.
+  // The tracer never touches them.
+  std::unique_ptr<PallasWorker> judge =
+      TpuDevices().empty() ? StartWorker(settings_, scratch, Role::kJudge, error) : nullptr;
+  std::unique_ptr<PallasWorker> tracer = StartWorker(settings_, scratch, Role::kTracer, error);
   std::lock_guard<std::mutex> lock(spare_mutex_);
-  if (!spare_) spare_ = std::move(worker);
+  if (!spare_judge_) spare_judge_ = std::move(judge);
+  if (!spare_tracer_) spare_tracer_ = std::move(tracer);
 }
+
+namespace {
+
+// Waits for a process's `ready` event; false (with the verdict filled in) when it never comes.
+bool AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
+  if (worker.ready) return true;
+  json event;
+  const auto read = worker.Next(After(timeout_s), event);
+  if (read == PallasWorker::Read::kEvent && event.value("event", "") == "ready") {
+    worker.ready = event;
+    return true;
+  }
+  r.status = Status::kInternalError;
+  r.message = read == PallasWorker::Read::kTimeout
+                  ? "the pallas " + worker.role + " was not ready within " + Seconds(timeout_s) + " s"
+                  : "the pallas " + worker.role + " failed to start: " + event.dump().substr(0, 300);
+  worker.child.Kill();
+  worker.child.Wait(After(5));
+  worker.child.DrainOutput();
+  r.details.push_back("stderr: " + HeadLines(worker.child.stderr_text(), 20));
+  return false;
+}
+
+// The reference's outputs, as the judge announced them: read here before the judge is given the
+// candidate's program. False (with the verdict filled in) when they cannot be read.
+bool ReadExpected(const json& event, const std::filesystem::path& job_dir,
+                  std::map<std::pair<int, int>, Expected>& expected, EvalResult& r) {
+  int trial = 0;
+  for (const json& t : event.value("trials", json::array())) {
+    std::vector<std::string> hashes = t.value("inputs_sha256", std::vector<std::string>{});
+    int k = 0;
+    for (const json& o : t.value("outputs", json::array())) {
+      Expected e;
+      e.spec.name = o.value("name", "out" + std::to_string(k));
+      const std::optional<DType> dtype = ParseDType(o.value("dtype", ""));
+      const std::optional<std::string> bytes = ReadBinary(job_dir / std::filesystem::path(o.value("file", "")).filename());
+      if (!dtype || !bytes) {
+        r.status = Status::kInternalError;
+        r.message = "the reference's output '" + e.spec.name + "' has dtype " + o.value("dtype", "?") +
+                    (bytes ? "" : " and no data") + " (float32/64, int32/64 are compared)";
+        return false;
+      }
+      e.spec.dtype = *dtype;
+      e.spec.shape = Shape(o.at("shape"));
+      e.spec.tolerance = {o.value("atol", 0.0), o.value("rtol", 0.0)};
+      e.bytes = *bytes;
+      e.inputs_sha256 = hashes;
+      expected[{trial, k}] = std::move(e);
+      ++k;
+    }
+    ++trial;
+  }
+  return true;
+}
+
+// What the tracer may say about the candidate: only failures (an import or trace error, a
+// program that cannot be handed over). It cannot say "ok".
+Status TracerStatus(const std::string& name) {
+  if (name == "compile_error") return Status::kCompileError;
+  if (name == "rejected") return Status::kRejected;
+  return Status::kCrashed;
+}
+
+void CopyDiagnostics(const json& event, EvalResult& r) {
+  for (const auto& d : event.value("diagnostics", json::array())) {
+    if (!d.is_object()) continue;
+    Diagnostic diag;
+    diag.file = "candidate.py";
+    diag.line = d.value("line", 0);
+    diag.column = d.value("column", 0);
+    diag.severity = d.value("severity", "error");
+    diag.message = d.value("message", "");
+    r.diagnostics.push_back(std::move(diag));
+  }
+}
+
+}  // namespace
 
 EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, const EvalOptions& options) {
   const auto start = Clock::now();
@@ -418,45 +570,33 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   }
 
   std::string error;
-  std::unique_ptr<PallasWorker> worker = TakeWorker(error);
-  if (!worker) {
+  std::unique_ptr<PallasWorker> judge = TakeWorker(Role::kJudge, error);
+  std::unique_ptr<PallasWorker> tracer = judge ? TakeWorker(Role::kTracer, error) : nullptr;
+  if (!judge || !tracer) {
     r.status = Status::kInternalError;
     r.message = error;
     return finish();
   }
-  json event;
-  if (!worker->ready) {
-    const auto read = worker->Next(After(settings_.start_timeout_s), event);
-    if (read != PallasWorker::Read::kEvent || event.value("event", "") != "ready") {
-      r.status = Status::kInternalError;
-      r.message = read == PallasWorker::Read::kTimeout
-                      ? "the pallas worker was not ready within " + Seconds(settings_.start_timeout_s) + " s"
-                      : "the pallas worker failed to start: " + event.dump().substr(0, 300);
-      worker->child.Kill();
-      worker->child.Wait(After(5));
-      worker->child.DrainOutput();
-      r.details.push_back("stderr: " + HeadLines(worker->child.stderr_text(), 20));
-      return finish();
-    }
-    worker->ready = event;
-  }
+  // The judge first: its static check and reference do not need the tracer, which may finish
+  // starting meanwhile (it is awaited only when it gets its job).
+  if (!AwaitReady(*judge, settings_.start_timeout_s, r)) return finish();
   r.stage_seconds["worker_wait"] = SecondsSince(start);
-  Prestart();  // the next evaluation's worker imports jax while this one runs
+  Prestart();  // the next evaluation's processes import jax while this one runs
 
   std::vector<uint64_t> seeds = options.seeds;
   if (seeds.empty()) {
     std::random_device device;
     for (int i = 0; i < task.trials; ++i) seeds.push_back((uint64_t{device()} << 32) ^ device());
   }
-  const std::filesystem::path candidate = worker->job_dir / "candidate.py";
-  {
-    std::ofstream out(candidate);
+  // The source goes to both: the judge reads it (the static check), the tracer imports it.
+  for (const PallasWorker* w : {judge.get(), tracer.get()}) {
+    std::ofstream out(w->job_dir / "candidate.py");
     out << source;
   }
-  // The task's files travel into the job folder (the worker was started before the task was
-  // known, so its view cannot hold the task's own folder): task.json and pallas/, or the JAXBench
-  // case folder. The worker reads them before the candidate is loaded.
-  const std::filesystem::path task_copy = worker->job_dir / "task";
+  // The task's files travel into the judge's folder only (the judge was started before the task
+  // was known, so its view cannot hold the task's own folder): task.json and pallas/, or the
+  // JAXBench case folder. The tracer never sees them.
+  const std::filesystem::path task_copy = judge->job_dir / "task";
   {
     std::error_code ec;
     const auto recursive = std::filesystem::copy_options::recursive;
@@ -469,7 +609,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     }
     if (ec) {
       r.status = Status::kInternalError;
-      r.message = "cannot copy the task's files into the job folder: " + ec.message();
+      r.message = "cannot copy the task's files into the judge's folder: " + ec.message();
       return finish();
     }
   }
@@ -478,9 +618,10 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   json job = {{"task_dir", task_copy.string()},
               {"layout", variant->second.layout},
               {"suite", task.Suite()},
-              {"out_dir", worker->job_dir.string()},
-              {"candidate_path", candidate.string()},
+              {"out_dir", judge->job_dir.string()},
+              {"candidate_path", (judge->job_dir / "candidate.py").string()},
               {"seeds", seeds_json},
+              {"static_check", settings_.static_check},
               {"run_timing", options.run_timing},
               {"timing_seed", options.timing_seed & ((uint64_t{1} << 53) - 1)}};
   // XLA's estimate for the reference depends on the task alone: compiled once per backend.
@@ -494,112 +635,204 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     for (const auto& [name, value] : *cached_estimates) r.estimates[name] = value;
   r.protections = NamespaceProtections();
   r.protections["seccomp"] = true;
-  r.protections["static_check"] = true;
+  r.protections["static_check"] = settings_.static_check;
   r.protections["fresh_process"] = true;
-  const bool on_tpu = worker->ready->value("on_tpu", false);
+  r.protections["separate_judge"] = true;
+  const bool on_tpu = judge->ready->value("on_tpu", false);
   if (!on_tpu) r.timing_note = "no TPU on this host: interpret-mode time says nothing about a TPU's";
-  r.details.push_back("tpu target: " + worker->ready->value("target", settings_.target) + " (" +
-                      worker->ready->value("device_kind", "?") + "), " +
+  r.details.push_back("tpu target: " + judge->ready->value("target", settings_.target) + " (" +
+                      judge->ready->value("device_kind", "?") + "), " +
                       (on_tpu ? "this host's TPU" : "deviceless compile; correctness in TPU interpret mode") +
-                      ", jax " + worker->ready->value("jax", "?"));
-  if (!worker->Send({{"job", job}})) {
-    Died(*worker, r, Stage::kStaticCheck, "before it read the job");
+                      ", jax " + judge->ready->value("jax", "?"));
+  if (!judge->Send({{"job", job}})) {
+    Died(*judge, r, Stage::kStaticCheck, "before it read the job");
     r.status = Status::kInternalError;
     return finish();
   }
 
-  // The task's side first: the reference's outputs are read here before the candidate is loaded.
   const double call_timeout = std::max(1.0, options.call_timeout_seconds);
   const double compile_timeout = std::max(10.0, 3 * call_timeout);
-  std::map<std::pair<int, int>, Expected> expected;
-  Stage stage = Stage::kStaticCheck;
   // The task's own reference: trusted, but not unbounded. Its XLA estimate compiles it at the
   // full TPU shapes, which takes minutes for the largest references on a busy machine.
   const double reference_timeout = job["estimates"].get<bool>() ? 600 : 120;
-  auto deadline = After(reference_timeout);
-  bool saw_reference = false;
-  for (;;) {
-    const PallasWorker::Read read = worker->Next(deadline, event);
-    if (read == PallasWorker::Read::kTimeout) {
-      worker->child.Kill();
-      r.status = saw_reference ? Status::kTimeout : Status::kInternalError;
-      r.stage = stage;
-      r.message = saw_reference ? "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
-                                      (stage == Stage::kCompile ? Seconds(compile_timeout) : Seconds(call_timeout)) +
-                                      " s)"
-                                : "the task's reference did not finish within " + Seconds(reference_timeout) + " s";
+  const auto reference_deadline = After(reference_timeout);
+  json event;
+
+  // 1. The judge's static check, then the inputs' shapes for the tracer.
+  {
+    const PallasWorker::Read read = judge->Next(reference_deadline, event);
+    if (read != PallasWorker::Read::kEvent) {
+      if (read == PallasWorker::Read::kClosed) Died(*judge, r, Stage::kStaticCheck, "before the static check");
+      r.status = Status::kInternalError;
+      r.stage = Stage::kStaticCheck;
+      if (read != PallasWorker::Read::kClosed)
+        r.message = "the judge did not answer the job: " + (read == PallasWorker::Read::kTimeout ? "timeout" : judge->garbled);
       return finish();
     }
+    if (event.value("event", "") == "result") {  // the static check refused it, or the task did not load
+      const std::optional<Status> status = WorkerStatus(event.value("status", ""));
+      r.status = status.value_or(Status::kInternalError);
+      r.stage = ParseStage(event.value("stage", "static_check")).value_or(Stage::kStaticCheck);
+      r.message = event.value("message", "");
+      CopyDiagnostics(event, r);
+      for (const auto& line : event.value("details", json::array()))
+        if (line.is_string()) r.details.push_back(line.get<std::string>());
+      return finish();
+    }
+    if (event.value("event", "") != "specs" || !event.contains("size_sets") || !event["size_sets"].is_object()) {
+      r.status = Status::kInternalError;
+      r.message = "unexpected judge event '" + event.value("event", "") + "'";
+      return finish();
+    }
+  }
+  const std::filesystem::path program_in_tracer = tracer->job_dir / "program.pkl";
+  if (!AwaitReady(*tracer, settings_.start_timeout_s, r)) return finish();
+  if (!tracer->Send({{"job",
+                      {{"candidate_path", (tracer->job_dir / "candidate.py").string()},
+                       {"size_sets", event["size_sets"]},
+                       {"artifact_path", program_in_tracer.string()}}}})) {
+    Died(*tracer, r, Stage::kCompile, "before it read the job");
+    return finish();
+  }
+  const auto trace_deadline = After(compile_timeout);
+
+  // 2. Both at once: the judge runs the reference while the tracer traces the candidate. The
+  // reference's outputs are read here before the judge sees anything the tracer wrote.
+  std::map<std::pair<int, int>, Expected> expected;
+  bool have_reference = false, have_program = false;
+  while (!have_reference || !have_program) {
+    std::vector<Waiting> waiting;
+    if (!have_reference) waiting.push_back({judge.get(), reference_deadline});
+    if (!have_program) waiting.push_back({tracer.get(), trace_deadline});
+    const auto [index, read] = NextOf(waiting, event);
+    PallasWorker& from = *waiting[index].worker;
+    if (&from == judge.get()) {
+      if (read == PallasWorker::Read::kEvent && event.value("event", "") == "reference") {
+        if (!ReadExpected(event, judge->job_dir, expected, r)) return finish();
+        // Cached only when this job asked for them (a job without estimates answers {}).
+        if (job["estimates"].get<bool>() && event.contains("estimates") && event["estimates"].is_object()) {
+          std::map<std::string, double> fresh;
+          for (const auto& [name, value] : event["estimates"].items())
+            if (value.is_number()) fresh[name] = value.get<double>();
+          for (const auto& [name, value] : fresh) r.estimates[name] = value;
+          std::lock_guard<std::mutex> lock(spare_mutex_);
+          estimates_[task.id] = std::move(fresh);
+        }
+        have_reference = true;
+        continue;
+      }
+      r.stage = Stage::kStaticCheck;
+      if (read == PallasWorker::Read::kClosed) {
+        Died(*judge, r, Stage::kStaticCheck, "while the reference ran");
+      } else {
+        r.message = read == PallasWorker::Read::kTimeout
+                        ? "the task's reference did not finish within " + Seconds(reference_timeout) + " s"
+                        : read == PallasWorker::Read::kGarbled ? "the judge's report channel carried: " + judge->garbled
+                                                               : "the judge answered '" + event.value("event", "") +
+                                                                     "' before the reference: " + event.value("message", "");
+      }
+      r.status = Status::kInternalError;
+      return finish();
+    }
+    // The tracer: only the candidate's code runs there, so whatever goes wrong is the candidate's.
+    r.stage = Stage::kCompile;
+    if (read == PallasWorker::Read::kEvent && event.value("event", "") == "traced") {
+      have_program = true;
+      const json tracer_seconds = event.value("stage_seconds", json::object());
+      for (const auto& [name, value] : tracer_seconds.items())
+        if (value.is_number()) r.stage_seconds["tracer_" + name] = value.get<double>();
+      continue;
+    }
+    if (read == PallasWorker::Read::kTimeout) {
+      tracer->child.Kill();
+      r.status = Status::kTimeout;
+      r.message = "the candidate did not finish compile within its limit (" + Seconds(compile_timeout) +
+                  " s for its import and tracing)";
+    } else if (read == PallasWorker::Read::kClosed) {
+      Died(*tracer, r, Stage::kCompile, "while the candidate was imported and traced");
+    } else if (read == PallasWorker::Read::kGarbled) {
+      tracer->child.Kill();
+      r.status = Status::kCrashed;
+      r.message = "the tracer's report channel carried something that is not an event: " + tracer->garbled;
+    } else if (event.value("event", "") == "result") {
+      r.status = TracerStatus(event.value("status", ""));
+      r.message = event.value("message", "");
+      CopyDiagnostics(event, r);
+      for (const auto& line : event.value("details", json::array()))
+        if (line.is_string()) r.details.push_back(line.get<std::string>());
+    } else {
+      r.status = Status::kCrashed;
+      r.message = "unexpected tracer event '" + event.value("event", "") + "'";
+    }
+    return finish();
+  }
+
+  // 3. The traced program crosses into the judge's folder (the runner copies it: the two
+  // processes share no folder), and the tracer is done.
+  tracer->child.Kill();
+  {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(program_in_tracer, ec);
+    if (ec || size > (std::size_t{256} << 20)) {
+      r.status = Status::kRejected;
+      r.stage = Stage::kCompile;
+      r.message = ec ? "the tracer announced a traced program it did not write"
+                     : "the traced program is " + std::to_string(size) + " bytes (the limit is 256 MiB)";
+      return finish();
+    }
+    std::filesystem::copy_file(program_in_tracer, judge->job_dir / "program.pkl",
+                               std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) {
+      r.status = Status::kInternalError;
+      r.message = "cannot copy the traced program to the judge: " + ec.message();
+      return finish();
+    }
+  }
+  if (!judge->Send({{"artifact", "program.pkl"}})) {
+    Died(*judge, r, Stage::kCompile, "before it read the traced program");
+    return finish();
+  }
+
+  // 4. The judge checks, compiles and runs the program.
+  Stage stage = Stage::kCompile;
+  auto deadline = After(compile_timeout);
+  for (;;) {
+    const PallasWorker::Read read = judge->Next(deadline, event);
+    if (read == PallasWorker::Read::kTimeout) {
+      judge->child.Kill();
+      r.status = Status::kTimeout;
+      r.stage = stage;
+      r.message = "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
+                  (stage == Stage::kCompile ? Seconds(compile_timeout) : Seconds(call_timeout)) + " s)";
+      return finish();
+    }
+    // From here the judge works on the candidate's program: its death is the program's doing.
     if (read == PallasWorker::Read::kClosed) {
-      Died(*worker, r, stage, saw_reference ? "while the candidate ran" : "while the reference ran");
-      if (!saw_reference) r.status = Status::kInternalError;
+      Died(*judge, r, stage, "while it ran the candidate's program");
       return finish();
     }
     if (read == PallasWorker::Read::kGarbled) {
-      // Only candidate code can write garbage there once it runs (the worker writes JSON lines).
-      worker->child.Kill();
-      r.status = saw_reference ? Status::kCrashed : Status::kInternalError;
+      judge->child.Kill();
+      r.status = Status::kInternalError;
       r.stage = stage;
-      r.message = "the worker's report channel carried something that is not an event: " + worker->garbled;
+      r.message = "the judge's report channel carried something that is not an event: " + judge->garbled;
       return finish();
     }
     const std::string kind = event.value("event", "");
-    if (kind == "reference" && !saw_reference) {
-      saw_reference = true;
-      int trial = 0;
-      for (const json& t : event.value("trials", json::array())) {
-        std::vector<std::string> hashes = t.value("inputs_sha256", std::vector<std::string>{});
-        int k = 0;
-        for (const json& o : t.value("outputs", json::array())) {
-          Expected e;
-          e.spec.name = o.value("name", "out" + std::to_string(k));
-          const std::optional<DType> dtype = ParseDType(o.value("dtype", ""));
-          const std::optional<std::string> bytes = ReadBinary(worker->job_dir / o.value("file", ""));
-          if (!dtype || !bytes) {
-            worker->child.Kill();
-            r.status = Status::kInternalError;
-            r.message = "the reference's output '" + e.spec.name + "' has dtype " + o.value("dtype", "?") +
-                        (bytes ? "" : " and no data") + " (float32/64, int32/64 are compared)";
-            return finish();
-          }
-          e.spec.dtype = *dtype;
-          e.spec.shape = Shape(o.at("shape"));
-          e.spec.tolerance = {o.value("atol", 0.0), o.value("rtol", 0.0)};
-          e.bytes = *bytes;
-          e.inputs_sha256 = hashes;
-          expected[{trial, k}] = std::move(e);
-          ++k;
-        }
-        ++trial;
-      }
-      if (!cached_estimates && event.contains("estimates") && event["estimates"].is_object()) {
-        std::map<std::string, double> fresh;
-        for (const auto& [name, value] : event["estimates"].items())
-          if (value.is_number()) fresh[name] = value.get<double>();
-        for (const auto& [name, value] : fresh) r.estimates[name] = value;
-        std::lock_guard<std::mutex> lock(spare_mutex_);
-        estimates_[task.id] = std::move(fresh);
-      }
-      if (!worker->Send({{"go", true}})) {
-        Died(*worker, r, Stage::kCompile, "before the candidate was loaded");
-        return finish();
-      }
-      stage = Stage::kCompile;
-      deadline = After(compile_timeout);
-    } else if (kind == "progress") {
+    if (kind == "progress") {
       stage = event.value("stage", "") == "compiled" || event.value("stage", "") == "trial" ? Stage::kCorrectness : stage;
       deadline = After(call_timeout + (event.value("trial", 0) == 0 && event.value("repeat", 0) == 0 ? compile_timeout : 0));
     } else if (kind == "result") {
       break;
     } else {
-      worker->child.Kill();
-      r.status = saw_reference ? Status::kCrashed : Status::kInternalError;
-      r.message = "unexpected worker event '" + kind + "'";
+      judge->child.Kill();
+      r.status = Status::kInternalError;
+      r.message = "unexpected judge event '" + kind + "'";
       return finish();
     }
   }
 
-  // The worker's facts, then the verdict.
+  // The judge's facts, then the verdict.
   const json stage_seconds = event.value("stage_seconds", json::object());
   for (const auto& [name, value] : stage_seconds.items())
     if (value.is_number()) r.stage_seconds[name] = value.get<double>();
@@ -611,15 +844,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
       if (value.is_number()) r.estimates["tpu_" + name] = value.get<double>();
     r.estimates["tpu_compile_deviceless"] = c.value("deviceless", true) ? 1 : 0;
   }
-  for (const auto& d : event.value("diagnostics", json::array())) {
-    Diagnostic diag;
-    diag.file = d.value("file", "candidate.py");
-    diag.line = d.value("line", 0);
-    diag.column = d.value("column", 0);
-    diag.severity = d.value("severity", "error");
-    diag.message = d.value("message", "");
-    r.diagnostics.push_back(std::move(diag));
-  }
+  CopyDiagnostics(event, r);
   for (const auto& line : event.value("details", json::array()))
     if (line.is_string()) r.details.push_back(line.get<std::string>());
   const std::string status_name = event.value("status", "");
@@ -629,7 +854,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   r.message = event.value("message", "");
   if (!status) {
     r.status = Status::kInternalError;
-    r.message = "the worker answered status '" + status_name + "'";
+    r.message = "the judge answered status '" + status_name + "'";
     return finish();
   }
   if (*status != Status::kOk) {
@@ -637,7 +862,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     if (event.contains("timing") && event["timing"].is_object()) r.timing_note = event["timing"].value("reason", "");
     return finish();
   }
-  Judge(event, worker->job_dir, expected, seeds, r);
+  Judge(event, judge->job_dir, expected, seeds, r);
   if (r.status == Status::kOk) {
     if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], options.timing, r);
     r.stage = r.timing ? Stage::kTiming : Stage::kCorrectness;

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "tpu_runner/text_safety.h"
+
 namespace kernelgym {
 
 using nlohmann::json;
@@ -288,7 +290,9 @@ std::optional<EvalResult> ResultFromJson(const json& j, std::string& problem) {
   return std::nullopt;
 }
 
-json ResultToJson(const EvalResult& r, bool include_samples) {
+namespace {
+
+json ValidResultToJson(const EvalResult& r, bool include_samples) {
   json j{{"task", r.task_id},
          {"backend", r.backend},
          {"status", std::string(StatusName(r.status))},
@@ -353,24 +357,74 @@ json ResultToJson(const EvalResult& r, bool include_samples) {
   return j;
 }
 
+}  // namespace
+
+json ResultToJson(const EvalResult& r, bool include_samples) {
+  // nlohmann's dump() throws on invalid UTF-8 and msgpack strings must be UTF-8: a result that
+  // did not pass through MakeResultTextValid (a backend built outside the registry, a test) is
+  // made valid here, on a copy.
+  if (ResultTextIsValid(r)) return ValidResultToJson(r, include_samples);
+  EvalResult valid = r;
+  MakeResultTextValid(valid);
+  return ValidResultToJson(valid, include_samples);
+}
+
+namespace {
+
+// The report's layout is what keeps a candidate from forging it: the report's own lines (the
+// verdict first and last, section headings) start in column 0, and nothing the candidate wrote
+// does. Candidate text (process output, the compiler's words about its source, names from its
+// shared object, its source lines) appears only after a label on a line the report starts, or as
+// a quoted continuation line behind "    | ", and always through PrintableText, so it can neither
+// start a line of its own nor move the cursor, erase or re-order what is on screen.
+constexpr std::string_view kQuote = "    | ";
+
+// `text`'s first line after `lead`, its further lines quoted.
+void Quoted(std::ostringstream& out, std::string_view lead, const std::string& text) {
+  std::string printable = PrintableText(text, /*keep_newlines=*/true);
+  while (!printable.empty() && printable.back() == '\n') printable.pop_back();
+  std::string_view rest = printable, prefix = lead;
+  for (;;) {
+    const std::size_t end = rest.find('\n');
+    out << prefix << rest.substr(0, end) << "\n";
+    if (end == std::string_view::npos) break;
+    rest.remove_prefix(end + 1);
+    prefix = kQuote;
+  }
+}
+
+std::string One(const std::string& text) { return PrintableText(text); }
+
+std::string VerdictLine(const EvalResult& r) {
+  return std::string(StatusName(r.status)) + " (stage " + std::string(StageName(r.stage)) + ")";
+}
+
+}  // namespace
+
 std::string RenderResult(const EvalResult& r, const std::string& source) {
   std::ostringstream out;
-  out << r.task_id << " [" << r.backend << "]: " << StatusName(r.status) << " (stage " << StageName(r.stage) << ")\n";
-  out << "  " << r.message << "\n";
+  out << One(r.task_id) << " [" << One(r.backend) << "]: " << VerdictLine(r) << "\n";
+  Quoted(out, "  ", r.message);
   for (const Diagnostic& d : r.diagnostics) {
     if (d.severity == "note" && r.status == Status::kOk) continue;
-    out << "  " << d.file << ":" << d.line << ":" << d.column << ": " << d.severity << ": " << d.message << "\n";
+    out << "  " << One(d.file) << ":" << d.line << ":" << d.column << ": " << One(d.severity) << ": " << One(d.message)
+        << "\n";
     if (d.line > 0 && (d.file == "kernel.cpp" || d.file.empty())) {
-      out << "    " << d.line << " | " << SourceLine(source, d.line) << "\n";
-      if (d.column > 0) out << "    " << std::string(std::to_string(d.line).size(), ' ') << " | " << std::string(d.column - 1, ' ') << "^\n";
+      const std::string line = SourceLine(source, d.line);
+      out << "    " << d.line << " | " << One(line) << "\n";
+      if (d.column > 0 && static_cast<std::size_t>(d.column) <= line.size() + 1)
+        out << "    " << std::string(std::to_string(d.line).size(), ' ') << " | " << std::string(d.column - 1, ' ')
+            << "^\n";
     }
   }
-  for (const std::string& d : r.details) out << "  " << d << "\n";
+  // Details mix the runner's notes with output quoted from the candidate's process (a stderr
+  // head): each is an item, its further lines quoted.
+  for (const std::string& d : r.details) Quoted(out, "  - ", d);
   if (r.correctness && r.correctness->trials_run > 0) {
     out << "correctness: " << r.correctness->trials_run << " trials"
         << (r.correctness->deterministic ? ", deterministic" : ", NONDETERMINISTIC") << "\n";
     for (const OutputCheck& c : r.correctness->checks)
-      out << "  " << c.output << ": " << c.mismatches << "/" << c.elements << " mismatches, max abs err "
+      out << "  " << One(c.output) << ": " << c.mismatches << "/" << c.elements << " mismatches, max abs err "
           << Fmt("%.3g", c.max_abs_error) << ", max rel err " << Fmt("%.3g", c.max_rel_error) << "\n";
   }
   if (r.timing) {
@@ -388,12 +442,12 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
     if (p.peak_gflops > 0) {
       out << Fmt("roofline: %.1f GFLOP/s of %.1f peak, %.1f GB/s of %.1f; ", p.achieved_gflops, p.peak_gflops,
                  p.achieved_gbps, p.peak_gbps)
-          << p.bound << "-bound (intensity " << Fmt("%.2f", p.arithmetic_intensity) << " flop/B), "
+          << One(p.bound) << "-bound (intensity " << Fmt("%.2f", p.arithmetic_intensity) << " flop/B), "
           << Fmt("%.0f%% of the bound roof; floor %.1f us\n", p.fraction_of_peak * 100, p.floor_ns / 1e3);
     }
     if (!p.counters.empty()) {
       out << "counters per call:";
-      for (const auto& [name, v] : p.counters) out << " " << name << "=" << Fmt("%.0f", v);
+      for (const auto& [name, v] : p.counters) out << " " << One(name) << "=" << Fmt("%.0f", v);
       out << "\n";
     }
     if (!p.unavailable_counters.empty()) out << "  (unavailable: " << p.unavailable_counters.size() << " hardware counters)\n";
@@ -403,21 +457,24 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
         out << "  ... " << p.remarks.size() - 8 << " more remarks\n";
         break;
       }
-      out << "  line " << m.line << ": " << (m.vectorized ? "optimized: " : "missed: ") << m.message << "\n";
+      out << "  line " << m.line << ": " << (m.vectorized ? "optimized: " : "missed: ") << One(m.message) << "\n";
     }
   }
-  if (r.status == Status::kOk && !r.timing_representative && !r.timing_note.empty()) out << "timing: not representative: " << r.timing_note << "\n";
+  if (r.status == Status::kOk && !r.timing_representative && !r.timing_note.empty())
+    out << "timing: not representative: " << One(r.timing_note) << "\n";
   if (!r.estimates.empty()) {
     out << "estimates and compile facts (not measurements):";
-    for (const auto& [name, v] : r.estimates) out << " " << name << "=" << Fmt("%.4g", v);
+    for (const auto& [name, v] : r.estimates) out << " " << One(name) << "=" << Fmt("%.4g", v);
     out << "\n";
   }
   if (!r.protections.empty()) {
     out << "sandbox:";
-    for (const auto& [name, on] : r.protections) out << " " << name << (on ? "=on" : "=OFF");
+    for (const auto& [name, on] : r.protections) out << " " << One(name) << (on ? "=on" : "=OFF");
     out << "\n";
   }
   out << Fmt("total %.2f s\n", r.seconds);
+  // The verdict again, last: where a reader's eye lands after the quoted output above it.
+  out << "verdict: " << VerdictLine(r) << "\n";
   return out.str();
 }
 

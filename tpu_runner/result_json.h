@@ -10,7 +10,8 @@
 
 namespace kernelgym {
 
-// `include_samples`: the raw timing samples (large) are included only when asked.
+// `include_samples`: the raw timing samples (large) are included only when asked. Every string
+// in the JSON is valid UTF-8 (MakeResultTextValid), so dump() cannot throw on it.
 nlohmann::json ResultToJson(const EvalResult& result, bool include_samples);
 
 // The exact inverse of ResultToJson(result, /*include_samples=*/true): how a result crosses a
@@ -26,7 +27,9 @@ nlohmann::json ResultToJson(const EvalResult& result, bool include_samples);
 std::string SourceLine(const std::string& source, int line);
 
 // A report for a person: status, diagnostics with the offending source lines, correctness,
-// timing with its interval, roofline and remarks.
+// timing with its interval, roofline and remarks. The verdict is the first and the last line;
+// no line of the candidate's (its process's output, diagnostics about its source, its names)
+// starts a line or carries a control character: see the layout note in result_json.cc.
 std::string RenderResult(const EvalResult& result, const std::string& source);
 
 }  // namespace kernelgym

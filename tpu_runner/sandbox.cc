@@ -69,7 +69,8 @@ std::vector<std::string> SandboxCommand(const SandboxSpec& spec, const std::vect
   std::vector<std::string> args = BaseArgs(support.bwrap_path);
   if (!support.root) args.push_back("--unshare-user");
   if (spec.keep_setuid_capability && support.root)
-    args.insert(args.end(), {"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"});
+    args.insert(args.end(), {"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_KILL",
+                             "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SYS_CHROOT"});
   if (spec.cpu_info) {
     args.insert(args.end(), {"--ro-bind", "/proc/cpuinfo", "/proc/cpuinfo"});
     if (std::filesystem::exists("/sys/devices/system/cpu"))

@@ -30,7 +30,9 @@ struct BindMount {
 struct SandboxSpec {
   std::vector<BindMount> binds;       // in addition to the toolchain/library view
   std::string working_dir;            // inside the sandbox
-  bool keep_setuid_capability = false;  // lets the (trusted) harness drop to a sandbox uid itself
+  // Lets the (trusted) judge start the candidate's process in a file view of its own (mount
+  // namespace, chroot), with a sandbox uid, and kill it.
+  bool keep_setuid_capability = false;
   bool cpu_info = false;              // /proc/cpuinfo and /sys/devices/system/cpu (libtorch needs them)
   std::vector<std::string> devices;   // device nodes to pass through (a TPU VM's /dev/accel*)
 };

@@ -83,7 +83,7 @@ struct ProcessResult {
   std::string Describe(double wall_limit_seconds = 0) const;
 };
 
-// The two channels between the runner and a child it drives (the harness, the pallas worker):
+// The two channels between the runner and a child it drives (the harness, the pallas tracer and judge):
 // `control` is a socket pair, so the runner's writes can say MSG_NOSIGNAL (a child that dies before
 // reading must not take the runner down with SIGPIPE); `report` is a pipe. [0] is the read end of
 // both for the child's side of control and the runner's side of report: the child gets

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "tpu_runner/result_json.h"
+#include "tpu_runner/text_safety.h"
 
 namespace kernelgym {
 namespace {
@@ -70,14 +71,19 @@ std::string ScrubPaths(std::string_view text) {
   return out;
 }
 
-// One line of at most kMaxLineChars, paths scrubbed.
-std::string OneLine(std::string_view text) {
-  std::string line = ScrubPaths(text.substr(0, text.find('\n')));
+// At most kMaxLineChars bytes of `line`, cut between characters (a cut inside a multi-byte
+// sequence would make the text invalid UTF-8, which the Python client refuses).
+std::string Clip(std::string line) {
   while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-  if (line.size() > kMaxLineChars) line = line.substr(0, kMaxLineChars - 3) + "...";
+  if (line.size() > kMaxLineChars) line = std::string(Utf8Prefix(line, kMaxLineChars - 3)) + "...";
   return line;
 }
 
+// One line of at most kMaxLineChars, paths scrubbed. Most of what is quoted here is the
+// candidate's (diagnostics about its source, its process's output): control characters are
+// shown as escapes (PrintableText), so none of it can rewrite the lines around it on a terminal
+// (hitl prints this text) or start a line a model could read as the environment's own.
+std::string OneLine(std::string_view text) { return Clip(PrintableText(ScrubPaths(text.substr(0, text.find('\n'))))); }
 
 bool InKernel(const Diagnostic& d) { return d.file.empty() || d.file == "kernel.cpp"; }
 
@@ -153,10 +159,7 @@ void RenderDiagnostics(std::ostringstream& out, const EvalResult& r, const std::
     if (!InKernel(d)) out << OneLine(d.file.substr(d.file.rfind('/') + 1)) << ":";
     out << d.line << ":" << d.column << ": " << OneLine(d.message) << "\n";
     if (InKernel(d) && d.line > 0) {
-      std::string quoted = SourceLine(source, d.line);
-      if (quoted.size() > kMaxLineChars) quoted = quoted.substr(0, kMaxLineChars - 3) + "...";
-      while (!quoted.empty() && std::isspace(static_cast<unsigned char>(quoted.back()))) quoted.pop_back();
-      out << "      " << d.line << " | " << quoted << "\n";
+      out << "      " << d.line << " | " << Clip(PrintableText(SourceLine(source, d.line))) << "\n";
     }
   }
   if (shown.size() > kMaxDiagnostics) out << "- ... " << shown.size() - kMaxDiagnostics << " more\n";

@@ -4,6 +4,7 @@
 #include "env/protocol/msgpack_tree.h"
 #include "env/protocol/runner_messages.h"
 #include "tpu_runner/result_json.h"
+#include "tpu_runner/text_safety.h"
 
 namespace kernelgym::protocol::runner {
 namespace {
@@ -72,6 +73,10 @@ FromRunner DecodeFromRunnerBody(const std::string& op, int v, const msgpack::obj
     std::string problem;
     std::optional<EvalResult> result = ResultFromJson(ToJson(tree, op + ".result"), problem);
     if (!result) f.Fail("field 'result' is not an evaluation result: " + problem);
+    // A runner of another build (or language) may send text that is not UTF-8: the server
+    // passes result text on to clients (msgpack str, decoded strictly in Python) and to the
+    // trajectory store, so it is made valid here, where it arrives.
+    MakeResultTextValid(*result);
     done.result = std::move(*result);
     message = std::move(done);
   } else {

@@ -182,6 +182,28 @@ def test_a_cpu_reset_with_one_local_runner(start_server):
         c.close_env(env)
 
 
+def test_a_candidates_bytes_reach_the_client_as_valid_text(start_server):
+    # Kernels whose evaluation produces bytes that are not UTF-8 (stderr, a symbol name) or text
+    # imitating the report (tests/adversarial/): the reply used to be undecodable here ("utf-8"
+    # codec can't decode byte 0xff), and the observation text carried the kernel's escape sequences.
+    s = start_server("--local-runners", "1")
+    adversarial = Path(__file__).resolve().parents[2] / "tests" / "adversarial"
+    with Client(s.address, timeout_s=300) as c:
+        for case in ("output_invalid_utf8_kernel", "symbol_name_invalid_utf8", "output_forges_verdict"):
+            expected = json.loads((adversarial / case / "expected.json").read_text())
+            env = c.make(expected["task"], max_steps=2)["env"]
+            c.reset(env, seed=5)
+            observation = c.step(env, replace((adversarial / case / "kernel.cpp").read_text()))["observation"]
+            assert observation["status"] == expected["status"], observation["text"]
+            text = observation["text"]
+            assert not any(ord(ch) < 0x20 and ch not in "\t\n" for ch in text), text
+            if case != "output_forges_verdict":
+                assert "\ufffd" in text, text
+            else:
+                assert "\\x1b[1A\\x1b[2K" in text, text
+            c.close_env(env)
+
+
 # ---- transport: a stand-in server --------------------------------------------------------------
 
 

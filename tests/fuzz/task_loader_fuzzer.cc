@@ -6,8 +6,9 @@
 //
 // Properties: no crash, leak or UB; a refused task is an error naming task.json; a loaded task
 // keeps the invariants its users rely on: the signature is ExpectedSignature, tensors have
-// positive extents and element counts, knobs are sorted with non-empty domains that hold their
-// default, and the knobs action applies its default combination and every covering combination.
+// positive extents and element counts, every check set resolves (ResolveShapes) to positive
+// extents, knobs are sorted with non-empty domains that hold their default, and the knobs action
+// applies its default combination and every covering combination.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +19,9 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "datasets/task.h"
 #include "env/episode/knobs.h"
@@ -68,6 +71,21 @@ void CheckTask(const Task& task) {
       for (int64_t d : t.shape) FUZZ_CHECK(d > 0, "tensor " + t.name + " has positive extents");
       FUZZ_CHECK(t.NumElements() > 0, "tensor " + t.name + " has a positive element count");
     }
+  // The check sets passed the loader, so resolving them is a value, never an exception.
+  std::vector<ShapeSet> sets;
+  try {
+    sets = CorrectnessShapeSets(task);
+  } catch (const std::exception& e) {
+    FUZZ_CHECK(false, std::string("a loaded task's check sets resolve: ") + e.what());
+  }
+  FUZZ_CHECK(sets.size() == 1 + task.check_sizes.size(), "one shape set per check set, after the timed one");
+  FUZZ_CHECK(!task.has_cpu_version || !task.check_sizes.empty(), "a task with a cpu version has a check set");
+  for (std::size_t s = 1; s < sets.size(); ++s) {
+    FUZZ_CHECK(sets[s].sizes != task.sizes, "a check set differs from the timed sizes");
+    for (const auto* list : {&sets[s].inputs, &sets[s].outputs})
+      for (const TensorSpec& t : *list)
+        for (int64_t d : t.shape) FUZZ_CHECK(d > 0, "tensor " + t.name + " has positive extents in every check set");
+  }
   for (std::size_t i = 0; i < task.knobs.size(); ++i) {
     const Knob& knob = task.knobs[i];
     FUZZ_CHECK(i == 0 || task.knobs[i - 1].name < knob.name, "knobs are sorted by name, no duplicates");

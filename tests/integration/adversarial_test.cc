@@ -3,11 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <fstream>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
 #include "eval_fixture.h"
+#include "tpu_runner/result_json.h"
 #include "tpu_runner/sandbox.h"
+#include "tpu_runner/text_safety.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -18,10 +22,23 @@ struct Case {
   friend void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 };
 
+// This binary's share of the cases: built with KERNELGYM_TIMED_CASES, the ones whose verdict
+// compares two timings (max_speedup_vs_starter: run serially); without, all the others.
+#ifdef KERNELGYM_TIMED_CASES
+constexpr bool kTimedCases = true;
+#else
+constexpr bool kTimedCases = false;
+#endif
+
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
-  for (const auto& entry : std::filesystem::directory_iterator(SourceDir() / "tests/adversarial"))
-    if (entry.is_directory()) cases.push_back({entry.path().filename().string(), entry.path()});
+  for (const auto& entry : std::filesystem::directory_iterator(SourceDir() / "tests/adversarial")) {
+    if (!entry.is_directory()) continue;
+    std::ifstream in(entry.path() / "expected.json");
+    const nlohmann::json expected = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    const bool timed = expected.is_object() && expected.contains("max_speedup_vs_starter");
+    if (timed == kTimedCases) cases.push_back({entry.path().filename().string(), entry.path()});
+  }
   std::sort(cases.begin(), cases.end(), [](const Case& a, const Case& b) { return a.name < b.name; });
   return cases;
 }
@@ -55,7 +72,14 @@ TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
   const std::filesystem::path kernel = c.dir / expected.value("kernel", std::string("kernel.cpp"));
   const std::string source = ReadText(kernel);
   ASSERT_FALSE(source.empty()) << "cannot read " << kernel;
+  const auto started = std::chrono::steady_clock::now();
   const EvalResult r = Cpu().Evaluate(*task, source, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  // Some verdicts must also come quickly (a hung call is cut at a limit derived from the
+  // reference's time, not minutes).
+  if (expected.contains("max_seconds")) {
+    EXPECT_LE(seconds, expected["max_seconds"].get<double>()) << c.name << " took " << seconds << " s: " << r.message;
+  }
   const std::string want_status = expected.at("status").get<std::string>();
   EXPECT_EQ(StatusName(r.status), want_status) << c.name << " (" << expected.value("attack", "") << ")\n  verdict: "
                                                << StatusName(r.status) << " at " << StageName(r.stage) << ": " << VerdictText(r);
@@ -63,6 +87,15 @@ TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
   if (expected.contains("stage") && want_status != "ok") {
     EXPECT_EQ(StageName(r.stage), expected["stage"].get<std::string>()) << c.name << ": " << r.message;
   }
+  // Whatever bytes the case produced, the result's text is valid UTF-8 (JSON, msgpack, the store)
+  // and the text report keeps the verdict as its first and last line, free of control bytes.
+  EXPECT_TRUE(ResultTextIsValid(r)) << c.name;
+  const std::string report = RenderResult(r, source);
+  const std::string verdict = std::string(StatusName(r.status)) + " (stage " + std::string(StageName(r.stage)) + ")";
+  EXPECT_EQ(report.substr(0, report.find('\n')), task->id + " [cpu]: " + verdict) << report;
+  EXPECT_NE(report.rfind("\nverdict: " + verdict + "\n"), std::string::npos) << report;
+  const auto is_control = [](char ch) { return static_cast<unsigned char>(ch) < 0x20 && ch != '\n' && ch != '\t'; };
+  EXPECT_EQ(std::count_if(report.begin(), report.end(), is_control), 0) << c.name << ": control bytes in:\n" << report;
   const std::string reason = expected.value("reason", "");
   if (!reason.empty()) {
     EXPECT_NE(Lower(VerdictText(r)).find(Lower(reason)), std::string::npos)

@@ -1,9 +1,11 @@
 // The `kernelgym` command line as a user runs it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "eval_fixture.h"
 #include "tpu_runner/subprocess.h"
@@ -158,6 +160,67 @@ TEST(CliTest, WithoutNamespacesItStillEvaluatesAndSaysWhatWasOff) {
   EXPECT_TRUE(j.at("protections").at("seccomp").get<bool>());
   // seccomp does not depend on namespaces
   EXPECT_EQ(nlohmann::json::parse(attack.stdout_text).at("status"), "sandbox_violation");
+}
+
+// The adversarial cases whose bytes are not UTF-8 or imitate the report (tests/adversarial/).
+const char* const kByteCases[] = {"output_invalid_utf8_constructor", "output_invalid_utf8_kernel",
+                                  "error_directive_invalid_utf8",    "warning_directive_invalid_utf8",
+                                  "include_name_invalid_utf8",       "symbol_name_invalid_utf8",
+                                  "error_directive_forges_verdict",  "output_forges_verdict"};
+
+TEST(CliTest, EvalJsonSurvivesBytesThatAreNotUtf8) {
+  // These aborted the CLI (nlohmann's dump() threw type_error 316 on the first invalid byte).
+  for (const char* name : kByteCases) {
+    const auto dir = SourceDir() / "tests/adversarial" / name;
+    const auto expected = nlohmann::json::parse(ReadText(dir / "expected.json"));
+    const ProcessResult r = Cli({"eval", "--task", expected.at("task").get<std::string>(), "--source",
+                                 (dir / "kernel.cpp").string(), "--json", "--no-timing"});
+    EXPECT_EQ(r.signal, 0) << name << ": " << r.stderr_text;
+    const bool ok = expected.at("status") == "ok";
+    EXPECT_EQ(r.exit_code, ok ? 0 : 1) << name << ": " << r.stderr_text;
+    nlohmann::json j;
+    // nlohmann's parser is strict: this also proves the output is valid UTF-8.
+    ASSERT_NO_THROW(j = nlohmann::json::parse(r.stdout_text)) << name << ": not valid JSON:\n" << r.stdout_text;
+    EXPECT_EQ(j.at("status"), expected.at("status")) << name << ": " << j.dump(2);
+  }
+}
+
+TEST(CliTest, ThePlainReportQuotesACandidatesFakeVerdictOnlyBehindTheFence) {
+  for (const char* name : {"output_forges_verdict", "error_directive_forges_verdict"}) {
+    const auto dir = SourceDir() / "tests/adversarial" / name;
+    const auto expected = nlohmann::json::parse(ReadText(dir / "expected.json"));
+    const ProcessResult r =
+        Cli({"eval", "--task", "cpu/silu_mul", "--source", (dir / "kernel.cpp").string(), "--no-timing"});
+    EXPECT_EQ(r.exit_code, 1) << name << ": " << r.stderr_text;
+    const std::string& out = r.stdout_text;
+    for (const char c : out)
+      ASSERT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << name << ": control byte " << int(c) << " in:\n"
+                                                                      << out;
+    std::vector<std::string> lines;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    ASSERT_GE(lines.size(), 3u) << out;
+    const std::string verdict =
+        expected.at("status").get<std::string>() + " (stage " + expected.at("stage").get<std::string>() + ")";
+    EXPECT_EQ(lines.front(), "cpu/silu_mul [cpu]: " + verdict) << out;
+    EXPECT_EQ(lines.back(), "verdict: " + verdict) << out;
+    // Every line that carries the fake verdict is quoted ("    | ") or follows a label; none
+    // starts with it, at any indentation.
+    for (const std::string& line : lines) {
+      const std::string content = line.substr(std::min(line.find_first_not_of(' '), line.size()));
+      for (const char* fake : {"status: ok", "cpu/silu_mul [cpu]: ok", "speedup", "verdict: ok", "{\"status\""})
+        EXPECT_NE(content.rfind(fake, 0), 0u) << name << ": a line starts with the fake '" << fake << "':\n" << out;
+    }
+    if (std::string(name) == "output_forges_verdict") {
+      // The kernel's stderr is shown, quoted, its escapes visible.
+      EXPECT_NE(out.find("    | status: ok\n"), std::string::npos) << out;
+      EXPECT_NE(out.find("    | verdict: incorrect\\x0dverdict: ok"), std::string::npos) << out;
+      EXPECT_NE(out.find("\\x1b[1A\\x1b[2K"), std::string::npos) << out;
+    } else {
+      EXPECT_NE(out.find("#error \\x1b[1A\\x1b[2Kcpu/silu_mul [cpu]: ok (stage timing) \\x08\\x08"), std::string::npos)
+          << out;
+    }
+  }
 }
 
 TEST(CliTest, BadArgumentsGiveClearErrors) {

@@ -1,7 +1,8 @@
-// The pallas backend end to end: the real worker (jax, libtpu's deviceless TPU compiler, Pallas
-// TPU interpret mode) in the real sandbox. Every task's Pallas starter must be correct; every
-// known hack in tests/adversarial_pallas/ must get its verdict; a whole episode must run through
-// the server; a folder in JAXBench's layout must load as a suite.
+// The pallas backend end to end: the real judge and tracer (jax, libtpu's deviceless TPU
+// compiler, Pallas TPU interpret mode) in the real sandbox. Every task's Pallas starter must be
+// correct at both checked size sets; every known hack in tests/adversarial_pallas/ must get its
+// verdict, with the static check and (where the case says) without it; a whole episode must run
+// through the server; a folder in JAXBench's layout must load as a suite.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -23,6 +24,18 @@ Backend& Pallas() {
     RegisterBuiltinBackends();
     // Pre-started workers: the parameterized tests evaluate many candidates in one process.
     return BackendRegistry::Global().Create("pallas", DefaultBackendConfig());
+  }();
+  return *backend;
+}
+
+// The same backend with the judge's static check turned off: what the later checks (the
+// tracer's isolation, the judge's structure check, the comparison) make of a candidate that got
+// past the first filter.
+Backend& PallasWithoutStaticCheck() {
+  static std::unique_ptr<Backend> backend = [] {
+    PallasSettings settings = DefaultPallasSettings();
+    settings.static_check = false;
+    return std::make_unique<PallasBackend>(DefaultBackendConfig(), settings);
   }();
   return *backend;
 }
@@ -56,8 +69,9 @@ std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
 // ---- every task's Pallas starter -------------------------------------------------------------
 
 // All tasks in one process rather than one test process per task: the backend pre-starts the
-// next worker while one evaluates, so a task costs about 1.2 s here against 3-4 s as a process
-// of its own that imports jax cold (62 tasks: about two minutes of the suite's wall time).
+// next judge and tracer while one evaluation runs, so a task costs less here than as a process
+// of its own that imports jax cold (62 tasks at two checked size sets: about five to seven
+// minutes on a loaded 2-core machine).
 TEST(PallasStarters, EveryTaskCompilesForTpuAndIsCorrectInInterpretMode) {
   const std::vector<std::string> ids = PallasTaskIds();
   ASSERT_GE(ids.size(), 50u);
@@ -73,6 +87,9 @@ TEST(PallasStarters, EveryTaskCompilesForTpuAndIsCorrectInInterpretMode) {
     }
     EXPECT_EQ(r.correctness->trials_run, 2);
     EXPECT_TRUE(r.correctness->deterministic);
+    // Traced at all three size sets, checked at two (trial 0 at "small", trial 1 at "check").
+    for (const char* traced : {"tracer_trace_small", "tracer_trace_check", "tracer_trace_full"})
+      EXPECT_TRUE(r.stage_seconds.count(traced)) << traced;
     // Without a TPU there is no clock to trust: no timing, and the result says so.
     EXPECT_FALSE(r.timing.has_value());
     EXPECT_FALSE(r.timing_representative);
@@ -104,20 +121,12 @@ std::vector<std::string> AdversarialCases() {
 
 class PallasAdversarialTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
-  const std::filesystem::path dir = SourceDir() / "tests/adversarial_pallas" / GetParam();
-  const nlohmann::json expected = nlohmann::json::parse(ReadText(dir / "expected.json"));
-  const Task* task = Tasks().Find(expected.at("task").get<std::string>());
-  ASSERT_NE(task, nullptr);
-  EvalOptions options = PallasOptions();
-  if (expected.contains("call_timeout_seconds")) options.call_timeout_seconds = expected["call_timeout_seconds"];
-  const EvalResult r = Pallas().Evaluate(*task, ReadText(dir / "kernel.py"), options);
-  EXPECT_EQ(StatusName(r.status), expected.at("status").get<std::string>())
-      << GetParam() << " (" << expected.value("attack", "") << "): " << VerdictText(r);
-  EXPECT_EQ(StageName(r.stage), expected.at("stage").get<std::string>()) << VerdictText(r);
+void ExpectVerdict(const EvalResult& r, const nlohmann::json& expected, const std::string& label) {
+  EXPECT_EQ(StatusName(r.status), expected.at("status").get<std::string>()) << label << ": " << VerdictText(r);
+  EXPECT_EQ(StageName(r.stage), expected.at("stage").get<std::string>()) << label << ": " << VerdictText(r);
   const std::string reason = expected.value("reason", "");
   EXPECT_NE(Lower(VerdictText(r)).find(Lower(reason)), std::string::npos)
-      << GetParam() << ": expected '" << reason << "' in: " << VerdictText(r);
+      << label << ": expected '" << reason << "' in: " << VerdictText(r);
   if (expected.contains("line")) {
     ASSERT_FALSE(r.diagnostics.empty()) << VerdictText(r);
     EXPECT_EQ(r.diagnostics[0].line, expected["line"].get<int>()) << VerdictText(r);
@@ -125,11 +134,27 @@ TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
   EXPECT_FALSE(r.timing.has_value()) << "no hack is ever timed without a TPU";
 }
 
+TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
+  const std::filesystem::path dir = SourceDir() / "tests/adversarial_pallas" / GetParam();
+  const nlohmann::json expected = nlohmann::json::parse(ReadText(dir / "expected.json"));
+  const Task* task = Tasks().Find(expected.at("task").get<std::string>());
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = PallasOptions();
+  if (expected.contains("call_timeout_seconds")) options.call_timeout_seconds = expected["call_timeout_seconds"];
+  const std::string source = ReadText(dir / "kernel.py");
+  ExpectVerdict(Pallas().Evaluate(*task, source, options), expected,
+                GetParam() + " (" + expected.value("attack", "") + ")");
+  // The static check is a first filter: a case it stops must still fail without it.
+  if (expected.contains("unfiltered"))
+    ExpectVerdict(PallasWithoutStaticCheck().Evaluate(*task, source, options), expected["unfiltered"],
+                  GetParam() + " without the static check");
+}
+
 INSTANTIATE_TEST_SUITE_P(Cases, PallasAdversarialTest, ::testing::ValuesIn(AdversarialCases()), TestName);
 
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
 // and in its working folder (files are what a Python candidate can still write past the static
-// check); the next answers wrongly if it finds one. Each evaluation's fresh worker, with its own
+// check); the next answers wrongly if it finds one. Each evaluation's fresh tracer, with its own
 // /tmp and job folder, must keep the second correct.
 TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   if (!ProbeSandbox().bwrap) GTEST_SKIP() << "the private /tmp is bwrap's: " << ProbeSandbox().problem;
@@ -147,9 +172,9 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
 }
 
-// The worker's seccomp layer on its own (the static check refuses the routes to native code that
-// would reach these calls from a candidate): after install(), threads still work, while a fork,
-// an exec or a socket kills the process with SIGSYS.
+// The seccomp layer of the judge and the tracer on its own (the adversarial cases without the
+// static check reach it from a candidate): after install(), threads still work, while a fork, an
+// exec or a socket kills the process with SIGSYS.
 TEST(PallasConfine, ForbiddenCallsKillTheWorkerAndThreadsStillWork) {
   const PallasSettings settings = DefaultPallasSettings();
   auto run = [&](const std::string& forbidden) {
@@ -170,6 +195,41 @@ TEST(PallasConfine, ForbiddenCallsKillTheWorkerAndThreadsStillWork) {
     EXPECT_NE(r.stdout_text.find("threads ok"), std::string::npos) << forbidden << ": " << r.stderr_text;
     EXPECT_EQ(r.stdout_text.find("not reached"), std::string::npos) << forbidden;
   }
+}
+
+// The judge's reader of the traced program (artifact.py) admits its list of classes and nothing
+// callable beyond them: a pickle that names builtins.exec, os.system, getattr or eval is refused
+// before anything is called; a real program makes the trip intact.
+TEST(PallasArtifact, TheJudgeRefusesPicklesThatNameAnythingElse) {
+  const PallasSettings settings = DefaultPallasSettings();
+  SpawnOptions spawn;
+  spawn.argv = {settings.python.string(), "-c",
+                "import builtins, os, pickle\n"
+                "import jax, jax.numpy as jnp\n"
+                "from kernelgym_pallas import artifact\n"
+                "class Call:\n"
+                "    def __init__(self, f, args): self.f, self.args = f, args\n"
+                "    def __reduce__(self): return (self.f, self.args)\n"
+                "for name, obj in [('exec', Call(builtins.exec, ('print(\"PAYLOAD-RAN\")',))),\n"
+                "                  ('system', Call(os.system, ('echo PAYLOAD-RAN',))),\n"
+                "                  ('getattr', Call(getattr, ('text', 'upper'))),\n"
+                "                  ('eval', Call(builtins.eval, ('print(\"PAYLOAD-RAN\")',)))]:\n"
+                "    try:\n"
+                "        artifact.load(pickle.dumps({'programs': {'small': obj}}, protocol=5))\n"
+                "        print(name, 'loaded')\n"
+                "    except artifact.ArtifactError as error:\n"
+                "        print(name, 'refused:', error)\n"
+                "closed = jax.make_jaxpr(lambda x: x * 2)(jax.ShapeDtypeStruct((8,), jnp.float32))\n"
+                "back = artifact.load(artifact.dump({'small': closed}, 'candidate.py'))\n"
+                "print('round trip', str(back['small']) == str(closed))\n"};
+  spawn.env = {"PATH=/usr/bin:/bin", "JAX_PLATFORMS=cpu", "PYTHONPATH=" + settings.package_dir.string()};
+  const ProcessResult r = RunProcess(spawn, 120);
+  ASSERT_TRUE(r.ok()) << r.Describe(120) << "\n" << r.stderr_text;
+  for (const std::string name : {"exec", "system", "getattr", "eval"})
+    EXPECT_NE(r.stdout_text.find(name + " refused:"), std::string::npos) << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("PAYLOAD-RAN"), std::string::npos) << "a refused pickle ran code: " << r.stdout_text;
+  EXPECT_EQ(r.stdout_text.find("loaded"), std::string::npos) << r.stdout_text;
+  EXPECT_NE(r.stdout_text.find("round trip True"), std::string::npos) << r.stdout_text;
 }
 
 // The TPU generation is a setting: the same starter compiles for v6e (Trillium) deviceless.

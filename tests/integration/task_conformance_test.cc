@@ -8,6 +8,7 @@
 #include <set>
 
 #include "eval_fixture.h"
+#include "tpu_runner/harness_session.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -40,7 +41,7 @@ TEST_P(TaskConformanceTest, StarterIsCorrect) {
   const EvalResult r = Cpu().Evaluate(*task, task->starter_source, options);
   ASSERT_EQ(r.status, Status::kOk) << r.message;
   ASSERT_TRUE(r.correctness.has_value());
-  EXPECT_EQ(r.correctness->trials_run, task->trials);
+  EXPECT_EQ(r.correctness->trials_run, CorrectnessTrialCount(*task));
   EXPECT_TRUE(r.correctness->deterministic);
 }
 
@@ -52,7 +53,7 @@ TEST_P(TimedStarterTest, StarterIsCorrectAndTimed) {
   const EvalResult r = Cpu().Evaluate(*task, task->starter_source, FastOptions());
   ASSERT_EQ(r.status, Status::kOk) << r.message;
   ASSERT_TRUE(r.correctness && r.timing && r.profile);
-  EXPECT_EQ(r.correctness->trials_run, task->trials);
+  EXPECT_EQ(r.correctness->trials_run, CorrectnessTrialCount(*task));
   EXPECT_TRUE(r.correctness->deterministic);
   // The harness's contract: a converged interval rests on at least min_rounds (20) rounds; when
   // the budget runs out first (a slow starter on a loaded machine), on at least the 6 an interval

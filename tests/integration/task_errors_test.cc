@@ -62,9 +62,12 @@ namespace {
 TEST(EnvironmentErrorsTest, AHarnessThatDiesAtOnceIsAnInternalError) {
   const fs::path tools = TestTempDir() / "tools";
   fs::create_directories(tools);
-  std::ofstream(tools / "kernelgym-harness") << "#!/bin/sh\nexit 3\n";
-  fs::permissions(tools / "kernelgym-harness", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                                                   fs::perms::others_read | fs::perms::others_exec);
+  // The judge and the two programs it would start (never reached: the judge exits first).
+  for (const char* name : {"kernelgym-harness", "kernelgym-reference", "kernelgym-executor"}) {
+    std::ofstream(tools / name) << "#!/bin/sh\nexit 3\n";
+    fs::permissions(tools / name, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                      fs::perms::others_read | fs::perms::others_exec);
+  }
   RegisterBuiltinBackends();
   BackendConfig config = DefaultBackendConfig();
   config.tools_dir = tools.string();

@@ -1,7 +1,10 @@
 // Every registered task's reference, run directly (the harness's Reference, libtorch): it is
 // deterministic, its outputs have a meaningful range (not constant, not within the tolerance of
 // a constant), and changing any single input changes the output beyond the tolerance — so no
-// input can be ignored by a kernel that still passes. Adding a task gets these checks for free.
+// input can be ignored by a kernel that still passes. At the timed sizes and at each check set
+// (task.json check_sizes): a check set where a constant passes would not catch a kernel that
+// hard-codes the timed shape and writes anything elsewhere. Adding a task gets these checks for
+// free.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,26 +33,39 @@ const TaskRegistry& Registry() {
   return registry;
 }
 
-std::vector<std::string> TaskIds() {
-  std::vector<std::string> ids;
-  for (const Task* t : Registry().All()) ids.push_back(t->id);
-  return ids;
+// A task at one of its correctness shape sets: 0 the timed sizes, >= 1 a check set.
+struct Case {
+  std::string task;
+  std::size_t set = 0;
+};
+
+std::vector<Case> Cases(bool check_sets) {
+  std::vector<Case> cases;
+  for (const Task* t : Registry().All()) {
+    if (!check_sets) cases.push_back({t->id, 0});
+    else
+      for (std::size_t s = 1; s <= t->check_sizes.size(); ++s) cases.push_back({t->id, s});
+  }
+  return cases;
 }
 
 using Buffers = std::vector<std::vector<std::byte>>;
 
-class TaskReferenceTest : public ::testing::TestWithParam<std::string> {
+class TaskReferenceTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    task_ = Registry().Find(GetParam());
+    task_ = Registry().Find(GetParam().task);
     ASSERT_NE(task_, nullptr);
-    for (std::size_t i = 0; i < task_->inputs.size(); ++i) {
-      inputs_.emplace_back(task_->inputs[i].NumBytes());
-      FillInput(task_->inputs[i], inputs_.back(), MixSeed(2026, i));
+    std::vector<ShapeSet> sets = CorrectnessShapeSets(*task_);
+    ASSERT_LT(GetParam().set, sets.size());
+    set_ = std::move(sets[GetParam().set]);
+    for (std::size_t i = 0; i < set_.inputs.size(); ++i) {
+      inputs_.emplace_back(set_.inputs[i].NumBytes());
+      FillInput(set_.inputs[i], inputs_.back(), MixSeed(2026, i));
     }
     std::vector<std::span<std::byte>> views(inputs_.begin(), inputs_.end());
     std::string error;
-    reference_ = Reference::Create(task_->reference_source, task_->threads, task_->inputs, task_->outputs, error);
+    reference_ = Reference::Create(task_->reference_source, task_->threads, set_.inputs, set_.outputs, error);
     ASSERT_NE(reference_, nullptr) << error;
     reference_->BindInputs(0, views);
   }
@@ -58,20 +74,21 @@ class TaskReferenceTest : public ::testing::TestWithParam<std::string> {
     std::string error;
     EXPECT_TRUE(reference_->Run(0, error)) << error;
     Buffers out;
-    for (const TensorSpec& spec : task_->outputs) out.emplace_back(spec.NumBytes());
+    for (const TensorSpec& spec : set_.outputs) out.emplace_back(spec.NumBytes());
     std::vector<std::span<std::byte>> views(out.begin(), out.end());
-    reference_->TakeOutputs(views);
+    reference_->CopyOutputs(views);
     return out;
   }
 
   // True when every output of `b` is within the task's tolerance of `a`.
   bool WithinTolerance(const Buffers& a, const Buffers& b) const {
-    for (std::size_t o = 0; o < task_->outputs.size(); ++o)
-      if (!OutputWithinTolerance(task_->outputs[o], a[o], b[o])) return false;
+    for (std::size_t o = 0; o < set_.outputs.size(); ++o)
+      if (!OutputWithinTolerance(set_.outputs[o], a[o], b[o])) return false;
     return true;
   }
 
   const Task* task_ = nullptr;
+  ShapeSet set_;  // the sizes and tensors this case runs at
   Buffers inputs_;
   std::unique_ptr<Reference> reference_;
 };
@@ -80,7 +97,7 @@ TEST_P(TaskReferenceTest, IsDeterministic) {
   const Buffers first = Run();
   const Buffers second = Run();
   for (std::size_t o = 0; o < first.size(); ++o)
-    EXPECT_EQ(std::memcmp(first[o].data(), second[o].data(), first[o].size()), 0) << task_->outputs[o].name;
+    EXPECT_EQ(std::memcmp(first[o].data(), second[o].data(), first[o].size()), 0) << set_.outputs[o].name;
 }
 
 // A constant c passes an output where |x - c| <= atol + rtol * |x| for every x; the middle of
@@ -102,11 +119,11 @@ TEST_P(TaskReferenceTest, OutputsAreNotWithinToleranceOfAConstant) {
   // constant must also fail across draws — the only check a one-element output (a mean loss)
   // can have.
   const Buffers saved = inputs_;
-  for (std::size_t i = 0; i < inputs_.size(); ++i) FillInput(task_->inputs[i], inputs_[i], MixSeed(4242, i));
+  for (std::size_t i = 0; i < inputs_.size(); ++i) FillInput(set_.inputs[i], inputs_[i], MixSeed(4242, i));
   const Buffers second = Run();
   inputs_ = saved;
   for (std::size_t o = 0; o < first.size(); ++o) {
-    const TensorSpec& spec = task_->outputs[o];
+    const TensorSpec& spec = set_.outputs[o];
     if (spec.dtype != DType::kFloat32) continue;
     auto values = [&](const Buffers& b) {
       return std::span<const float>(reinterpret_cast<const float*>(b[o].data()), spec.NumElements());
@@ -122,20 +139,22 @@ TEST_P(TaskReferenceTest, EveryInputChangesTheOutput) {
   const Buffers base = Run();
   for (std::size_t i = 0; i < inputs_.size(); ++i) {
     const std::vector<std::byte> saved = inputs_[i];
-    FillInput(task_->inputs[i], inputs_[i], MixSeed(7, i));  // in place: the reference's view sees it
-    EXPECT_FALSE(WithinTolerance(base, Run())) << "changing input '" << task_->inputs[i].name
+    FillInput(set_.inputs[i], inputs_[i], MixSeed(7, i));  // in place: the reference's view sees it
+    EXPECT_FALSE(WithinTolerance(base, Run())) << "changing input '" << set_.inputs[i].name
                                                << "' leaves every output within tolerance";
     inputs_[i] = saved;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tasks, TaskReferenceTest, ::testing::ValuesIn(TaskIds()),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
-                           for (char& c : name)  // gtest names: letters, digits, '_'
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return name;
-                         });
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  std::string name = info.param.task + (info.param.set ? "_check" + std::to_string(info.param.set) : "");
+  for (char& c : name)  // gtest names: letters, digits, '_'
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Tasks, TaskReferenceTest, ::testing::ValuesIn(Cases(false)), CaseName);
+INSTANTIATE_TEST_SUITE_P(CheckSizes, TaskReferenceTest, ::testing::ValuesIn(Cases(true)), CaseName);
 
 // Every task's Pallas version has its own reference, in JAX: it must compute what the TorchScript
 // reference computes. Both run on the same inputs (drawn here, at task.json's sizes); one Python
@@ -176,7 +195,7 @@ TEST(JaxReferences, AgreeWithTheTorchReferences) {
     Buffers out;
     for (const TensorSpec& spec : task->outputs) out.emplace_back(spec.NumBytes());
     std::vector<std::span<std::byte>> out_views(out.begin(), out.end());
-    reference->TakeOutputs(out_views);
+    reference->CopyOutputs(out_views);
     jobs.push_back({{"task_dir", task->dir.string()},
                     {"inputs", inputs},
                     {"out_prefix", (dir / (std::to_string(expected.size()) + "_out")).string()}});

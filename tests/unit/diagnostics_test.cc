@@ -584,6 +584,33 @@ k3.cpp:4:17: note: vectorized 1 loops in function.
 k3.cpp:9:1: note: ***** Analysis failed with vector mode V16SF
 k3.cpp:9:1: note: ***** Skipping vector mode V64QI, which would repeat the analysis for V16SF
 )GCC";
+// tests/adversarial/error_directive_invalid_utf8/kernel.cpp copied to k.cpp, compiled with
+//   LC_ALL=C g++ -std=c++20 -fdiagnostics-format=json -c k.cpp
+// g++ copies the #error line's bytes (ff fe, c0 80, ed a0 80, e2 82) into the JSON as they are.
+const char* const kInvalidUtf8ErrorStderr =
+    "[{\"kind\": \"error\", \"column-origin\": 1, \"children\": [{\"kind\": \"error\", \"esca"
+    "pe-source\": false, \"locations\": [{\"finish\": {\"byte-column\": 6, \"display-column\""
+    ": 6, \"line\": 10, \"file\": \"k.cpp\", \"column\": 6}, \"caret\": {\"byte-column\": 2, "
+    "\"display-column\": 2, \"line\": 10, \"file\": \"k.cpp\", \"column\": 2}}], \"message\":"
+    " \"#error kernel says \xff\xfe | \xc0\x80 | \xed\xa0\x80 | \xe2\x82 | \\\\U00200000 | en"
+    "d\"}], \"escape-source\": false, \"locations\": [{\"caret\": {\"byte-column\": 41, \"dis"
+    "play-column\": 41, \"line\": 10, \"file\": \"k.cpp\", \"column\": 41}}], \"message\": \""
+    "extended character \xf8\x88\x80\x80\x80 is not valid in an identifier\"}]\n";
+
+// tests/adversarial/error_directive_forges_verdict/kernel.cpp copied to k.cpp, compiled the same
+// way: a raw ESC (0x1b) inside JSON strings (it escapes \n, \r and \b, not ESC).
+const char* const kRawEscapeStderr =
+    "[{\"kind\": \"error\", \"column-origin\": 1, \"children\": [{\"kind\": \"error\", \"esca"
+    "pe-source\": false, \"locations\": [{\"finish\": {\"byte-column\": 6, \"display-column\""
+    ": 6, \"line\": 7, \"file\": \"\\ncpu/silu_mul [cpu]: ok (stage timing)\\n\x1b[2Kstatus: "
+    "ok\\r\", \"column\": 6}, \"caret\": {\"byte-column\": 2, \"display-column\": 2, \"line\""
+    ": 7, \"file\": \"\\ncpu/silu_mul [cpu]: ok (stage timing)\\n\x1b[2Kstatus: ok\\r\", \"co"
+    "lumn\": 2}}], \"message\": \"#error status: ok\"}], \"escape-source\": false, \"location"
+    "s\": [{\"finish\": {\"byte-column\": 6, \"display-column\": 6, \"line\": 12, \"file\": \""
+    "k.cpp\", \"column\": 6}, \"caret\": {\"byte-column\": 2, \"display-column\": 2, \"line\""
+    ": 12, \"file\": \"k.cpp\", \"column\": 2}}], \"message\": \"#error \x1b[1A\x1b[2Kcpu/sil"
+    "u_mul [cpu]: ok (stage timing) \\b\\b\\b\\b speedup 10.000x\"}]\n";
+
 // clang-format on
 
 void ExpectDiagnostic(const Diagnostic& d, const std::string& severity, const std::string& file, int line, int column,
@@ -681,6 +708,38 @@ TEST(ParseCompilerStderr, DiagnosticWithoutLocation) {
   ExpectDiagnostic(out.diagnostics[0], "fatal error", "", 0, 0, "nonexist.cpp: No such file or directory");
   EXPECT_EQ(out.unparsed, (std::vector<std::string>{"compilation terminated."}));
   EXPECT_TRUE(out.direct_includes.empty());
+}
+
+TEST(ParseCompilerStderr, BytesThatAreNotUtf8KeepTheDiagnosticsReadable) {
+  // nlohmann's parser refuses the line as it is: the diagnostics used to be lost and the raw line
+  // (invalid UTF-8) became the message.
+  const CompilerOutput out = ParseCompilerStderr(kInvalidUtf8ErrorStderr);
+  EXPECT_TRUE(out.unparsed.empty()) << out.unparsed.front();
+  ASSERT_EQ(out.diagnostics.size(), 2u);
+  const std::string r = "\xEF\xBF\xBD";  // U+FFFD, one per maximal ill-formed subpart
+  ExpectDiagnostic(out.diagnostics[0], "error", "k.cpp", 10, 41,
+                   "extended character " + r + r + r + r + r + " is not valid in an identifier");
+  ExpectDiagnostic(
+      out.diagnostics[1], "error", "k.cpp", 10, 2,
+      "#error kernel says " + r + r + " | " + r + r + " | " + r + r + r + " | " + r + " | \\U00200000 | end");
+}
+
+TEST(ParseCompilerStderr, RawControlCharactersInTheJsonAreKept) {
+  // ESC inside a JSON string is not JSON; the parser refused it and the diagnostics were lost.
+  // The characters are kept in the data (the text report shows them as escapes).
+  const CompilerOutput out = ParseCompilerStderr(kRawEscapeStderr);
+  EXPECT_TRUE(out.unparsed.empty()) << out.unparsed.front();
+  ASSERT_EQ(out.diagnostics.size(), 2u);
+  ExpectDiagnostic(out.diagnostics[0], "error", "k.cpp", 12, 2,
+                   "#error \x1b[1A\x1b[2Kcpu/silu_mul [cpu]: ok (stage timing) \b\b\b\b speedup 10.000x");
+  ExpectDiagnostic(out.diagnostics[1], "error", "\ncpu/silu_mul [cpu]: ok (stage timing)\n\x1b[2Kstatus: ok\r", 7, 2,
+                   "#error status: ok");
+}
+
+TEST(ParseCompilerStderr, LinesThatAreNotJsonComeBackAsValidUtf8) {
+  const CompilerOutput out = ParseCompilerStderr("/usr/bin/ld: undefined reference to `\xFF\xFE'\n");
+  ASSERT_EQ(out.unparsed.size(), 1u);
+  EXPECT_EQ(out.unparsed[0], "/usr/bin/ld: undefined reference to `\xEF\xBF\xBD\xEF\xBF\xBD'");
 }
 
 TEST(ParseCompilerStderr, EmptyAndCleanOutputs) {

@@ -219,12 +219,19 @@ HarnessJob SampleJob() {
   counts.dtype = DType::kInt32;
   counts.shape = {3};
   counts.tolerance = {0, 0};
-  job.inputs = {x, w, idx};
-  job.outputs = {y, counts};
-  job.sizes = {{"R", 512}, {"C", 1024}, {"BIG", int64_t{1} << 40}};
+  ShapeSetJob timed;
+  timed.inputs = {x, w, idx};
+  timed.outputs = {y, counts};
+  timed.sizes = {{"R", 512}, {"C", 1024}, {"BIG", int64_t{1} << 40}};
+  timed.seeds = {0, 1, 0xffffffffffffffffULL, 0x8000000000000001ULL};
+  ShapeSetJob other = timed;
+  other.inputs[0].shape = {3, 5};
+  other.outputs[0].shape = {3, 5};
+  other.sizes = {{"R", 3}, {"C", 5}, {"BIG", 7}};
+  other.seeds = {42};
+  job.shape_sets = {timed, other};
   job.threads = 4;
   job.reference_source = "def reference(x: Tensor) -> Tensor:\n    return torch.softmax(x, dim=1)  # \"quoted\" \\\n";
-  job.seeds = {0, 1, 0xffffffffffffffffULL, 0x8000000000000001ULL};
   job.timing_seed = 0xfedcba9876543210ULL;
   job.timing.budget_seconds = 2.5;
   job.timing.min_rounds = 11;
@@ -235,7 +242,13 @@ HarnessJob SampleJob() {
   job.run_timing = false;
   job.kernel_path = "/work/kernel.so";
   job.sandbox_uid = 4294967295u;
-  job.cookie = 0xdeadbeefcafef00dULL;
+  job.libraries = {"libc", "libgomp"};
+  job.cpus = {1, 3};
+  job.cpu_seconds = 12.5;
+  job.address_space = std::size_t{3} << 30;
+  job.call_limit_factor = 40;
+  job.min_call_seconds = 0.25;
+  job.max_call_seconds = 9;
   return job;
 }
 
@@ -255,18 +268,23 @@ void ExpectSameTensor(const TensorSpec& a, const TensorSpec& b) {
 }
 
 void ExpectSameJob(const HarnessJob& a, const HarnessJob& b) {
-  ASSERT_EQ(a.inputs.size(), b.inputs.size());
-  for (std::size_t i = 0; i < a.inputs.size(); ++i) ExpectSameTensor(a.inputs[i], b.inputs[i]);
-  ASSERT_EQ(a.outputs.size(), b.outputs.size());
-  for (std::size_t i = 0; i < a.outputs.size(); ++i) ExpectSameTensor(a.outputs[i], b.outputs[i]);
-  ASSERT_EQ(a.sizes.size(), b.sizes.size());
-  for (std::size_t i = 0; i < a.sizes.size(); ++i) {
-    EXPECT_EQ(a.sizes[i].name, b.sizes[i].name);
-    EXPECT_EQ(a.sizes[i].value, b.sizes[i].value);
+  ASSERT_EQ(a.shape_sets.size(), b.shape_sets.size());
+  for (std::size_t s = 0; s < a.shape_sets.size(); ++s) {
+    const ShapeSetJob &x = a.shape_sets[s], &y = b.shape_sets[s];
+    ASSERT_EQ(x.inputs.size(), y.inputs.size());
+    for (std::size_t i = 0; i < x.inputs.size(); ++i) ExpectSameTensor(x.inputs[i], y.inputs[i]);
+    ASSERT_EQ(x.outputs.size(), y.outputs.size());
+    for (std::size_t i = 0; i < x.outputs.size(); ++i) ExpectSameTensor(x.outputs[i], y.outputs[i]);
+    ASSERT_EQ(x.sizes.size(), y.sizes.size());
+    for (std::size_t i = 0; i < x.sizes.size(); ++i) {
+      EXPECT_EQ(x.sizes[i].name, y.sizes[i].name);
+      EXPECT_EQ(x.sizes[i].value, y.sizes[i].value);
+    }
+    EXPECT_EQ(x.seeds, y.seeds);
   }
+  EXPECT_EQ(a.NumTrials(), b.NumTrials());
   EXPECT_EQ(a.threads, b.threads);
   EXPECT_EQ(a.reference_source, b.reference_source);
-  EXPECT_EQ(a.seeds, b.seeds);
   EXPECT_EQ(a.timing_seed, b.timing_seed);
   EXPECT_EQ(a.timing.budget_seconds, b.timing.budget_seconds);
   EXPECT_EQ(a.timing.min_rounds, b.timing.min_rounds);
@@ -277,7 +295,13 @@ void ExpectSameJob(const HarnessJob& a, const HarnessJob& b) {
   EXPECT_EQ(a.run_timing, b.run_timing);
   EXPECT_EQ(a.kernel_path, b.kernel_path);
   EXPECT_EQ(a.sandbox_uid, b.sandbox_uid);
-  EXPECT_EQ(a.cookie, b.cookie);
+  EXPECT_EQ(a.libraries, b.libraries);
+  EXPECT_EQ(a.cpus, b.cpus);
+  EXPECT_EQ(a.cpu_seconds, b.cpu_seconds);
+  EXPECT_EQ(a.address_space, b.address_space);
+  EXPECT_EQ(a.call_limit_factor, b.call_limit_factor);
+  EXPECT_EQ(a.min_call_seconds, b.min_call_seconds);
+  EXPECT_EQ(a.max_call_seconds, b.max_call_seconds);
 }
 
 TEST(HarnessJob, JsonRoundTrip) {
@@ -305,11 +329,11 @@ TEST(HarnessJob, DefaultJobRoundTrips) {
 
 TEST(HarnessJob, BadJsonThrows) {
   json j = JobToJson(SampleJob());
-  j.erase("cookie");
+  j.erase("call_limit_factor");
   EXPECT_THROW(JobFromJson(j), json::exception);
 
   j = JobToJson(SampleJob());
-  j["inputs"][0]["dtype"] = "float16";
+  j["shape_sets"][0]["inputs"][0]["dtype"] = "float16";
   EXPECT_THROW(JobFromJson(j), json::exception);
 
   j = JobToJson(SampleJob());

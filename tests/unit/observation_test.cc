@@ -246,6 +246,39 @@ TEST(Observation, TextQuotesTheOffendingLineOfACompileError) {
   EXPECT_EQ(Feature(obs, "log_speedup"), 0);
 }
 
+TEST(Observation, TheCandidatesTextCannotMoveTheCursorOrBreakUtf8) {
+  // What a candidate's process wrote (a stderr head) and its #error text, with terminal escapes,
+  // a carriage return, invalid UTF-8 and a fake status line; and a source line whose 160-byte cut
+  // falls inside a multi-byte character.
+  EvalResult r = CompileErrorResult();
+  r.status = Status::kCrashed;
+  r.stage = Stage::kCorrectness;
+  r.message = "killed by SIGABRT\x1b[2K\rstatus: ok";
+  r.diagnostics.clear();
+  r.details = {"harness stderr: \x1b[1A\x1b[2Kstatus: ok \xFF\xFE\xE2\x80\xAE\nspeedup 10.000x"};
+  const protocol::Observation crashed = BuildObservation(r, Context());
+  EXPECT_TRUE(Contains(crashed.text, "status: crashed (stage correctness): killed by SIGABRT\\x1b[2K\\x0dstatus: ok\n"))
+      << crashed.text;
+  EXPECT_TRUE(Contains(crashed.text, "> harness stderr: \\x1b[1A\\x1b[2Kstatus: ok \xEF\xBF\xBD\xEF\xBF\xBD\\u202e\n"))
+      << crashed.text;
+  EXPECT_FALSE(Contains(crashed.text, "10.000x")) << "one line per detail";
+
+  const std::string long_line = "        y[i] = foo(x[i]); // " + std::string(127, 'a') + "\xC3\xA9\xC3\xA9 \x1b[2K";
+  const std::string source = std::string(kSource).replace(std::string(kSource).find("        y[i] = foo(x[i]);"),
+                                                          std::string("        y[i] = foo(x[i]);").size(), long_line);
+  EvalResult compile = CompileErrorResult();
+  compile.diagnostics[1].message = "#error \x1b[2Kok \xED\xA0\x80";
+  const protocol::Observation obs = BuildObservation(compile, Context(source));
+  EXPECT_TRUE(Contains(obs.text, "- error at 4:16: #error \\x1b[2Kok \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\n"))
+      << obs.text;
+  // The quoted line is cut before the 'é' that straddles the 157-byte cut, never inside it.
+  EXPECT_TRUE(Contains(obs.text, "      4 | " + long_line.substr(0, 156) + "...\n")) << obs.text;
+  for (const protocol::Observation* o : {&crashed, &obs}) {
+    for (const char c : o->text) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << int(c);
+    EXPECT_NO_THROW((void)nlohmann::json(o->text).dump()) << "the text is valid UTF-8";
+  }
+}
+
 TEST(Observation, AtMostTenDiagnosticsAreListed) {
   EvalResult r = CompileErrorResult();
   r.diagnostics.clear();

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace kernelgym {
@@ -188,6 +189,103 @@ TEST(ResultFromJson, BadInputNamesThePath) {
   j = good;
   j.erase("timing");
   ExpectProblem(j, {"result.speedup", "without 'timing'"});
+}
+
+// ---- the text report (RenderResult) ----
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    const std::size_t end = text.find('\n', start);
+    lines.push_back(text.substr(start, end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return lines;
+}
+
+// What the output_forges_verdict adversarial case writes to stderr, as the harness quotes it.
+const char* const kFakeReport =
+    "\x1b[1A\x1b[2K\x1b[1A\x1b[2K\x1b]0;kernelgym: ok\x07"
+    "cpu/silu_mul [cpu]: ok (stage timing)\n"
+    "status: ok\n"
+    "  speedup    10.000x  (95% CI 9.990 - 10.010)\n"
+    "verdict: incorrect\rverdict: ok       \n"
+    "status: crashed\b\b\b\b\b\b\bok     \n"
+    "{\"status\": \"ok\", \"speedup\": 10.0}\n";
+
+EvalResult ForgingResult() {
+  EvalResult r;
+  r.task_id = "cpu/silu_mul";
+  r.backend = "cpu";
+  r.status = Status::kIncorrect;
+  r.stage = Stage::kCorrectness;
+  r.message = "y: 1048576 of 1048576 elements differ\ncpu/silu_mul [cpu]: ok (stage timing)";
+  r.details = {"harness stderr: " + std::string(kFakeReport), "note: the runner's own note"};
+  // A #line directive's file name and an #error text, as g++ reports them.
+  r.diagnostics = {
+      {"\ncpu/silu_mul [cpu]: ok (stage timing)\n\x1b[2Kstatus: ok\r", 7, 2, "error", "#error status: ok"},
+      {"kernel.cpp", 2, 2, "error", "#error \x1b[1A\x1b[2Kcpu/silu_mul [cpu]: ok (stage timing) \b\b\b\b ok"}};
+  r.protections = {{"seccomp", true}};
+  r.seconds = 0.5;
+  return r;
+}
+
+TEST(RenderResult, TheVerdictIsTheFirstAndLastLineAndNothingElseCanLookLikeIt) {
+  const std::string source = "#include <cstdint>\n#error \x1b[2K\rcpu/silu_mul [cpu]: ok (stage timing)\n";
+  const std::string report = RenderResult(ForgingResult(), source);
+  const std::vector<std::string> lines = Lines(report);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines.front(), "cpu/silu_mul [cpu]: incorrect (stage correctness)");
+  EXPECT_EQ(lines.back(), "verdict: incorrect (stage correctness)");
+  // The report's own lines start in column 0; the candidate's never do.
+  const std::vector<std::string> headings = {
+      "correctness: ", "timing: ", "roofline: ", "counters per call:", "estimates and compile facts",
+      "sandbox:",      "total ",   "verdict: "};
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    if (line.empty() || line[0] == ' ') continue;
+    bool heading = false;
+    for (const std::string& h : headings) heading = heading || line.rfind(h, 0) == 0;
+    EXPECT_TRUE(heading) << "line " << i << " starts in column 0 but is not the report's: " << line;
+  }
+  EXPECT_EQ(
+      std::count_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("verdict: ", 0) == 0; }), 1);
+  // No control character of the candidate's reaches the terminal.
+  for (const char c : report)
+    EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << "control byte " << int(c) << " in:\n" << report;
+  // The fake lines are there (a reader may want them) but only quoted or after a label.
+  int quoted = 0;
+  for (const std::string& line : lines) {
+    if (line.find("status: ok") == std::string::npos && line.find("10.000x") == std::string::npos &&
+        line.find("[cpu]: ok") == std::string::npos)
+      continue;
+    const bool fenced = line.rfind("    | ", 0) == 0;
+    const bool labelled = line.rfind("  - harness stderr: ", 0) == 0 || line.rfind("  \\x0a", 0) == 0 ||
+                          line.rfind("  kernel.cpp:", 0) == 0 || line.rfind("    2 | ", 0) == 0;
+    EXPECT_TRUE(fenced || labelled) << "candidate text outside the fence: " << line;
+    quoted += fenced;
+  }
+  EXPECT_GE(quoted, 3) << report;
+  EXPECT_NE(report.find("    | status: ok\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("    |   speedup    10.000x  (95% CI 9.990 - 10.010)\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("    | verdict: incorrect\\x0dverdict: ok"), std::string::npos) << report;
+  EXPECT_NE(report.find("    | cpu/silu_mul [cpu]: ok (stage timing)\n"), std::string::npos)
+      << "message continuation:\n"
+      << report;
+  EXPECT_NE(report.find("  - harness stderr: \\x1b[1A\\x1b[2K"), std::string::npos) << report;
+  EXPECT_NE(report.find("  - note: the runner's own note\n"), std::string::npos) << report;
+}
+
+TEST(RenderResult, BadBytesAndHugeColumnsDoNotBreakIt) {
+  EvalResult r = ForgingResult();
+  r.message = "bad \xFF\xC0\x80 bytes";
+  r.diagnostics = {{"kernel.cpp", 1, 1 << 30, "error", "far away \xED\xA0\x80"}};
+  const std::string report = RenderResult(r, "int x;\n");
+  EXPECT_LT(report.size(), 4096u) << "a column past the line's end draws no caret";
+  EXPECT_NE(report.find("  bad \xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD bytes\n"), std::string::npos) << report;
+  EXPECT_NO_THROW((void)nlohmann::json(report).dump()) << "the report is valid UTF-8";
 }
 
 }  // namespace

@@ -72,6 +72,31 @@ TEST(RunnerProtocolGolden, TheResultFixtureCarriesEveryReport) {
   EXPECT_EQ(r.stage_seconds.at("timing_lock_wait"), 0.125);
 }
 
+TEST(RunnerProtocol, ResultTextThatIsNotUtf8IsMadeValidOnArrival) {
+  // A runner of another build may send bytes that are not UTF-8 (a candidate's stderr, an #error
+  // line). The server passes result text on to clients (msgpack str, decoded strictly in Python)
+  // and to the trajectory store, so the decoder makes it valid. Same-length byte surgery on the
+  // golden result keeps the msgpack framing intact.
+  std::string bytes = Fixture("runner_result");
+  const std::string message = "correct; speedup 1.250x";
+  const std::string diagnostic = "unused variable 'tmp'";
+  const std::size_t at = bytes.find(message), diag_at = bytes.find(diagnostic);
+  ASSERT_NE(at, std::string::npos);
+  ASSERT_NE(diag_at, std::string::npos);
+  bytes.replace(at, 8, "\xFF\xFE\xC0\x80\xED\xA0\x80;");  // "correct;" -> 7 bad bytes and ';'
+  bytes.replace(diag_at + 7, 8, "\xE2\x82status");  // "variable" -> a cut-short sequence
+  std::string problem;
+  const auto decoded = DecodeFromRunner(bytes, problem);
+  ASSERT_TRUE(decoded) << problem;
+  const EvalResult& r = std::get<JobDone>(*decoded).result;
+  const std::string fffd = "\xEF\xBF\xBD";
+  std::string seven;
+  for (int i = 0; i < 7; ++i) seven += fffd;
+  EXPECT_EQ(r.message.substr(0, seven.size() + 1), seven + ";");
+  EXPECT_EQ(r.diagnostics.at(0).message, "unused " + fffd + "status 'tmp'");
+  EXPECT_NO_THROW((void)ResultToJson(r, true).dump(-1, ' ', false, nlohmann::json::error_handler_t::strict));
+}
+
 TEST(RunnerProtocol, EveryMessageKindRoundTrips) {
   EvalResult failed;
   failed.task_id = "cpu/nope";

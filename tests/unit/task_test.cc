@@ -14,6 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "datasets/suite.h"
@@ -43,12 +44,13 @@ const char* kStarter =
     "    y[2 * r] = s; y[2 * r + 1] = s; }\n"
     "}\n";
 
-// A valid task: R=4, C=8; x float32 [R, C], idx int64 [R], y float64 [R, 2].
+// A valid task: R=4, C=8 (checked also at R=3, C=5); x float32 [R, C], idx int64 [R], y float64 [R, 2].
 json ValidTaskJson(const std::string& id) {
   json task = json::parse(R"JSON({
     "category": "test",
     "description": "A small valid task for the loader tests.",
     "sizes": [{"name": "R", "value": 4}, {"name": "C", "value": 8}],
+    "check_sizes": [{"R": 3, "C": 5}],
     "inputs": [
       {"name": "x", "dtype": "float32", "shape": ["R", "C"], "init": {"kind": "normal", "mean": 0.5, "std": 2.0}},
       {"name": "idx", "dtype": "int64", "shape": ["R"], "init": {"kind": "randint", "low": 0, "high": 8}}
@@ -438,6 +440,171 @@ TEST_F(TaskLoadTest, PermutationAndPartitionInitializers) {
   task = ValidTaskJson("tst/part_float");
   task["inputs"][0]["init"] = {{"kind", "partition"}, {"total", 8}};
   ExpectError(Write("part_float", task), "inputs[0].init.kind", "integer dtypes");
+}
+
+// ---- check_sizes and ResolveShapes ------------------------------------------------------------
+
+TEST_F(TaskLoadTest, CheckSizesAreReadInTheTasksSizeOrder) {
+  json task = ValidTaskJson("tst/checks");
+  task["check_sizes"] = json::parse(R"([{"C": 5, "R": 3}, {"R": 2, "C": 8}])");
+  const TaskLoadResult r = LoadTask(Write("checks", task));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  ASSERT_EQ(r.task->check_sizes.size(), 2u);
+  EXPECT_EQ(r.task->check_sizes[0], (std::vector<SizeParam>{{"R", 3}, {"C", 5}}));
+  EXPECT_EQ(r.task->check_sizes[1], (std::vector<SizeParam>{{"R", 2}, {"C", 8}}));
+}
+
+TEST_F(TaskLoadTest, EveryTaskWithACpuVersionNeedsACheckSet) {
+  json task = ValidTaskJson("tst/no_checks");
+  task.erase("check_sizes");
+  ExpectError(Write("no_checks", task), "check_sizes", "is required");
+  ExpectError(WritePatched("empty_checks", {{"check_sizes", json::array()}}), "check_sizes", "at least one");
+  ExpectError(WritePatched("checks_object", {{"check_sizes", {{"R", 3}, {"C", 5}}}}), "check_sizes", "array");
+}
+
+TEST_F(TaskLoadTest, BadCheckSetsNameTheSetAndTheSize) {
+  auto checks = [](const char* text) { return json{{"check_sizes", json::parse(text)}}; };
+  ExpectError(WritePatched("check_number", checks("[3]")), "check_sizes[0]", "object");
+  ExpectError(WritePatched("check_unknown", checks(R"([{"R": 3, "C": 5, "Q": 2}])")), "check_sizes[0].Q",
+              "not a size of the task");
+  ExpectError(WritePatched("check_missing", checks(R"([{"R": 3}])")), "check_sizes[0]", "lacks size 'C'");
+  for (const char* value : {"0", "-2", "2.5", "\"3\""}) {
+    SCOPED_TRACE(value);
+    ExpectError(WritePatched("check_value", checks((std::string(R"([{"R": 3, "C": )") + value + "}]").c_str())),
+                "check_sizes[0].C", "positive integer");
+  }
+  ExpectError(WritePatched("check_timed", checks(R"([{"R": 4, "C": 8}])")), "check_sizes[0]", "is the timed sizes");
+  ExpectError(WritePatched("check_twice", checks(R"([{"R": 3, "C": 5}, {"C": 5, "R": 3}])")), "check_sizes[1]",
+              "repeats check_sizes[0]");
+  // A check set is for correctness only: it may not cost more than the timed one.
+  ExpectError(WritePatched("check_big", checks(R"([{"R": 4, "C": 9}])")), "check_sizes[0]",
+              "more than at the timed sizes (224)");
+}
+
+TEST_F(TaskLoadTest, ACheckSetMustKeepTheInitializersValid) {
+  // idx is a permutation drawn from a pool of C values: at R=6, C=5 the pool is too small for
+  // six distinct values. The error names the set, the field, and the sizes.
+  json task = ValidTaskJson("tst/check_pool");
+  task["inputs"][1]["init"] = {{"kind", "permutation"}, {"high", "C"}};
+  task["check_sizes"] = json::parse(R"([{"R": 3, "C": 5}, {"R": 6, "C": 5}])");
+  const fs::path dir = Write("check_pool", task);
+  ExpectError(dir, "check_sizes[1]: inputs[1].init.high", "distinct");
+  EXPECT_NE(LoadTask(dir).error.find("(at R=6, C=5)"), std::string::npos) << LoadTask(dir).error;
+
+  // A randint bound that names a size follows it; one value left is a constant input.
+  task = ValidTaskJson("tst/check_randint");
+  task["inputs"][1]["init"] = {{"kind", "randint"}, {"low", 0}, {"high", "R"}};
+  task["check_sizes"] = json::parse(R"([{"R": 1, "C": 8}])");
+  ExpectError(Write("check_randint", task), "check_sizes[0]: inputs[1].init", "single value");
+  task["check_sizes"] = json::parse(R"([{"R": 2, "C": 8}])");
+  const TaskLoadResult ok = LoadTask(Write("check_randint", task));
+  ASSERT_TRUE(ok.task.has_value()) << ok.error;
+  EXPECT_EQ(ok.task->inputs[1].init->b, 4);  // R at the timed sizes
+
+  // Element counts stay within what a 64-bit byte count holds.
+  task = ValidTaskJson("tst/check_huge");
+  task["check_sizes"] = json::parse(R"([{"R": 3, "C": 4611686018427387904}])");
+  ExpectError(Write("check_huge", task), "check_sizes[0]: inputs[0].shape", "64-bit byte count");
+}
+
+TEST_F(TaskLoadTest, RandIntBoundsMayNameASize) {
+  json task = ValidTaskJson("tst/randint_size");
+  task["inputs"][1]["init"] = {{"kind", "randint"}, {"low", 1}, {"high", "C"}};
+  const TaskLoadResult r = LoadTask(Write("randint_size", task));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  EXPECT_EQ(r.task->inputs[1].init->a, 1);
+  EXPECT_EQ(r.task->inputs[1].init->b, 8);
+  EXPECT_EQ(r.task->inputs[1].init->b_size, "C");
+  task["inputs"][1]["init"]["high"] = "Q";
+  ExpectError(Write("randint_size", task), "inputs[1].init.high", "unknown size 'Q'");
+}
+
+TEST_F(TaskLoadTest, ResolveShapesReResolvesShapesAndSizeBoundInitializers) {
+  json task = ValidTaskJson("tst/resolve");
+  task["inputs"][1]["init"] = {{"kind", "partition"}, {"total", "C"}};
+  task["inputs"].push_back(json::parse(R"({"name": "perm", "dtype": "int32", "shape": ["C", "R"],
+                                           "init": {"kind": "permutation"}})"));
+  task["signature"] = "void kernel(const float* x, const int64_t* idx, const int32_t* perm, double* y, int64_t R, int64_t C)";
+  task["outputs"][0]["tolerance"] = {{"atol", 0.5}, {"rtol", 0.25}};
+  const TaskLoadResult r = LoadTask(Write("resolve", task));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const Task& t = *r.task;
+
+  const ShapeSet set = ResolveShapes(t, {{"C", 5}, {"R", 3}});  // any order in, task order out
+  EXPECT_EQ(set.sizes, (std::vector<SizeParam>{{"R", 3}, {"C", 5}}));
+  ASSERT_EQ(set.inputs.size(), 3u);
+  ASSERT_EQ(set.outputs.size(), 1u);
+  EXPECT_EQ(set.inputs[0].shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(set.inputs[0].init->kind, Initializer::Kind::kNormal);
+  EXPECT_DOUBLE_EQ(set.inputs[0].init->b, 2.0);  // a literal stays
+  EXPECT_EQ(set.inputs[1].shape, (std::vector<int64_t>{3}));
+  EXPECT_EQ(set.inputs[1].init->b, 5);  // partition total: C
+  EXPECT_EQ(set.inputs[2].dtype, DType::kInt32);
+  EXPECT_EQ(set.inputs[2].shape, (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(set.inputs[2].init->b, 15);  // permutation pool: its element count
+  EXPECT_EQ(set.outputs[0].shape, (std::vector<int64_t>{3, 2}));  // the literal extent stays
+  EXPECT_EQ(set.outputs[0].dtype, DType::kFloat64);
+  EXPECT_EQ(set.outputs[0].tolerance.atol, 0.5);
+  EXPECT_EQ(set.outputs[0].tolerance.rtol, 0.25);
+  // The task itself is still at the timed sizes.
+  EXPECT_EQ(t.inputs[2].shape, (std::vector<int64_t>{8, 4}));
+  EXPECT_EQ(t.inputs[2].init->b, 32);
+
+  // Resolving the timed sizes gives the task's own tensors.
+  const ShapeSet timed = ResolveShapes(t, t.sizes);
+  for (std::size_t i = 0; i < t.inputs.size(); ++i) {
+    EXPECT_EQ(timed.inputs[i].shape, t.inputs[i].shape);
+    EXPECT_EQ(timed.inputs[i].init->b, t.inputs[i].init->b);
+  }
+
+  // Sizes that are not a valid set for the task are a caller's bug: they throw, naming the size.
+  auto throws = [&](const std::vector<SizeParam>& sizes, const std::string& what) {
+    try {
+      (void)ResolveShapes(t, sizes);
+      ADD_FAILURE() << "no exception; wanted " << what;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  throws({{"R", 3}}, "C: is missing");
+  throws({{"R", 3}, {"C", 5}, {"Q", 1}}, "Q: is not a size of the task");
+  throws({{"R", 3}, {"C", 0}}, "C: must be a positive integer");
+  throws({{"R", 3}, {"C", 5}, {"R", 2}}, "R: is given twice");
+  throws({{"R", 1}, {"C", 5}}, "inputs[1].init");  // a partition into one part
+}
+
+TEST_F(TaskLoadTest, CorrectnessShapeSetsAreTheTimedSetThenTheCheckSets) {
+  json task = ValidTaskJson("tst/sets");
+  task["check_sizes"] = json::parse(R"([{"R": 3, "C": 5}, {"R": 2, "C": 7}])");
+  const TaskLoadResult r = LoadTask(Write("sets", task));
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const std::vector<ShapeSet> sets = CorrectnessShapeSets(*r.task);
+  ASSERT_EQ(sets.size(), 3u);
+  EXPECT_EQ(sets[0].sizes, r.task->sizes);
+  EXPECT_EQ(sets[0].inputs[0].shape, r.task->inputs[0].shape);
+  EXPECT_EQ(sets[0].outputs[0].shape, r.task->outputs[0].shape);
+  EXPECT_EQ(sets[1].inputs[0].shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(sets[2].inputs[0].shape, (std::vector<int64_t>{2, 7}));
+  EXPECT_EQ(sets[2].outputs[0].shape, (std::vector<int64_t>{2, 2}));
+}
+
+TEST(ResolveShapes, ATensorMadeInCodeKeepsItsShape) {
+  Task task;
+  task.id = "code/made";
+  task.sizes = {{"N", 4}};
+  TensorSpec x;
+  x.name = "x";
+  x.shape = {4};
+  x.init = Initializer{};
+  task.inputs = {x};
+  TensorSpec y = x;
+  y.name = "y";
+  y.init.reset();
+  task.outputs = {y};
+  const ShapeSet set = ResolveShapes(task, {{"N", 9}});
+  EXPECT_EQ(set.sizes, (std::vector<SizeParam>{{"N", 9}}));
+  EXPECT_EQ(set.inputs[0].shape, (std::vector<int64_t>{4}));
+  EXPECT_EQ(CorrectnessShapeSets(task).size(), 1u);
 }
 
 TEST_F(TaskLoadTest, MissingReferenceFile) {
@@ -906,6 +1073,21 @@ TEST(TaskConformance, EveryBundledTaskSatisfiesTheInvariants) {
       EXPECT_FALSE(out.init.has_value()) << out.name;
     }
     for (const TensorSpec& in : task->inputs) EXPECT_TRUE(in.init.has_value()) << in.name;
+
+    // Correctness also runs at other sizes (a kernel that hard-codes the timed shape fails);
+    // each set resolves, differs from the timed one and is no bigger.
+    if (task->has_cpu_version) {
+      EXPECT_GE(task->check_sizes.size(), 1u);
+    }
+    const std::vector<ShapeSet> sets = CorrectnessShapeSets(*task);
+    EXPECT_EQ(sets.size(), 1 + task->check_sizes.size());
+    for (std::size_t i = 1; i < sets.size(); ++i) {
+      EXPECT_NE(sets[i].sizes, task->sizes);
+      double set_bytes = 0;
+      for (const auto* list : {&sets[i].inputs, &sets[i].outputs})
+        for (const TensorSpec& t : *list) set_bytes += static_cast<double>(t.NumBytes());
+      EXPECT_LE(set_bytes, io_bytes) << "check set " << i;
+    }
 
     EXPECT_NE(task->starter_source.find("extern \"C\""), std::string::npos) << "starter lacks extern \"C\"";
     EXPECT_NE(task->starter_source.find("kernel("), std::string::npos) << "starter lacks kernel(";

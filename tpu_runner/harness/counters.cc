@@ -11,7 +11,7 @@
 
 namespace kernelgym {
 
-Counters::Counters() {
+Counters::Counters(pid_t pid) {
   struct Spec {
     const char* name;
     uint32_t type;
@@ -36,7 +36,7 @@ Counters::Counters() {
     attr.exclude_kernel = 1;
     attr.exclude_hv = 1;
     attr.inherit = 1;  // threads the kernel starts (OpenMP) are counted too
-    const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, 0, -1, -1, PERF_FLAG_FD_CLOEXEC));
+    const int fd = static_cast<int>(syscall(SYS_perf_event_open, &attr, pid, -1, -1, PERF_FLAG_FD_CLOEXEC));
     if (fd < 0) {
       unavailable_.push_back(std::string(s.name) + " (" + strerror(errno) + ")");
       continue;

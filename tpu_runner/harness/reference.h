@@ -1,5 +1,6 @@
 // The task's TorchScript reference, behind a torch-free interface: the only translation unit
-// that includes libtorch (each costs ~13 s and 1.3 GB to compile).
+// that includes libtorch (each costs ~13 s and 1.3 GB to compile). It runs in a process of its
+// own (reference_main.cc) that no candidate code can reach, so its results need no hiding.
 #pragma once
 
 #include <memory>
@@ -22,14 +23,11 @@ class Reference {
   // Binds input set `set` to these buffers (read-only views).
   void BindInputs(int set, const std::vector<std::span<std::byte>>& buffers);
 
-  // Runs the reference on input set `set`. The result stays owned here until the next call;
-  // `Outputs()` exposes it. Returns false with `error` on a shape/dtype mismatch or exception.
+  // Runs the reference on input set `set`. The result stays owned here until the next call.
+  // Returns false with `error` on a shape/dtype mismatch or exception.
   bool Run(int set, std::string& error);
-  // Moves the last result into `out` (one buffer per output): copies it, then zeroes the
-  // reference's tensors and every temporary it freed (libtorch's CPU allocator is replaced by a
-  // pool whose free blocks are zeroed here), so no plain answer or partial answer stays readable while the
-  // kernel runs. Call it outside timed regions.
-  void TakeOutputs(const std::vector<std::span<std::byte>>& out);
+  // Copies the last result into `out` (one buffer per output). Outside timed regions.
+  void CopyOutputs(const std::vector<std::span<std::byte>>& out);
 
   // Sets the intra-op thread count again: a kernel may have changed the OpenMP setting.
   void ResetThreads() const;

@@ -1,12 +1,14 @@
 // Attack: cheap memoization. Instead of hashing the whole input, the kernel compares 16
 // sampled elements of each input with those of its last 4 calls; on a match it replays the
 // cached output with a memcpy.
-// Why it must not be rewarded (this case: default options): the harness redraws a random part of
-// the inputs before every timed round, so a sample match replays a stale output; every timed
-// output is checked against the reference on the same inputs, so the first stale replay is a
-// mismatch. The case cache_by_sampled_content_no_refresh runs this same kernel with input
-// refresh off (a test-only option): every replay is then value-correct, but a 256^3 GEMM in the
-// time of a 256 KiB memcpy is below this machine's physical floor, so it is implausible.
+// Why it must not be rewarded (this case: default options): the harness draws every element of
+// every input afresh before every timed round, so no sample ever matches a cached call; the
+// kernel computes the GEMM every time and is no faster than the starter. (When only a random
+// 1/32 of the inputs was redrawn, a sample match replayed a stale output and the comparison of
+// every timed output caught it as a mismatch.) The case cache_by_sampled_content_no_refresh runs
+// this same kernel with input refresh off (a test-only option): every replay is then
+// value-correct, but a 256^3 GEMM in the time of a 256 KiB memcpy is below this machine's
+// physical floor, so it is implausible.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>

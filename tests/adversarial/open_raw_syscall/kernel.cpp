@@ -2,8 +2,10 @@
 // openat(AT_FDCWD = -100, "/etc/hostname", O_RDONLY = 0), then read (0) and close (3).
 // A kernel that can open files can read the reference, cached answers, or secrets.
 // The kernel's answer is otherwise correct.
-// Why it must not be rewarded: a kernel has no files to open. Opening is allowed only while the
-// harness loads the shared object; afterwards the seccomp filter kills the process on openat.
+// Why it must not be rewarded: the candidate's process has a file view of its own that holds
+// only the executor, this kernel and the runtime libraries it may link — no /etc, no file of the
+// judge's or the reference's. Opening for reading stays allowed (the dynamic loader needs it) and
+// finds nothing: the open fails, the kernel computes honestly, and it is no faster than before.
 #include <cmath>
 #include <cstdint>
 

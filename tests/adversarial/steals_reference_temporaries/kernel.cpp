@@ -6,10 +6,10 @@
 // unmapped page never faults — for those four floats, and on a hit applies the ReLU to what it
 // found: a 256^3 GEMM for the price of a scan and a copy. Once found, it remembers the address
 // and checks it first next time.
-// Why it must not be rewarded: the harness zeroes every buffer the reference freed (libtorch's
-// CPU allocator is replaced by a pool scrubbed between calls), zeroes the reference's output
-// after copying it, and keeps its own copy masked while the kernel runs. So the scan finds
-// nothing, the kernel computes the GEMM itself, and it is no faster than the starter.
+// Why it must not be rewarded: the reference runs in a process of its own, so no answer of its
+// is in this process's memory to find. (Against the first design, where the reference shared the
+// process, this scan found the temporary in every trial until the harness scrubbed freed memory.)
+// Today the probe itself is refused: mincore is not on the executor's seccomp allow-list.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

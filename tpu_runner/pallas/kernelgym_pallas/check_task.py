@@ -1,9 +1,11 @@
-"""A task author's check of a Pallas task (or of one candidate for it), through the real worker:
+"""A task author's check of a Pallas task (or of one candidate for it), through the real judge and
+tracer:
 
     python -m kernelgym_pallas.check_task datasets/suites/cpu/silu_mul [--candidate FILE]
 
-It starts worker.py as a child (without the bubblewrap sandbox the runner adds), plays the
-runner's side of the protocol and compares outputs with the same rule as the runner
+It starts judge.py and tracer.py as children (without the bubblewrap sandbox and the seccomp
+filter the runner adds), plays the runner's side of the protocol and compares outputs with the
+same rule as the runner
 (|actual - expected| <= atol + rtol * |expected|). The runner's verdict (`kernelgym eval
 --backend pallas`) is the one that counts; this is the quick loop while writing a task.
 """
@@ -11,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +36,27 @@ def compare(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) 
     return int(bad.sum()), err
 
 
+def _start(module: str, args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", module, *args, "--no-seccomp"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env,
+                            cwd=pathlib.Path(__file__).resolve().parent.parent)
+
+
+def _read(process: subprocess.Popen, who: str) -> dict:
+    while True:
+        line = process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the {who} exited ({process.wait()})")
+        event = json.loads(line)
+        if event.get("event") != "progress":
+            return event
+
+
+def _send(process: subprocess.Popen, message: dict) -> None:
+    process.stdin.write(json.dumps(message) + "\n")
+    process.stdin.flush()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("task_dir", type=pathlib.Path)
@@ -39,55 +64,58 @@ def main() -> int:
     parser.add_argument("--layout", default="kernelgym", choices=["kernelgym", "jaxbench"])
     parser.add_argument("--target", default="v5e")
     parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--no-static-check", action="store_true",
+                        help="skip the judge's static check (to see what the later checks make of a candidate)")
     args = parser.parse_args()
     candidate = args.candidate or args.task_dir / "pallas" / "starter.py"
-    with tempfile.TemporaryDirectory(prefix="kernelgym-pallas-check-") as tmp:
-        out = pathlib.Path(tmp)
-        (out / "candidate.py").write_text(candidate.read_text())
+    with tempfile.TemporaryDirectory(prefix="kernelgym-pallas-judge-") as judge_tmp, \
+            tempfile.TemporaryDirectory(prefix="kernelgym-pallas-tracer-") as tracer_tmp:
+        judge_dir, tracer_dir = pathlib.Path(judge_tmp), pathlib.Path(tracer_tmp)
+        for folder in (judge_dir, tracer_dir):
+            (folder / "candidate.py").write_text(candidate.read_text())
         started = time.perf_counter()
-        worker = subprocess.Popen([sys.executable, "-m", "kernelgym_pallas.worker", "--target", args.target,
-                                   "--no-seccomp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                  cwd=pathlib.Path(__file__).resolve().parent.parent)
-
-        def read():
-            while True:
-                line = worker.stdout.readline()
-                if not line:
-                    raise SystemExit(f"worker exited ({worker.wait()})")
-                event = json.loads(line)
-                if event.get("event") != "progress":
-                    return event
-
-        ready = read()
-        print(f"worker ready in {time.perf_counter() - started:.2f} s: {ready}")
-        job = {"task_dir": str(args.task_dir.resolve()), "layout": args.layout, "out_dir": str(out),
-               "candidate_path": str(out / "candidate.py"), "seeds": [int(s) for s in args.seeds.split(",")]}
+        judge = _start("kernelgym_pallas.judge", ["--target", args.target], dict(os.environ))
+        tracer = _start("kernelgym_pallas.tracer", [], dict(os.environ, JAX_PLATFORMS="cpu"))
+        ready = _read(judge, "judge")
+        _read(tracer, "tracer")
+        print(f"judge and tracer ready in {time.perf_counter() - started:.2f} s: {ready}")
+        job = {"task_dir": str(args.task_dir.resolve()), "layout": args.layout, "out_dir": str(judge_dir),
+               "candidate_path": str(judge_dir / "candidate.py"), "seeds": [int(s) for s in args.seeds.split(",")],
+               "static_check": not args.no_static_check}
         job_start = time.perf_counter()
-        worker.stdin.write(json.dumps({"job": job}) + "\n")
-        worker.stdin.flush()
-        message = read()
+        _send(judge, {"job": job})
+        message = _read(judge, "judge")
         expected = {}
-        if message["event"] == "reference":
+        if message["event"] == "specs":
+            _send(tracer, {"job": {"candidate_path": str(tracer_dir / "candidate.py"), "size_sets": message["size_sets"],
+                                   "artifact_path": str(tracer_dir / "program.pkl")}})
+            message = _read(judge, "judge")
             for t, trial in enumerate(message["trials"]):
                 for k, o in enumerate(trial["outputs"]):
-                    expected[(t, k)] = (np.fromfile(out / o["file"], dtype=o["dtype"]).reshape(o["shape"]), o)
-            worker.stdin.write(json.dumps({"go": True}) + "\n")
-            worker.stdin.flush()
-            message = read()
+                    expected[(t, k)] = (np.fromfile(judge_dir / o["file"], dtype=o["dtype"]).reshape(o["shape"]), o,
+                                        trial["size_set"])
+            traced = _read(tracer, "tracer")
+            if traced["event"] == "traced":
+                shutil.copyfile(tracer_dir / "program.pkl", judge_dir / "program.pkl")
+                _send(judge, {"artifact": "program.pkl"})
+                message = _read(judge, "judge")
+            else:
+                message = traced
         seconds = time.perf_counter() - job_start
-        worker.stdin.close()
-        worker.wait()
+        for process in (judge, tracer):
+            process.stdin.close()
+            process.wait()
         status = message["status"]
         for d in message.get("diagnostics", []):
             print(f"candidate.py:{d['line']}: {d['severity']}: {d['message']}")
         failures = 0
         for trial in message.get("trials", []):
             for k, o in enumerate(trial["outputs"]):
-                actual = np.fromfile(out / o["file"], dtype=o["dtype"]).reshape(o["shape"])
-                want, meta = expected[(trial["trial"], k)]
+                actual = np.fromfile(judge_dir / o["file"], dtype=o["dtype"]).reshape(o["shape"])
+                want, meta, size_set = expected[(trial["trial"], k)]
                 bad, err = compare(want, actual, meta["atol"], meta["rtol"])
                 failures += bad > 0
-                print(f"trial {trial['trial']}{' (repeat)' if trial['repeat'] else ''} {meta['name']}: "
+                print(f"trial {trial['trial']} ({size_set}){' (repeat)' if trial['repeat'] else ''} {meta['name']}: "
                       f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
         if status == "ok" and failures:
             status = "incorrect"

@@ -29,6 +29,8 @@ def from_exception(error: BaseException, candidate_file: str, stage: str,
     failed), then a note for each other candidate line the message names (Mosaic names the kernel
     body's line). Line 0 when no line of the candidate could be found."""
     message = f"{type(error).__name__}: {error}".replace(candidate_file, "candidate.py")
+    # The judge sees the candidate's file only as the tracer named it, in another folder.
+    message = re.sub(r'[^\s"\'(]*/candidate\.py', "candidate.py", message)
     frames = [f.lineno or 0 for f in traceback.extract_tb(error.__traceback__) if f.filename == candidate_file]
     named = [int(m.group(1)) for m in re.finditer(r'candidate\.py"?[:(](\d+)', message)]
     line = frames[-1] if frames else 0

@@ -1,7 +1,9 @@
-"""One evaluation inside the worker, stage by stage (see worker.py for the protocol around it).
+"""One evaluation inside the judge, stage by stage (judge.py has the protocol around it).
 
-Order matters for integrity: the task's inputs and reference outputs exist, and have been handed
-to the runner, before the first line of the candidate is imported.
+The judge never imports candidate code. What it runs of the candidate is the program the tracer
+traced, loaded by artifact.py: the same object is structure-checked (jaxpr_check.py), compiled
+for the TPU and run for the answers the runner compares. Order matters: the inputs and the
+reference's outputs exist, and the runner has read them, before the judge looks at the program.
 """
 from __future__ import annotations
 
@@ -14,16 +16,21 @@ import numpy as np
 
 from . import diagnostics, jaxpr_check, static_check, task_spec, tpu_target
 
-CANDIDATE_MODULE = "kernelgym_candidate"
+# The size sets whose answers are compared (every task has both; a JAXBench case, with one
+# shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
+# the other. "full" is compiled for the TPU (and timed, and checked, on a TPU host).
+CHECKED_SETS = ("small", "check")
 
 
 def warm_up(target_name: str) -> tpu_target.Target:
     """Everything that costs seconds and does not depend on the job: jax, the TPU target, the
-    interpreter's first trace. Done before the job arrives."""
+    primitive table the program is read with, the interpreter's first trace. Done before the job
+    arrives."""
     import jax
     import jax.numpy as jnp
-    from jax.experimental import pallas  # noqa: F401  (import cost, not per job)
-    from jax.experimental.pallas import tpu  # noqa: F401
+    from . import artifact
+    artifact._ensure_modules()
+    artifact._primitives()
     target = tpu_target.open_target(target_name)
     if target.on_tpu:
         # The tasks are float32: on a TPU, XLA's default would multiply in one bfloat16 pass and
@@ -59,6 +66,28 @@ def _tensor_entry(spec: task_spec.TensorSpec, array: np.ndarray, path: pathlib.P
             "atol": spec.atol, "rtol": spec.rtol}
 
 
+def checked_sets(task: task_spec.PallasTask) -> list[str]:
+    """The size sets whose answers are compared, without repeats of one shape."""
+    shapes = lambda name: [list(s.shape) for s in task.size_sets[name].inputs]
+    out = []
+    for name in CHECKED_SETS:
+        if all(shapes(name) != shapes(other) for other in out):
+            out.append(name)
+    return out
+
+
+def trial_plan(task: task_spec.PallasTask, seeds: list[int]) -> list[tuple[str, int]]:
+    """(size set, seed) per trial: the seeds in turn, the checked size sets in turn, every checked
+    size set at least once."""
+    sets = checked_sets(task)
+    count = max(len(seeds), len(sets))
+    return [(sets[t % len(sets)], int(seeds[t % len(seeds)])) for t in range(count)]
+
+
+def _specs(shape_set: task_spec.ShapeSet) -> list[dict]:
+    return [{"shape": list(s.shape), "dtype": str(np.dtype(s.dtype))} for s in shape_set.inputs]
+
+
 class Outcome(Exception):
     """An expected end of the evaluation (rejected, compile error, crash): carried as a value."""
 
@@ -90,97 +119,86 @@ def _timed(facts: dict, stage: str):
 def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
     import jax
     out_dir = pathlib.Path(job["out_dir"])
-    candidate_path = pathlib.Path(job["candidate_path"])
     task = task_spec.load_task(pathlib.Path(job["task_dir"]), job.get("layout", "kernelgym"),
                                job.get("suite", "jaxbench-ext"))
-    small, full = task.size_sets["small"], task.size_sets["full"]
-    source = candidate_path.read_text()
+    full = task.size_sets["full"]
 
-    # 1. Static checks: read, not run.
-    with _timed(facts, "static_check"):
-        findings = static_check.check(source)
-    if findings:
-        raise Outcome("rejected", "static_check", findings[0].message, diagnostics.from_findings(findings))
+    # 1. The static check: a first filter, read, not run (the source is never imported here).
+    if job.get("static_check", True):
+        with _timed(facts, "static_check"):
+            findings = static_check.check(pathlib.Path(job["candidate_path"]).read_text(errors="replace"))
+        if findings:
+            raise Outcome("rejected", "static_check", findings[0].message, diagnostics.from_findings(findings))
+    plan = trial_plan(task, [int(s) for s in job["seeds"]])
+    traced_sets = list(dict.fromkeys([name for name, _ in plan] + ["full"]))
+    send({"event": "specs", "size_sets": {name: _specs(task.size_sets[name]) for name in traced_sets}})
 
-    # 2. The reference, on inputs drawn from the server's seeds, before the candidate exists here.
+    # 2. The reference, on inputs drawn from the server's seeds, while the tracer traces.
     reference = jax.jit(task.reference())
     trials = []
     inputs_per_trial = []
     with _timed(facts, "reference"):
-        for t, seed in enumerate(job["seeds"]):
-            inputs = task.draw_inputs("small", int(seed))
+        for t, (set_name, seed) in enumerate(plan):
+            shape_set = task.size_sets[set_name]
+            inputs = task.draw_inputs(set_name, seed)
             expected = [_wire(np.asarray(o)) for o in _as_tuple(reference(*inputs))]
-            if len(expected) != len(small.outputs):
-                raise AssertionError(f"the reference returned {len(expected)} outputs; the task has {len(small.outputs)}")
+            if len(expected) != len(shape_set.outputs):
+                raise AssertionError(f"the reference returned {len(expected)} outputs; the task has "
+                                     f"{len(shape_set.outputs)}")
             entries = []
-            for k, (spec, array) in enumerate(zip(small.outputs, expected)):
+            for k, (spec, array) in enumerate(zip(shape_set.outputs, expected)):
                 path = out_dir / f"expected_{t}_{k}.bin"
                 _write(array, path)
                 entries.append(_tensor_entry(spec, array, path))
-            trials.append({"seed": int(seed), "inputs_sha256": [_sha256(x) for x in inputs], "outputs": entries})
+            trials.append({"seed": seed, "size_set": set_name, "inputs_sha256": [_sha256(x) for x in inputs],
+                           "outputs": entries})
             inputs_per_trial.append(inputs)
         facts["estimates"] = _estimates(task, target, full.inputs) if job.get("estimates", True) else {}
     send({"event": "reference", "trials": trials, "estimates": facts["estimates"]})
-    go = receive()
-    if not go or not go.get("go"):
-        raise Outcome("internal_error", "correctness", "the runner did not answer the reference phase")
+    message = receive()
+    if not message or "artifact" not in message:
+        raise Outcome("internal_error", "compile", "the runner sent no traced program")
 
-    # 3. From here on the candidate's code is in this process: no new capabilities for it.
+    # 3. From here on the judge reads what the candidate's process wrote: no new capabilities.
     if seccomp:
         from . import confine
         confine.install()
-    candidate_file = str(candidate_path)
+    programs = _load_programs(out_dir / pathlib.Path(message["artifact"]).name, task, traced_sets, facts)
+    _check_structure(programs, task, traced_sets, facts)
+
+    # 4. The real TPU compile (Pallas -> Mosaic -> libtpu) of the full-size program.
+    from jax._src import core
+    pallas_lines = jaxpr_check.pallas_call_lines(programs["full"])
     with _timed(facts, "compile"):
+        mosaic_full = core.jaxpr_as_fun(jaxpr_check.set_interpret(programs["full"], False))
         try:
-            kernel = task_spec.load_function(candidate_path, "kernel", CANDIDATE_MODULE)
-        except Exception as error:
-            raise Outcome("compile_error", "compile", "the candidate failed to import",
-                          diagnostics.from_exception(error, candidate_file, "import"))
-        full_specs = full.inputs
-        try:
-            closed = jax.make_jaxpr(kernel)(*[jax.ShapeDtypeStruct(tuple(s.shape), s.dtype) for s in full_specs])
-        except Exception as error:
-            raise Outcome("compile_error", "compile", "tracing the candidate at the full shapes failed",
-                          diagnostics.from_exception(error, candidate_file, "trace"))
-        largest = max((int(np.prod(s.shape)) for s in full_specs), default=1)
-        pallas_calls, heavy = jaxpr_check.check(closed, candidate_file, largest)
-        if pallas_calls == 0:
-            raise Outcome("rejected", "compile", "the candidate contains no pallas_call: the task asks for a Pallas kernel",
-                          [{"file": "candidate.py", "line": 0, "column": 0, "severity": "error",
-                            "message": "no pallas_call in the traced program"}])
-        if heavy:
-            diags = [{"file": "candidate.py", "line": line, "column": 0, "severity": "error",
-                      "message": f"`{name}` on {size} elements runs outside Pallas (as XLA); do it inside a kernel"}
-                     for name, line, size in heavy]
-            raise Outcome("rejected", "compile", diags[0]["message"], diags)
-        facts["pallas_calls"] = pallas_calls
-        pallas_lines = jaxpr_check.pallas_call_lines(closed, candidate_file)
-        try:
-            vmem = jaxpr_check.vmem_estimate(closed)
-        except Exception:  # an estimate: its absence is no verdict
-            vmem = 0
-        # The real TPU compile (Pallas -> Mosaic -> libtpu) at the task's full shapes.
-        try:
-            compiled = tpu_target.compile_for(target, kernel, full_specs)
+            compiled = tpu_target.compile_for(target, mosaic_full, full.inputs)
         except Exception as error:
             raise Outcome("compile_error", "compile", f"compiling for TPU {target.name} ({target.device_kind}) failed",
-                          diagnostics.from_exception(error, candidate_file, "mosaic", pallas_lines))
+                          diagnostics.from_exception(error, "candidate.py", "mosaic", pallas_lines))
         send({"event": "progress", "stage": "compiled"})
+        try:
+            vmem = jaxpr_check.vmem_estimate(programs["full"])
+        except Exception:  # an estimate: its absence is no verdict
+            vmem = 0
         facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
                                 "deviceless": not target.on_tpu, "seconds": compiled.seconds,
                                 "memory": dict(compiled.memory, vmem_estimate_bytes=float(vmem))}
 
-    # 4. Correctness on the small shapes: on the chip when there is one, else TPU interpret mode.
+    # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
+    run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
     outputs_meta = []
     with _timed(facts, "correctness"):
         for t, inputs in enumerate(inputs_per_trial):
+            set_name = plan[t][0]
+            shape_set = task.size_sets[set_name]
             repeats = 2 if t == 0 else 1  # trial 0 runs twice: a second run must give the same bits
             for r in range(repeats):
                 send({"event": "progress", "stage": "trial", "trial": t, "repeat": r})
-                arrays = _run_candidate(kernel, inputs, target, candidate_file, pallas_lines)
-                if len(arrays) != len(small.outputs):
+                arrays = _run_candidate(run[set_name], inputs, target, pallas_lines)
+                if len(arrays) != len(shape_set.outputs):
                     raise Outcome("incorrect", "correctness",
-                                  f"kernel returned {len(arrays)} outputs; the task has {len(small.outputs)}")
+                                  f"kernel returned {len(arrays)} outputs; the task has {len(shape_set.outputs)}")
                 entries = []
                 arrays = [_wire(a) for a in arrays]
                 for k, array in enumerate(arrays):
@@ -191,11 +209,16 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
                                      "inputs_sha256": [_sha256(x) for x in inputs]})
     result = {"event": "result", "status": "ok", "stage": "correctness", "message": "", "trials": outputs_meta}
 
-    # 5. Time: only a TPU gives a representative time.
+    # 6. On a TPU host the program that is timed is also checked, at the full sizes, then timed.
+    if target.on_tpu:
+        with _timed(facts, "full_size_check"):
+            mismatch = _full_size_check(task, mosaic_full, reference, target, int(job.get("timing_seed", 0)) or 1)
+        if mismatch:
+            raise Outcome("incorrect", "correctness", mismatch)
     if job.get("run_timing", True) and target.on_tpu:
         from . import tpu_timing
         with _timed(facts, "timing"):
-            result["timing"] = tpu_timing.measure(task, kernel, reference, target, job)
+            result["timing"] = tpu_timing.measure(task, mosaic_full, reference, target, job)
     else:
         result["timing"] = {"representative": False, "clock": "none",
                             "reason": "no TPU on this host: interpret-mode time says nothing about a TPU's"}
@@ -203,19 +226,69 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
     send(result)
 
 
-def _run_candidate(kernel, inputs, target, candidate_file, pallas_lines) -> list[np.ndarray]:
+def _load_programs(path: pathlib.Path, task, traced_sets: list[str], facts: dict) -> dict:
+    """The tracer's programs, one per size set, each taking exactly the task's inputs."""
+    from . import artifact
+    with _timed(facts, "load"):
+        try:
+            programs = artifact.load(path.read_bytes())
+        except (artifact.ArtifactError, OSError) as error:
+            raise Outcome("rejected", "compile", f"the traced program was refused: {error}")
+    for name in traced_sets:
+        if name not in programs:
+            raise Outcome("rejected", "compile", f"the traced program has no version for the {name} sizes")
+        want = [(tuple(s.shape), np.dtype(s.dtype)) for s in task.size_sets[name].inputs]
+        have = [(tuple(a.shape), np.dtype(a.dtype)) for a in programs[name].in_avals]
+        if want != have:
+            raise Outcome("rejected", "compile", f"the traced program for the {name} sizes takes {have}; "
+                                                 f"the task's inputs are {want}")
+    return programs
+
+
+def _largest(shape_set) -> int:
+    return max((int(np.prod(s.shape, dtype=np.int64)) for s in shape_set.inputs), default=1)
+
+
+def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) -> None:
+    with _timed(facts, "structure_check"):
+        for name in traced_sets:
+            largest = _largest(task.size_sets[name])
+            diags = jaxpr_check.verdict(jaxpr_check.check(programs[name], largest), largest, name)
+            if diags:
+                raise Outcome("rejected", "compile", diags[0]["message"], diags)
+        facts["pallas_calls"] = jaxpr_check.check(programs["full"], _largest(task.size_sets["full"])).pallas_calls
+        reference_name = traced_sets[0]
+        reference_skeleton = jaxpr_check.skeleton(programs[reference_name])
+        for name in traced_sets[1:]:
+            other = jaxpr_check.skeleton(programs[name])
+            if other != reference_skeleton:
+                where = jaxpr_check.first_difference(reference_skeleton, other)
+                raise Outcome("rejected", "compile",
+                              f"the program traced at the {name} sizes is not the one traced at the {reference_name} "
+                              f"sizes ({where}): the program that is compiled and timed must be the one whose "
+                              f"answers are checked, up to its shapes")
+
+
+def _runner(program, target):
+    """The jitted program for the correctness runs: Mosaic on a TPU host, else Pallas TPU
+    interpret mode, with race, out-of-bounds and uninitialized-memory (NaN) detection."""
     import jax
+    from jax._src import core
     from jax.experimental.pallas import tpu as pltpu
+    if target.on_tpu:
+        mode = False
+    else:
+        mode = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise", uninitialized_memory="nan")
+    return jax.jit(core.jaxpr_as_fun(jaxpr_check.set_interpret(program, mode)))
+
+
+def _run_candidate(fn, inputs, target, pallas_lines) -> list[np.ndarray]:
+    import jax
     try:
-        if target.on_tpu:
-            out = jax.jit(kernel)(*inputs)
-        else:
+        out = fn(*inputs)
+        jax.block_until_ready(out)
+        if not target.on_tpu:
             from jax._src.pallas.mosaic.interpret import interpret_pallas_call as interp
-            params = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise",
-                                           uninitialized_memory="nan")
-            with pltpu.force_tpu_interpret_mode(params):
-                out = jax.jit(kernel)(*inputs)
-                jax.block_until_ready(out)
             races = getattr(interp, "races", None)
             if races is not None and getattr(races, "races_found", False):
                 raise Outcome("incorrect", "correctness",
@@ -226,7 +299,27 @@ def _run_candidate(kernel, inputs, target, candidate_file, pallas_lines) -> list
     except Exception as error:
         raise Outcome("crashed", "correctness", "the kernel raised while running (TPU interpret mode)"
                       if not target.on_tpu else "the kernel raised while running on the TPU",
-                      diagnostics.from_exception(error, candidate_file, "run", pallas_lines))
+                      diagnostics.from_exception(error, "candidate.py", "run", pallas_lines))
+
+
+def _full_size_check(task, kernel, reference, target, seed: int) -> str:
+    """On a TPU host: the timed program's answers at the full sizes against the reference's, by
+    the runner's rule (|a - e| <= atol + rtol |e|). Empty when they agree."""
+    import jax
+    full = task.size_sets["full"]
+    inputs = [jax.device_put(x, target.device) for x in task.draw_inputs("full", seed)]
+    expected = [_wire(np.asarray(o)) for o in _as_tuple(jax.jit(reference)(*inputs))]
+    actual = [_wire(np.asarray(o)) for o in _as_tuple(jax.jit(kernel)(*inputs))]
+    if len(actual) != len(expected):
+        return f"at the full sizes the kernel returned {len(actual)} outputs; the task has {len(expected)}"
+    for spec, e, a in zip(full.outputs, expected, actual):
+        if a.shape != e.shape:
+            return f"at the full sizes output '{spec.name}' has shape {list(a.shape)}; the task's is {list(e.shape)}"
+        e64, a64 = e.astype(np.float64), a.astype(np.float64)
+        bad = int(np.sum(~(np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64))))
+        if bad:
+            return f"at the full sizes output '{spec.name}': {bad} of {e.size} elements outside tolerance"
+    return ""
 
 
 def _estimates(task, target, full_specs) -> dict:

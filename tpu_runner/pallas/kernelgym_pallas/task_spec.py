@@ -6,8 +6,10 @@
 * JAXBench's (benchmark/<id>/baseline.py with CONFIG, create_inputs, workload, get_flops): inputs
   come from create_inputs, the reference is workload. See docs/pallas.md, "JAXBench layout".
 
-Size sets: "small" is what interpret-mode correctness runs on; "full" is the original TPU-scale
-problem that is compiled for the TPU target and timed on a TPU host.
+Size sets: "small" and "check" are what correctness is checked on (in interpret mode without a
+TPU); they differ in at least one size, so a kernel that hard-codes one shape fails the other.
+"full" is the original TPU-scale problem that is compiled for the TPU target and timed (and
+checked) on a TPU host.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-SIZE_SETS = ("small", "full")
+SIZE_SETS = ("small", "check", "full")
 # The dtypes task.json may name (the C++ loader accepts the same four).
 _DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
 
@@ -125,8 +127,8 @@ def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
         for entry in task["inputs"]:
             override = input_overrides.get(entry["name"], {})
             init = override.get("init", entry["init"])
-            if "kind" not in init and set_name in init:  # one initializer per size set
-                init = init[set_name]
+            if "kind" not in init:  # one initializer per size set; "check" takes "small"'s unless it has one
+                init = init.get(set_name) or init.get("small") or init
             inputs.append(_tensor(entry, sizes, f"{pallas_json}: inputs.{entry['name']}", init, {}))
         outputs = []
         for entry in task["outputs"]:
@@ -163,7 +165,7 @@ def load_jaxbench_task(case_dir: pathlib.Path, suite: str) -> PallasTask:
     shape_set = ShapeSet({}, in_specs, out_specs, flops)
     starter = case_dir / "starter.py"
     return PallasTask(f"{suite}/{case_dir.name}", "jaxbench", baseline, starter if starter.is_file() else None,
-                      {"small": shape_set, "full": shape_set}, module)
+                      {"small": shape_set, "check": shape_set, "full": shape_set}, module)
 
 
 def _jaxbench_inputs(module, seed: int) -> list[np.ndarray]:

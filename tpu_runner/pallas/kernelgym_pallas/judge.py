@@ -1,0 +1,62 @@
+"""The judge: the trusted side of a pallas evaluation. It never imports candidate code. It holds
+the task (a copy of its files), draws the inputs from the server's seeds, runs the task's
+reference, and then checks, compiles and runs the program the tracer traced (artifact.py) — that
+program and nothing else. The C++ runner (tpu_runner/pallas_backend.cc) drives it:
+
+  judge -> runner  {"event": "ready", ...}             jax imported, the TPU target opened
+  runner -> judge  {"job": ...}                         one evaluation (see evaluation.run_job)
+  judge -> runner  {"event": "specs", "size_sets"}      the inputs' shapes for the tracer
+                or {"event": "result", ...}             the static check refused the source
+  judge -> runner  {"event": "reference", ...}          expected outputs written (in this folder only)
+  runner -> judge  {"artifact": FILE}                   the tracer's program, copied here by the runner
+  judge -> runner  {"event": "progress", ...}, then {"event": "result", ...}
+
+The candidate's outputs are compared by the runner. A judge serves `--max-jobs` evaluations
+(default 1); it is started ahead of time, so jax's import stays out of the evaluation's path.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+
+from . import channel
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="v5e", help="TPU generation to compile for (v5e, v6e)")
+    parser.add_argument("--max-jobs", type=int, default=1)
+    channel.add_arguments(parser)
+    args = parser.parse_args()
+    channel.open_channels(args.control_fd, args.report_fd)
+    from . import tpu_target
+    if args.target not in tpu_target.TARGETS:
+        channel.send({"event": "fatal", "message": f"unknown TPU target {args.target!r}; known: {sorted(tpu_target.TARGETS)}"})
+        return 2
+    if not tpu_target.host_has_tpu():
+        for key, value in tpu_target.deviceless_environment(args.target).items():
+            os.environ.setdefault(key, value)
+    start = time.perf_counter()
+    from . import evaluation
+    target = evaluation.warm_up(args.target)
+    import jax
+    channel.send({"event": "ready", "target": target.name, "on_tpu": target.on_tpu, "device_kind": target.device_kind,
+                  "jax": jax.__version__, "start_seconds": time.perf_counter() - start})
+    for _ in range(args.max_jobs):
+        message = channel.receive()
+        if message is None:
+            return 0
+        try:
+            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=not args.no_seccomp)
+        except Exception as error:  # a bug of ours or of the task: say so, as a value
+            channel.send({"event": "result", "status": "internal_error", "stage": "correctness",
+                          "message": f"judge: {type(error).__name__}: {error}",
+                          "details": traceback.format_exc().splitlines()[-12:]})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
