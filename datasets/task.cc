@@ -304,7 +304,10 @@ std::vector<std::vector<SizeParam>> ParseCheckSizes(const json& root, const Task
     const json& entry = list[i];
     if (!entry.is_object()) Fail(path, "must be an object {size name: value}");
     std::vector<SizeParam> given;
-    for (const auto& [name, value] : entry.items()) {
+    for (const auto& item : entry.items()) {
+      // (Named copies: clang 14 cannot capture structured bindings in a lambda.)
+      const std::string name = item.key();
+      const nlohmann::json& value = item.value();
       if (std::none_of(task.sizes.begin(), task.sizes.end(), [&](const SizeParam& s) { return s.name == name; }))
         Fail(path + "." + name, "is not a size of the task");
       if (!value.is_number_integer() || value.get<int64_t>() <= 0) Fail(path + "." + name, "must be a positive integer");
