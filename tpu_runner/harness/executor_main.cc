@@ -26,6 +26,7 @@
 #include "tpu_runner/harness/executor_confine.h"
 #include "tpu_runner/harness/kernel_call.h"
 #include "tpu_runner/harness/layout.h"
+#include "tpu_runner/harness/read_to_end.h"
 
 namespace kernelgym {
 namespace {
@@ -44,18 +45,6 @@ Doorbell* g_bell = nullptr;
   std::fprintf(stderr, "kernelgym-executor: %s\n", message.c_str());
   if (g_bell) executor::RecordViolation(g_bell, "internal", message.c_str(), 0);
   _exit(2);
-}
-
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
 }
 
 void* Reserve(uint64_t bytes) {
@@ -77,7 +66,7 @@ int main() {
   using namespace kernelgym;
   nlohmann::json plan;
   try {
-    plan = nlohmann::json::parse(ReadAll(kPlanFd));
+    plan = nlohmann::json::parse(ReadToEnd(kPlanFd));
   } catch (const std::exception& e) {
     Die(std::string("bad plan: ") + e.what());
   }

@@ -24,6 +24,7 @@
 
 #include "tpu_runner/harness/doorbell.h"
 #include "tpu_runner/harness/layout.h"
+#include "tpu_runner/harness/read_to_end.h"
 #include "tpu_runner/harness/reference.h"
 #include "tpu_runner/harness_protocol.h"
 
@@ -42,18 +43,6 @@ void Status(const std::string& line) {
   _exit(1);
 }
 
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[65536];
-  for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
 struct ShapeSetRuntime {
   std::unique_ptr<Reference> reference;
   std::vector<std::span<std::byte>> outputs;
@@ -68,7 +57,7 @@ int main() {
   // The reference dies with the judge (outside a PID namespace nothing else would end it).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) _exit(0);
-  const std::string text = ReadAll(kJobFd);
+  const std::string text = ReadToEnd(kJobFd);
   close(kJobFd);
   if (text.empty()) _exit(0);  // the judge went away before a job came: nothing to do
   std::vector<ShapeSetRuntime> sets;
