@@ -891,7 +891,15 @@ constexpr std::string_view kExpPoly = R"(
 // Added by the exp_poly mutation: exp(v) = 2^n * exp(r), v = n*ln2 + r, |r| <= ln2/2, with a
 // degree-6 polynomial for exp(r) (Cephes expf coefficients). Branch-free, so loops still vectorize.
 static inline float kg_exp_poly(float v) {
-    v = v < -87.0f ? -87.0f : (v > 88.0f ? 88.0f : v);
+    // Clamp v to [-87, 88] so that 2^n stays a normal float. On the bits: a float compare may
+    // trap, so g++ makes a float select vector code only where AVX-512 masks it; an integer min
+    // vectorizes on every x86. As signed integers, float bits grow with a positive value and with
+    // a negative value's magnitude: one min against each sign's bound.
+    int vb;
+    std::memcpy(&vb, &v, sizeof(vb));
+    const int bound = vb < 0 ? -1028784128 /* -87.0f */ : 1118830592 /* 88.0f */;
+    vb = vb < bound ? vb : bound;
+    std::memcpy(&v, &vb, sizeof(v));
     const float kRound = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
     const float n = (v * 1.44269504088896341f + kRound) - kRound;
     float r = v - n * 0.693359375f;    // ln2 in two parts (Cody-Waite) keeps r accurate

@@ -24,8 +24,15 @@
 // 2^n built in the exponent bits. No floor() call: without -ffast-math g++ keeps floorf a libm
 // call, which would stop the loop from vectorizing.
 static inline float exp_poly(float v) {
-    v = v < -87.0f ? -87.0f : v;  // keeps 2^n a normal float (n in [-125, 127])
-    v = v > 88.0f ? 88.0f : v;
+    // Clamp v to [-87, 88] so that 2^n stays a normal float. On the bits: a float compare may
+    // trap, so g++ makes a float select vector code only where AVX-512 masks it; an integer min
+    // vectorizes on every x86. As signed integers, float bits grow with a positive value and with
+    // a negative value's magnitude: one min against each sign's bound.
+    int32_t vb;
+    std::memcpy(&vb, &v, sizeof(vb));
+    const int32_t bound = vb < 0 ? -1028784128 /* -87.0f */ : 1118830592 /* 88.0f */;
+    vb = vb < bound ? vb : bound;
+    std::memcpy(&v, &vb, sizeof(v));
     const float n = (v * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round: + 1.5 * 2^23
     const float r = v - n * 0.693359375f + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;

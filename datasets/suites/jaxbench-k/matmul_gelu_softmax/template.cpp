@@ -42,8 +42,15 @@
 // Chebyshev nodes (relative error ~2e-8), 2^n written into the exponent bits. No floor() call:
 // without -ffast-math it stays a libm call and would stop the loop from vectorizing.
 static inline float exp_poly(float v) {
-    v = v < -87.0f ? -87.0f : v;
-    v = v > 88.0f ? 88.0f : v;
+    // Clamp v to [-87, 88] so that 2^n stays a normal float. On the bits: a float compare may
+    // trap, so g++ makes a float select vector code only where AVX-512 masks it; an integer min
+    // vectorizes on every x86. As signed integers, float bits grow with a positive value and with
+    // a negative value's magnitude: one min against each sign's bound.
+    int32_t vb;
+    std::memcpy(&vb, &v, sizeof(vb));
+    const int32_t bound = vb < 0 ? -1028784128 /* -87.0f */ : 1118830592 /* 88.0f */;
+    vb = vb < bound ? vb : bound;
+    std::memcpy(&v, &vb, sizeof(v));
     const float n = (v * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest integer
     const float r = (v - n * 0.693145751953125f) - n * 1.42860677e-6f;  // ln2 = hi + lo, hi exact * n
     float q = 1.39464466e-3f;
