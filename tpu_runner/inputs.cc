@@ -111,18 +111,75 @@ uint64_t Rng::Next() {
 
 double Rng::Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
-double Rng::Normal() {
-  if (has_spare_) {
-    has_spare_ = false;
-    return spare_;
+// The ziggurat method (Marsaglia and Tsang, 2000), 128 layers. The timing loop draws every input
+// afresh every round, so this is on the judge's critical path: Box-Muller (a log, a sqrt, a sine
+// and a cosine per pair) cost ~28 ns an element, a round's fill 6x its calls for a 2 MB softmax.
+// Here ~99% of draws are one random word, one multiply and one compare.
+namespace {
+
+constexpr int kLayers = 128;
+constexpr double kTailStart = 3.442619855899;         // r: where the base layer's tail begins
+constexpr double kLayerArea = 9.91256303526217e-3;    // v: each layer's area under exp(-x^2/2)
+
+double Density(double x) { return std::exp(-0.5 * x * x); }
+
+struct ZigguratTables {
+  double x[kLayers + 1];  // layer i spans [0, x[i]] at heights f(x[i])..f(x[i + 1])
+  double f[kLayers + 1];
+  ZigguratTables() {
+    x[0] = kLayerArea / Density(kTailStart);  // the base: a rectangle to r plus the tail, as wide as a layer
+    x[1] = kTailStart;
+    for (int i = 1; i < kLayers - 1; ++i) x[i + 1] = std::sqrt(-2.0 * std::log(kLayerArea / x[i] + Density(x[i])));
+    x[kLayers] = 0;
+    for (int i = 0; i <= kLayers; ++i) f[i] = Density(x[i]);
   }
-  double u1;
-  do u1 = Uniform01(); while (u1 <= 0);
-  const double u2 = Uniform01();
-  const double r = std::sqrt(-2.0 * std::log(u1));
-  spare_ = r * std::sin(2 * M_PI * u2);
-  has_spare_ = true;
-  return r * std::cos(2 * M_PI * u2);
+};
+
+const ZigguratTables& Ziggurat() {
+  static const ZigguratTables tables;
+  return tables;
+}
+
+// A draw that fell outside its layer's rectangle (about 1.2% of them): the base layer's tail by
+// Marsaglia's method, a wedge by a density test; a rejected wedge point starts a fresh draw.
+double BeyondTheRectangle(Rng& rng, int layer, double x) {
+  if (layer == 0) {
+    double a, b;
+    do {
+      a = -std::log(1.0 - rng.Uniform01()) / kTailStart;
+      b = -std::log(1.0 - rng.Uniform01());
+    } while (2 * b < a * a);
+    return kTailStart + a;
+  }
+  const ZigguratTables& z = Ziggurat();
+  if (z.f[layer] + rng.Uniform01() * (z.f[layer + 1] - z.f[layer]) < Density(x)) return x;
+  return std::fabs(rng.Normal());  // the sign was drawn already
+}
+
+// float32 normals, two per random word (7 bits of layer, 1 of sign, 24 of position each): a
+// float needs no more, and the timing loop fills its inputs at twice the speed.
+void FillNormalFloat32(float* out, int64_t n, double mean, double std, Rng& rng) {
+  const ZigguratTables& z = Ziggurat();
+  for (int64_t i = 0; i < n;) {
+    const uint64_t word = rng.Next();
+    for (int half = 0; half < 2 && i < n; ++half, ++i) {
+      const auto bits = static_cast<uint32_t>(word >> (32 * half));
+      const int layer = static_cast<int>(bits & (kLayers - 1));
+      double x = static_cast<double>(bits >> 8) * 0x1.0p-24 * z.x[layer];
+      if (!(x < z.x[layer + 1])) x = BeyondTheRectangle(rng, layer, x);
+      out[i] = static_cast<float>(mean + std * ((bits & kLayers) ? -x : x));
+    }
+  }
+}
+
+}  // namespace
+
+double Rng::Normal() {
+  const uint64_t bits = Next();
+  const int layer = static_cast<int>(bits & (kLayers - 1));
+  double x = static_cast<double>(bits >> 11) * 0x1.0p-53 * Ziggurat().x[layer];
+  if (!(x < Ziggurat().x[layer + 1])) x = BeyondTheRectangle(*this, layer, x);  // else: inside the rectangle
+  return (bits & kLayers) ? -x : x;
 }
 
 uint64_t MixSeed(uint64_t base, uint64_t stream) {
@@ -135,6 +192,11 @@ void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t see
   if (spec.init->kind == Initializer::Kind::kPermutation) return DrawPermutation(spec, buffer, rng);
   if (spec.init->kind == Initializer::Kind::kPartition) return DrawPartition(spec, buffer, rng);
   const int64_t n = spec.NumElements();
+  const Initializer& init = *spec.init;
+  // The common case, a float32 normal, in one tight loop: the timing loop refills every input
+  // every round, and the per-element dispatch of Draw was a third of that.
+  if (spec.dtype == DType::kFloat32 && init.kind == Initializer::Kind::kNormal)
+    return FillNormalFloat32(reinterpret_cast<float*>(buffer.data()), n, init.a, init.b, rng);
   for (int64_t i = 0; i < n; ++i) Draw(spec, buffer, i, rng);
 }
 

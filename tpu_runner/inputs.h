@@ -15,12 +15,10 @@ class Rng {
   explicit Rng(uint64_t seed);
   uint64_t Next();
   double Uniform01();     // [0, 1)
-  double Normal();        // standard normal (Box-Muller)
+  double Normal();        // standard normal (ziggurat)
 
  private:
   uint64_t s_[4];
-  bool has_spare_ = false;
-  double spare_ = 0;
 };
 
 // A seed derived from a base seed and a stream index (distinct per input and trial).

@@ -32,7 +32,7 @@ TimeStats Summarize(std::span<const double> values) {
   return s;
 }
 
-bool IsPreempted(double wall_ns, double cpu_ns) { return wall_ns - cpu_ns > 0.02 * wall_ns + 3000.0; }
+bool IsPreempted(double wall_ns, double cpu_ns) { return wall_ns - cpu_ns > 0.02 * wall_ns + kCallGapAllowanceNs; }
 
 namespace {
 

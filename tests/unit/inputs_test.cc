@@ -101,6 +101,40 @@ TEST(FillInput, NormalMeanAndStd) {
   for (float x : w) ASSERT_TRUE(std::isfinite(x));
 }
 
+// The largest distance between the sample's CDF and the standard normal's (Kolmogorov-Smirnov).
+template <typename T>
+double KolmogorovSmirnovToNormal(std::vector<T> v, double mean, double std) {
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    const double cdf = 0.5 * std::erfc(-(static_cast<double>(v[i]) - mean) / std / std::sqrt(2.0));
+    worst = std::max({worst, std::fabs(cdf - static_cast<double>(i) / n), std::fabs(cdf - static_cast<double>(i + 1) / n)});
+  }
+  return worst;
+}
+
+// The ziggurat sampler (float64 one draw a word, float32 two) against the normal's CDF, body and
+// tails: a wrong layer table, a lost sign or a broken tail moves the KS distance or the tail mass
+// far past these bounds (the KS critical value at 1e-6 for n = 2e5 is ~0.0059).
+TEST(FillInput, NormalFollowsTheNormalCdfIncludingTheTails) {
+  constexpr int64_t n = 200000;
+  const std::vector<double> d = Fill<double>(Input(DType::kFloat64, n, Initializer::Kind::kNormal, 0.0, 1.0), 99);
+  const std::vector<float> f = Fill<float>(Input(DType::kFloat32, n, Initializer::Kind::kNormal, 0.0, 1.0), 99);
+  EXPECT_LT(KolmogorovSmirnovToNormal(d, 0.0, 1.0), 0.006);
+  EXPECT_LT(KolmogorovSmirnovToNormal(f, 0.0, 1.0), 0.006);
+  // Beyond the ziggurat's base (r = 3.44): P(|x| > 3.44) = 5.8e-4, ~115 of 2e5 (sd ~11); beyond 4: 6.3e-5.
+  for (const auto& tail : {std::pair{3.442619855899, 115.0}, std::pair{4.0, 12.7}}) {
+    const auto beyond_d = std::count_if(d.begin(), d.end(), [&](double x) { return std::fabs(x) > tail.first; });
+    const auto beyond_f = std::count_if(f.begin(), f.end(), [&](float x) { return std::fabs(x) > tail.first; });
+    EXPECT_NEAR(static_cast<double>(beyond_d), tail.second, 6 * std::sqrt(tail.second) + 2) << "beyond " << tail.first;
+    EXPECT_NEAR(static_cast<double>(beyond_f), tail.second, 6 * std::sqrt(tail.second) + 2) << "beyond " << tail.first;
+  }
+  // Symmetric: as many draws below zero as above.
+  const auto negative = std::count_if(f.begin(), f.end(), [](float x) { return x < 0; });
+  EXPECT_NEAR(static_cast<double>(negative), n / 2.0, 6 * std::sqrt(n / 4.0));
+}
+
 TEST(FillInput, UniformWithinLowHigh) {
   const TensorSpec f64 = Input(DType::kFloat64, kSamples, Initializer::Kind::kUniform, -2.0, 5.0);
   const std::vector<double> v = Fill<double>(f64, 11);
