@@ -1,5 +1,5 @@
 // The built-in rewards. Each is a few lines of policy over the result record; the shared parts
-// (reading a config strictly, penalties per outcome, the measured speedup) are at the top.
+// (reading a config strictly, penalties per outcome, the speedup paid for) are at the top.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -29,6 +29,17 @@ class ConfigReader {
       return Fail(key, "must be within [" + Str(min) + ", " + Str(max) + "]"), fallback;
     return x;
   }
+
+  bool Bool(const std::string& key, bool fallback) {
+    known_.insert(key);
+    if (!config_.contains(key)) return fallback;
+    if (!config_[key].is_boolean()) return Fail(key, "must be true or false"), fallback;
+    return config_[key].get<bool>();
+  }
+
+  // Whether a trusted TPU estimate may be paid for where no clock of the target ran (pallas off a
+  // TPU): every speed reward reads it as "estimated_speedup", default true.
+  bool EstimatedSpeedup() { return Bool("estimated_speedup", true); }
 
   // Penalties per failure outcome, each <= 0, under "penalties": {...}.
   std::map<Outcome, double> Penalties(double compile, double incorrect, double crash, double violation,
@@ -80,11 +91,11 @@ class ConfigReader {
 
 constexpr double kMaxCap = 1e6;
 
-// The measured speedup of a correct, timed result; 0 when there is none.
-double MeasuredSpeedup(const EvalResult& r) {
-  if (r.status != Status::kOk || !r.timing || !r.timing_representative) return 0;
-  const double s = r.timing->speedup;
-  return std::isfinite(s) && s > 0 ? s : 0;
+// The speedup a reward pays for (RewardableSpeedupOf): measured, or a trusted estimate where the
+// env allows it; 0 when there is none.
+double PaidSpeedup(const EvalResult& r, bool estimated_allowed) {
+  const RewardableSpeedup s = RewardableSpeedupOf(r);
+  return s.kind == SpeedupKind::kEstimated && !estimated_allowed ? 0 : s.value;
 }
 
 double MinPenalty(const std::map<Outcome, double>& penalties) {
@@ -101,21 +112,23 @@ double PenaltyFor(const std::map<Outcome, double>& penalties, Outcome outcome) {
 
 class Speedup final : public Reward {
  public:
-  explicit Speedup(double cap) : cap_(cap) {}
-  double Compute(const RewardContext& c) const override { return std::min(MeasuredSpeedup(c.result), cap_); }
+  Speedup(double cap, bool estimated) : cap_(cap), estimated_(estimated) {}
+  double Compute(const RewardContext& c) const override { return std::min(PaidSpeedup(c.result, estimated_), cap_); }
   RewardRange range() const override { return {0, cap_}; }
 
  private:
   double cap_;
+  bool estimated_;
 };
 
 class LogSpeedup final : public Reward {
  public:
-  LogSpeedup(double cap, std::map<Outcome, double> penalties) : log_cap_(std::log(cap)), penalties_(std::move(penalties)) {}
+  LogSpeedup(double cap, std::map<Outcome, double> penalties, bool estimated)
+      : log_cap_(std::log(cap)), penalties_(std::move(penalties)), estimated_(estimated) {}
   double Compute(const RewardContext& c) const override {
     const Outcome o = OutcomeOf(c.result);
     if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
-    const double s = MeasuredSpeedup(c.result);
+    const double s = PaidSpeedup(c.result, estimated_);
     return s > 0 ? std::clamp(std::log(s), -log_cap_, log_cap_) : 0;
   }
   RewardRange range() const override { return {std::min(MinPenalty(penalties_), -log_cap_), log_cap_}; }
@@ -123,17 +136,19 @@ class LogSpeedup final : public Reward {
  private:
   double log_cap_;
   std::map<Outcome, double> penalties_;
+  bool estimated_;
 };
 
 // Improvement over the best so far, in log-speedup, never negative: the sum over an episode is
 // the log of the final best over the starting point, whatever the path.
 class LogSpeedupGain final : public Reward {
  public:
-  LogSpeedupGain(double cap, std::map<Outcome, double> penalties) : log_cap_(std::log(cap)), penalties_(std::move(penalties)) {}
+  LogSpeedupGain(double cap, std::map<Outcome, double> penalties, bool estimated)
+      : log_cap_(std::log(cap)), penalties_(std::move(penalties)), estimated_(estimated) {}
   double Compute(const RewardContext& c) const override {
     const Outcome o = OutcomeOf(c.result);
     if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
-    const double s = MeasuredSpeedup(c.result);
+    const double s = PaidSpeedup(c.result, estimated_);
     if (s <= 0 || c.best_speedup <= 0 || !std::isfinite(c.best_speedup)) return 0;
     return std::clamp(std::log(s) - std::log(c.best_speedup), 0.0, log_cap_);
   }
@@ -142,26 +157,30 @@ class LogSpeedupGain final : public Reward {
  private:
   double log_cap_;
   std::map<Outcome, double> penalties_;
+  bool estimated_;
 };
 
 class FastP final : public Reward {
  public:
-  explicit FastP(double p) : p_(p) {}
-  double Compute(const RewardContext& c) const override { return MeasuredSpeedup(c.result) > p_ ? 1 : 0; }
+  FastP(double p, bool estimated) : p_(p), estimated_(estimated) {}
+  double Compute(const RewardContext& c) const override { return PaidSpeedup(c.result, estimated_) > p_ ? 1 : 0; }
   RewardRange range() const override { return {0, 1}; }
 
  private:
   double p_;
+  bool estimated_;
 };
 
 class Piecewise final : public Reward {
  public:
-  Piecewise(std::map<Outcome, double> penalties, double slower, double faster, double per_speedup, double cap)
-      : penalties_(std::move(penalties)), slower_(slower), faster_(faster), per_speedup_(per_speedup), cap_(cap) {}
+  Piecewise(std::map<Outcome, double> penalties, double slower, double faster, double per_speedup, double cap,
+            bool estimated)
+      : penalties_(std::move(penalties)), slower_(slower), faster_(faster), per_speedup_(per_speedup), cap_(cap),
+        estimated_(estimated) {}
   double Compute(const RewardContext& c) const override {
     const Outcome o = OutcomeOf(c.result);
     if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
-    const double s = MeasuredSpeedup(c.result);
+    const double s = PaidSpeedup(c.result, estimated_);
     if (s <= 1) return slower_;
     return faster_ + per_speedup_ * (std::min(s, cap_) - 1);
   }
@@ -173,21 +192,23 @@ class Piecewise final : public Reward {
  private:
   std::map<Outcome, double> penalties_;
   double slower_, faster_, per_speedup_, cap_;
+  bool estimated_;
 };
 
 // Per-turn score for discounted multi-turn training (as Kevin-32B's: a bonus for a correct
 // kernel plus its speedup); the trainer discounts and sums over turns.
 class Kevin final : public Reward {
  public:
-  Kevin(double correct_weight, double cap) : correct_weight_(correct_weight), cap_(cap) {}
+  Kevin(double correct_weight, double cap, bool estimated) : correct_weight_(correct_weight), cap_(cap), estimated_(estimated) {}
   double Compute(const RewardContext& c) const override {
     if (OutcomeOf(c.result) != Outcome::kCorrect) return 0;
-    return correct_weight_ + std::min(MeasuredSpeedup(c.result), cap_);
+    return correct_weight_ + std::min(PaidSpeedup(c.result, estimated_), cap_);
   }
   RewardRange range() const override { return {0, correct_weight_ + cap_}; }
 
  private:
   double correct_weight_, cap_;
+  bool estimated_;
 };
 
 }  // namespace
@@ -200,30 +221,34 @@ void RegisterBuiltinRewards() {
                ConfigReader c(config, "log_speedup_gain", error);
                const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
                auto penalties = c.Penalties(-0.1, -0.1, -0.2, -1, -1);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<LogSpeedupGain>(cap, std::move(penalties));
+               return std::make_unique<LogSpeedupGain>(cap, std::move(penalties), estimated);
              });
   r.Register("speedup", "the speedup over the reference when correct, else 0; capped",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "speedup", error);
                const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<Speedup>(cap);
+               return std::make_unique<Speedup>(cap, estimated);
              });
   r.Register("log_speedup", "log of the speedup when correct (clamped to +-log cap), else a penalty",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "log_speedup", error);
                const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
                auto penalties = c.Penalties(-1, -1, -1, -2, -2);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<LogSpeedup>(cap, std::move(penalties));
+               return std::make_unique<LogSpeedup>(cap, std::move(penalties), estimated);
              });
   r.Register("fast_p", "1 when correct and faster than p times the reference, else 0",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "fast_p", error);
                const double p = c.Number("p", 1.0, 0, kMaxCap);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<FastP>(p);
+               return std::make_unique<FastP>(p, estimated);
              });
   r.Register("piecewise", "a schedule: penalties for failures, `slower` when correct but not faster, "
                           "`faster` + per_speedup * (speedup - 1) when faster (speedup capped)",
@@ -234,16 +259,18 @@ void RegisterBuiltinRewards() {
                const double faster = c.Number("faster", 1.0, -1e3, 1e3);
                const double per_speedup = c.Number("per_speedup", 1.0, 0, 1e3);
                const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<Piecewise>(std::move(penalties), slower, faster, per_speedup, cap);
+               return std::make_unique<Piecewise>(std::move(penalties), slower, faster, per_speedup, cap, estimated);
              });
   r.Register("kevin", "per-turn score for multi-turn training: correct_weight + speedup when correct, else 0",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "kevin", error);
                const double weight = c.Number("correct_weight", 0.3, 0, 1e3);
                const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
+               const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<Kevin>(weight, cap);
+               return std::make_unique<Kevin>(weight, cap, estimated);
              });
 }
 

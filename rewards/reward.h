@@ -15,7 +15,9 @@ namespace kernelgym {
 
 struct RewardContext {
   const EvalResult& result;  // this step's evaluation
-  double best_speedup = 0;   // best correct speedup earlier in the episode (the starter's after reset); 0: none
+  // Best correct speedup earlier in the episode (the starter's after reset) of the same kind as
+  // this result's (measured or estimated: RewardableSpeedupOf); 0: none.
+  double best_speedup = 0;
   int step = 0;              // 1-based step index
   int max_steps = 0;
   bool submit = false;       // the final, stricter evaluation

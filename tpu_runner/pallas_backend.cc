@@ -386,6 +386,46 @@ void Judge(const json& result, const std::filesystem::path& job_dir, const std::
   r.status = Status::kOk;
 }
 
+std::string FormatSpeedup(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3fx", x);
+  return buf;
+}
+
+// The judge's static estimate: why it is not trusted, and the compiler's profile per kernel. The
+// numbers (estimated_speedup, estimate_trusted, ...) come in the estimates map like the others.
+void ReadStaticEstimate(const json& event, EvalResult& r) {
+  // The judge's numbers for this candidate (estimated_speedup only when it trusts the estimate;
+  // the reference's figures reach it in the job when they are cached here).
+  const json estimates = event.value("estimates", json::object());
+  if (estimates.is_object())
+    for (const auto& [name, value] : estimates.items())
+      if (value.is_number()) r.estimates[name] = value.get<double>();
+  const json reasons = event.value("estimate_reasons", json::array()), kernels = event.value("static_profile", json::array());
+  if (reasons.is_array())
+    for (const json& reason : reasons)
+      if (reason.is_string()) r.estimate_reasons.push_back(reason.get<std::string>());
+  if (!kernels.is_array()) return;
+  for (const json& k : kernels) {
+    if (!k.is_object()) continue;
+    auto number = [&](const char* key) {
+      const auto it = k.find(key);
+      return it != k.end() && it->is_number() ? it->get<double>() : 0.0;
+    };
+    TpuKernelProfile profile;
+    profile.kernel = k.value("kernel", std::string("?"));
+    profile.grid_steps = number("grid_steps");
+    profile.bundles_per_step = number("bundles_per_step");
+    profile.estimated_cycles = number("estimated_cycles");
+    profile.critical_path_cycles = number("critical_path_cycles");
+    const json shares = k.value("unit_share", json::object());
+    if (shares.is_object())
+      for (const auto& [unit, share] : shares.items())
+        if (share.is_number()) profile.unit_share[unit] = share.get<double>();
+    r.tpu_profile.push_back(std::move(profile));
+  }
+}
+
 // The judge's timing block: representative only when a TPU's own clock produced the samples.
 void ReadTiming(const json& timing, const TimingOptions& options, EvalResult& r) {
   r.timing_clock = timing.value("clock", "none");
@@ -631,6 +671,8 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     if (auto it = estimates_.find(task.id); it != estimates_.end()) cached_estimates = it->second;
   }
   job["estimates"] = options.estimates && !cached_estimates.has_value();
+  // The judge prices the candidate against the reference's estimate; cached here, so it is sent.
+  if (cached_estimates && options.estimates) job["reference_estimates"] = *cached_estimates;
   if (cached_estimates && options.estimates)
     for (const auto& [name, value] : *cached_estimates) r.estimates[name] = value;
   r.protections = NamespaceProtections();
@@ -863,10 +905,23 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     return finish();
   }
   Judge(event, judge->job_dir, expected, seeds, r);
+  ReadStaticEstimate(event, r);
   if (r.status == Status::kOk) {
     if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], options.timing, r);
     r.stage = r.timing ? Stage::kTiming : Stage::kCorrectness;
     r.message = r.timing ? "correct; timed on the TPU" : "correct (TPU interpret mode); not timed: " + r.timing_note;
+    // No TPU clock ran: the compiler's static estimate is the speed signal, when the judge trusts it.
+    if (!r.timing_representative) {
+      r.timing_clock = std::string(kTpuEstimateClock);
+      const RewardableSpeedup estimated = RewardableSpeedupOf(r);
+      if (estimated.kind == SpeedupKind::kEstimated)
+        r.message += "; speed estimated from the TPU compiler's static figures: " + FormatSpeedup(estimated.value) +
+                     " (not a measurement)";
+      else if (r.estimates.count("estimated_speedup"))
+        r.message += "; the TPU estimate is not trusted, so speed earns nothing";
+      else
+        r.timing_clock = "none";
+    }
   }
   return finish();
 }

@@ -1,6 +1,7 @@
 #include "tpu_runner/result.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 namespace kernelgym {
@@ -52,6 +53,28 @@ std::optional<Stage> ParseStage(std::string_view name) {
   for (const auto& [s, n] : kStages)
     if (n == name) return s;
   return std::nullopt;
+}
+
+RewardableSpeedup RewardableSpeedupOf(const EvalResult& r) {
+  if (r.status != Status::kOk) return {};
+  auto usable = [](double s) { return std::isfinite(s) && s > 0; };
+  if (r.timing && r.timing_representative)
+    return usable(r.timing->speedup) ? RewardableSpeedup{r.timing->speedup, SpeedupKind::kMeasured} : RewardableSpeedup{};
+  if (r.timing_clock != kTpuEstimateClock) return {};
+  const auto trusted = r.estimates.find("estimate_trusted");
+  const auto speedup = r.estimates.find("estimated_speedup");
+  if (trusted == r.estimates.end() || trusted->second != 1 || speedup == r.estimates.end() || !usable(speedup->second))
+    return {};
+  return {speedup->second, SpeedupKind::kEstimated};
+}
+
+std::string_view SpeedupKindName(SpeedupKind kind) {
+  switch (kind) {
+    case SpeedupKind::kMeasured: return "measured";
+    case SpeedupKind::kEstimated: return "estimated";
+    case SpeedupKind::kNone: break;
+  }
+  return "none";
 }
 
 }  // namespace kernelgym

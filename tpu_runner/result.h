@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kernelgym {
@@ -106,6 +107,17 @@ struct ProfileReport {
   std::vector<Remark> remarks;
 };
 
+// One Mosaic kernel of a pallas candidate as the TPU compiler scheduled it (a deviceless compile
+// on hosts without a TPU): what a profiler's trace would show, known before anything runs.
+struct TpuKernelProfile {
+  std::string kernel;
+  double grid_steps = 0;
+  double bundles_per_step = 0;               // instruction bundles the schedule issues per grid step
+  double estimated_cycles = 0;               // the compiler's static estimate for the whole kernel
+  std::map<std::string, double> unit_share;  // share of bundles issuing mxu, vpu, xlu, load_store, dma work
+  double critical_path_cycles = 0;           // 0: not reported
+};
+
 struct EvalResult {
   std::string task_id;
   std::string backend;
@@ -125,12 +137,31 @@ struct EvalResult {
   bool timing_representative = true;
   std::string timing_clock;
   std::string timing_note;
-  // Labelled estimates and compile facts, never measurements and never rewarded
-  // (reference_estimated_tpu_us from XLA's cost model, the TPU executable's memory, ...).
+  // Labelled estimates and compile facts, never measurements (reference_estimated_tpu_us from
+  // XLA's cost model, the TPU executable's memory, ...). One of them can be paid for: a trusted
+  // estimated_speedup where no clock of the target ran (see RewardableSpeedupOf).
   std::map<std::string, double> estimates;
+  std::vector<std::string> estimate_reasons;   // why the estimate is not trusted (empty: trusted or none)
+  std::vector<TpuKernelProfile> tpu_profile;   // pallas: the compiler's static profile per kernel
   std::map<std::string, bool> protections;     // which sandbox protections were on
   std::map<std::string, double> stage_seconds; // wall time per stage
   double seconds = 0;
 };
+
+// The timing_clock of a result whose speed signal is the TPU compiler's static estimate (pallas on
+// a host without a TPU): not a measurement, and labelled so wherever it appears.
+inline constexpr std::string_view kTpuEstimateClock = "tpu_estimate";
+
+// What a speed reward may pay for: the measured speedup of a correct result timed on the target's
+// own clock, or, where no such clock ran, a trusted estimate (timing_clock kTpuEstimateClock,
+// estimates "estimated_speedup" with "estimate_trusted" = 1). Never the two mixed: a reward
+// compares a speedup only with earlier ones of the same kind.
+enum class SpeedupKind { kNone, kMeasured, kEstimated };
+struct RewardableSpeedup {
+  double value = 0;  // > 0 and finite unless kind is kNone
+  SpeedupKind kind = SpeedupKind::kNone;
+};
+RewardableSpeedup RewardableSpeedupOf(const EvalResult& result);
+std::string_view SpeedupKindName(SpeedupKind kind);  // "none", "measured", "estimated"
 
 }  // namespace kernelgym

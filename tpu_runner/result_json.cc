@@ -1,5 +1,7 @@
 #include "tpu_runner/result_json.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -241,6 +243,19 @@ ProfileReport ReadProfile(const json& j, const std::string& where) {
   return p;
 }
 
+TpuKernelProfile ReadTpuKernelProfile(const json& j, const std::string& where) {
+  Fields f(j, where);
+  TpuKernelProfile k;
+  k.kernel = ReadString(f.Require("kernel"), f.Path("kernel"));
+  k.grid_steps = ReadNumber(f.Require("grid_steps"), f.Path("grid_steps"));
+  k.bundles_per_step = ReadNumber(f.Require("bundles_per_step"), f.Path("bundles_per_step"));
+  k.estimated_cycles = ReadNumber(f.Require("estimated_cycles"), f.Path("estimated_cycles"));
+  k.unit_share = ReadMap(f.Require("unit_share"), f.Path("unit_share"), ReadNumber);
+  k.critical_path_cycles = ReadNumber(f.Require("critical_path_cycles"), f.Path("critical_path_cycles"));
+  f.Finish();
+  return k;
+}
+
 EvalResult ReadResult(const json& j) {
   Fields f(j, "result");
   EvalResult r;
@@ -273,6 +288,10 @@ EvalResult ReadResult(const json& j) {
   if (const json* v = f.Find("timing_clock")) r.timing_clock = ReadString(*v, f.Path("timing_clock"));
   if (const json* v = f.Find("timing_note")) r.timing_note = ReadString(*v, f.Path("timing_note"));
   if (const json* v = f.Find("estimates")) r.estimates = ReadMap(*v, f.Path("estimates"), ReadNumber);
+  if (const json* v = f.Find("estimate_reasons")) r.estimate_reasons = ReadArray(*v, f.Path("estimate_reasons"), ReadString);
+  if (const json* v = f.Find("tpu_profile")) r.tpu_profile = ReadArray(*v, f.Path("tpu_profile"), ReadTpuKernelProfile);
+  // Like the top-level speedup, speedup_kind is derived (RewardableSpeedupOf): read, never trusted.
+  if (const json* v = f.Find("speedup_kind")) ReadString(*v, f.Path("speedup_kind"));
   f.Finish();
   return r;
 }
@@ -307,6 +326,16 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
          {"timing_clock", r.timing_clock},
          {"timing_note", r.timing_note},
          {"estimates", r.estimates}};
+  j["speedup_kind"] = std::string(SpeedupKindName(RewardableSpeedupOf(r).kind));
+  if (!r.estimate_reasons.empty()) j["estimate_reasons"] = r.estimate_reasons;
+  if (!r.tpu_profile.empty()) {
+    json kernels = json::array();
+    for (const TpuKernelProfile& k : r.tpu_profile)
+      kernels.push_back({{"kernel", k.kernel}, {"grid_steps", k.grid_steps}, {"bundles_per_step", k.bundles_per_step},
+                         {"estimated_cycles", k.estimated_cycles}, {"unit_share", k.unit_share},
+                         {"critical_path_cycles", k.critical_path_cycles}});
+    j["tpu_profile"] = kernels;
+  }
   json diags = json::array();
   for (const Diagnostic& d : r.diagnostics)
     diags.push_back({{"file", d.file}, {"line", d.line}, {"column", d.column}, {"severity", d.severity}, {"message", d.message}});
@@ -462,6 +491,10 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
   }
   if (r.status == Status::kOk && !r.timing_representative && !r.timing_note.empty())
     out << "timing: not representative: " << One(r.timing_note) << "\n";
+  if (const RewardableSpeedup s = RewardableSpeedupOf(r); s.kind == SpeedupKind::kEstimated)
+    out << "speed: estimated " << Fmt("%.3f", s.value) << "x over the reference (the TPU compiler's static figures, not a measurement)\n";
+  for (const std::string& reason : r.estimate_reasons) out << "estimate not trusted: " << One(reason) << "\n";
+  for (const std::string& line : RenderTpuProfile(r.tpu_profile)) out << line << "\n";
   if (!r.estimates.empty()) {
     out << "estimates and compile facts (not measurements):";
     for (const auto& [name, v] : r.estimates) out << " " << One(name) << "=" << Fmt("%.4g", v);
@@ -476,6 +509,28 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
   // The verdict again, last: where a reader's eye lands after the quoted output above it.
   out << "verdict: " << VerdictLine(r) << "\n";
   return out.str();
+}
+
+std::vector<std::string> RenderTpuProfile(const std::vector<TpuKernelProfile>& kernels) {
+  constexpr std::size_t kShown = 4;
+  std::vector<std::string> lines;
+  for (std::size_t i = 0; i < kernels.size() && i < kShown; ++i) {
+    const TpuKernelProfile& k = kernels[i];
+    std::string line = "tpu kernel " + One(k.kernel) + ": " + Fmt("%.0f", k.grid_steps) + " grid steps x " +
+                       Fmt("%.0f", k.bundles_per_step) + " bundles, " + Fmt("%.0f", k.estimated_cycles) +
+                       " cycles (compiler's estimate)";
+    std::vector<std::pair<std::string, double>> units(k.unit_share.begin(), k.unit_share.end());
+    std::sort(units.begin(), units.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    if (!units.empty()) {
+      line += "; bundles issuing";
+      for (std::size_t u = 0; u < units.size(); ++u)
+        line += (u ? ", " : " ") + One(units[u].first) + " " + Fmt("%.0f%%", 100 * units[u].second);
+    }
+    if (k.critical_path_cycles > 0) line += "; critical path " + Fmt("%.0f", k.critical_path_cycles) + " cycles";
+    lines.push_back(std::move(line));
+  }
+  if (kernels.size() > kShown) lines.push_back("  ... " + std::to_string(kernels.size() - kShown) + " more kernels");
+  return lines;
 }
 
 std::string SourceLine(const std::string& source, int line) {

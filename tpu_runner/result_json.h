@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "tpu_runner/result.h"
 
@@ -31,5 +32,9 @@ std::string SourceLine(const std::string& source, int line);
 // no line of the candidate's (its process's output, diagnostics about its source, its names)
 // starts a line or carries a control character: see the layout note in result_json.cc.
 std::string RenderResult(const EvalResult& result, const std::string& source);
+
+// The compiler's static TPU profile as a few lines for a reader (the plain report, the
+// observation text): per kernel its grid, bundles a step, estimated cycles and busiest units.
+std::vector<std::string> RenderTpuProfile(const std::vector<TpuKernelProfile>& kernels);
 
 }  // namespace kernelgym

@@ -20,9 +20,9 @@ uint64_t Mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double CorrectSpeedup(const EvalResult& result) {
-  if (result.status != Status::kOk || !result.timing || !result.timing_representative) return 0;
-  return result.timing->speedup;
+double SpeedupOfKind(const EvalResult& result, SpeedupKind kind) {
+  const RewardableSpeedup s = RewardableSpeedupOf(result);
+  return s.kind == kind ? s.value : 0;
 }
 
 }  // namespace
@@ -64,6 +64,7 @@ EvaluationRequest Episode::Reset(uint64_t seed) {
   evaluations_ = 0;
   sources_.assign(1, task_->StarterFor(backend_));
   best_speedup_ = 0;
+  best_estimated_speedup_ = 0;
   seconds_used_ = 0;
   last_text_.clear();
   pending_ = PendingKind::kReset;
@@ -141,6 +142,7 @@ protocol::Observation Episode::Observe(const EvalResult& result, const nlohmann:
                                    .source = sources_.back(),
                                    .step = step(),
                                    .best_speedup = best_speedup_,
+                                   .best_estimated_speedup = best_estimated_speedup_,
                                    .steps_left = std::max<int64_t>(0, limits_.max_steps - step()),
                                    .max_steps = limits_.max_steps,
                                    .seconds_left = std::max(0.0, limits_.time_budget_s - seconds_used_),
@@ -154,7 +156,8 @@ protocol::Observation Episode::Observe(const EvalResult& result, const nlohmann:
 protocol::ResetResult Episode::FinishReset(const EvalResult& result, const std::string& runner) {
   pending_ = PendingKind::kNone;
   seconds_used_ += result.seconds;
-  best_speedup_ = CorrectSpeedup(result);
+  best_speedup_ = SpeedupOfKind(result, SpeedupKind::kMeasured);
+  best_estimated_speedup_ = SpeedupOfKind(result, SpeedupKind::kEstimated);
   RememberEvaluation(pending_source_, result);
   protocol::ResetResult out;
   const Evaluation* cached = Cached(pending_source_);
@@ -182,13 +185,15 @@ protocol::StepResult Episode::FinishStep(const EvalResult* result, const std::st
     judged = &Cached(pending_source_)->result;
   }
 
-  const double best_before = best_speedup_;
+  // A speedup is compared only with earlier ones of its kind (measured or estimated).
+  const double best_before = RewardableSpeedupOf(*judged).kind == SpeedupKind::kEstimated ? best_estimated_speedup_ : best_speedup_;
   if (!invalid && !pending_reused_) {
     seconds_used_ += judged->seconds;
     RememberEvaluation(pending_source_, *judged);
   }
   sources_.push_back(pending_source_);
-  best_speedup_ = std::max(best_speedup_, CorrectSpeedup(*judged));
+  best_speedup_ = std::max(best_speedup_, SpeedupOfKind(*judged, SpeedupKind::kMeasured));
+  best_estimated_speedup_ = std::max(best_estimated_speedup_, SpeedupOfKind(*judged, SpeedupKind::kEstimated));
 
   protocol::StepResult out;
   RewardContext context{*judged, best_before, static_cast<int>(step()), static_cast<int>(limits_.max_steps),

@@ -109,7 +109,8 @@ class Episode {
   uint64_t seed_ = 0;
   uint64_t evaluations_ = 0;  // counter mixed into the per-evaluation seeds
   std::vector<std::string> sources_;  // sources_[k]: the source after step k (0 = starter)
-  double best_speedup_ = 0;
+  double best_speedup_ = 0;            // measured
+  double best_estimated_speedup_ = 0;  // trusted TPU estimates (pallas off a TPU): never mixed with measured
   double seconds_used_ = 0;
   std::string last_text_;
 

@@ -17,7 +17,8 @@ struct ObservationContext {
   const Task& task;
   const std::string& source;   // the current source (after the action)
   int64_t step = 0;            // 0 after reset
-  double best_speedup = 0;     // best correct speedup so far, this evaluation included
+  double best_speedup = 0;     // best correct measured speedup so far, this evaluation included
+  double best_estimated_speedup = 0;  // the same for trusted TPU estimates (pallas off a TPU)
   int64_t steps_left = 0;
   int64_t max_steps = 0;
   double seconds_left = 0;

@@ -227,6 +227,36 @@ TEST(Observation, TextGivesTheSpeedupWithItsInterval) {
   EXPECT_NEAR(Feature(obs, "log1p_eval_seconds"), std::log1p(1.25), 1e-12);
 }
 
+// A pallas result off a TPU with a trusted compiler estimate: the text says so, with the static
+// profile, and the structured speedup and the features stay the measured ones (0 here).
+TEST(Observation, ATpuEstimateIsLabelledAndNeverTheMeasuredSpeedup) {
+  EvalResult r;
+  r.task_id = "tst/scale";
+  r.backend = "pallas";
+  r.status = Status::kOk;
+  r.stage = Stage::kCorrectness;
+  r.timing_representative = false;
+  r.timing_clock = std::string(kTpuEstimateClock);
+  r.estimates = {{"estimated_speedup", 1.75}, {"estimate_trusted", 1}};
+  r.tpu_profile = {{"scale_kernel", 16, 120, 1920, {{"vpu", 0.5}, {"load_store", 0.25}}, 0}};
+  ObservationContext context = Context();
+  context.best_speedup = 0;
+  context.best_estimated_speedup = 1.75;
+  const protocol::Observation obs = BuildObservation(r, context);
+  EXPECT_NE(obs.text.find("speed: estimated 1.750x"), std::string::npos) << obs.text;
+  EXPECT_NE(obs.text.find("not a measurement"), std::string::npos) << obs.text;
+  EXPECT_NE(obs.text.find("tpu kernel scale_kernel: 16 grid steps x 120 bundles"), std::string::npos) << obs.text;
+  EXPECT_NE(obs.text.find("best estimated speedup so far: 1.750x"), std::string::npos) << obs.text;
+  EXPECT_EQ(obs.text.find("timing: not representative"), std::string::npos) << obs.text;
+  EXPECT_EQ(obs.speedup, 0) << "an estimate is never the measured speedup";
+  r.estimates["estimate_trusted"] = 0;
+  r.estimate_reasons = {"a loop with a dynamic trip count"};
+  const protocol::Observation untrusted = BuildObservation(r, context);
+  EXPECT_EQ(untrusted.text.find("speed: estimated"), std::string::npos) << untrusted.text;
+  EXPECT_NE(untrusted.text.find("estimate not trusted: a loop with a dynamic trip count"), std::string::npos) << untrusted.text;
+  EXPECT_NE(untrusted.text.find("no reward for speed"), std::string::npos) << untrusted.text;
+}
+
 TEST(Observation, TextQuotesTheOffendingLineOfACompileError) {
   const protocol::Observation obs = BuildObservation(CompileErrorResult(), Context());
   EXPECT_EQ(obs.status, "compile_error");

@@ -71,6 +71,9 @@ EvalResult FullResult() {
   r.protections = {{"seccomp", true}, {"network_namespace", false}};
   r.stage_seconds = {{"compile", 0.31}, {"harness", 0.72}, {"timing_lock_wait", 0}};
   r.seconds = 1.25;
+  r.estimate_reasons = {"a while loop with a dynamic trip count: its body is counted once"};
+  r.tpu_profile = {{"matmul_kernel", 64, 1053, 71680, {{"mxu", 0.41}, {"load_store", 0.22}}, 900},
+                   {"second", 1, 12, 12, {}, 0}};
   return r;
 }
 
@@ -98,6 +101,37 @@ TEST(ResultFromJson, IsTheExactInverseOfResultToJsonWithSamples) {
   EXPECT_EQ(back->timing->samples.size(), 3u);
   EXPECT_TRUE(back->timing->samples[2].discarded);
   EXPECT_EQ(back->profile->remarks[1].message, "couldn't vectorize loop");
+}
+
+// A pallas result off a TPU: the compiler's estimate is the speed signal, labelled as such in the
+// JSON (speedup_kind, timing_clock), in the plain report, and never as a measured speedup.
+TEST(ResultToJson, ATrustedTpuEstimateIsLabelledAndNeverAMeasuredSpeedup) {
+  EvalResult r;
+  r.task_id = "cpu/softmax_rows";
+  r.backend = "pallas";
+  r.status = Status::kOk;
+  r.stage = Stage::kCorrectness;
+  r.timing_representative = false;
+  r.timing_clock = std::string(kTpuEstimateClock);
+  r.estimates = {{"estimated_speedup", 1.75}, {"estimate_trusted", 1}, {"candidate_estimated_tpu_us", 40}};
+  r.tpu_profile = {{"softmax_kernel", 8, 310, 2480, {{"vpu", 0.6}, {"xlu", 0.1}}, 0}};
+  const json j = ResultToJson(r, false);
+  EXPECT_EQ(j["speedup_kind"], "estimated");
+  EXPECT_EQ(j["timing_clock"], "tpu_estimate");
+  EXPECT_FALSE(j.contains("speedup")) << "an estimate is not a measured speedup";
+  EXPECT_FALSE(j.contains("timing"));
+  EXPECT_EQ(j["tpu_profile"][0]["bundles_per_step"], 310);
+  const std::string text = RenderResult(r, "");
+  EXPECT_NE(text.find("speed: estimated 1.750x"), std::string::npos) << text;
+  EXPECT_NE(text.find("not a measurement"), std::string::npos) << text;
+  EXPECT_NE(text.find("tpu kernel softmax_kernel: 8 grid steps x 310 bundles, 2480 cycles"), std::string::npos) << text;
+  EXPECT_NE(text.find("vpu 60%, xlu 10%"), std::string::npos) << text;
+  r.estimates["estimate_trusted"] = 0;
+  r.estimate_reasons = {"work under a data-dependent branch"};
+  EXPECT_EQ(ResultToJson(r, false)["speedup_kind"], "none");
+  const std::string untrusted = RenderResult(r, "");
+  EXPECT_EQ(untrusted.find("speed: estimated"), std::string::npos) << untrusted;
+  EXPECT_NE(untrusted.find("estimate not trusted: work under a data-dependent branch"), std::string::npos) << untrusted;
 }
 
 TEST(ResultFromJson, SurvivesTextAndMsgpackEncodings) {

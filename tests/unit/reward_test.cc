@@ -20,6 +20,17 @@ EvalResult Result(Status status, double speedup = 0) {
   return r;
 }
 
+// A correct pallas result off a TPU: no clock of the target ran, the compiler's estimate stands in.
+EvalResult Estimated(double speedup, double trusted = 1, std::string clock = std::string(kTpuEstimateClock)) {
+  EvalResult r;
+  r.status = Status::kOk;
+  r.timing_representative = false;
+  r.timing_clock = std::move(clock);
+  r.estimates["estimated_speedup"] = speedup;
+  r.estimates["estimate_trusted"] = trusted;
+  return r;
+}
+
 // Every kind of result a reward can meet, including odd ones (a correct result without
 // timing, absurd speedups, a NaN that a broken record could carry).
 std::vector<EvalResult> FixedResults() {
@@ -31,6 +42,10 @@ std::vector<EvalResult> FixedResults() {
                          std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN(), -3.0})
     results.push_back(Result(Status::kOk, speedup));
   results.push_back(Result(Status::kOk));  // correct, not timed
+  for (double speedup : {1e-6, 0.5, 2.0, 1e9, std::numeric_limits<double>::infinity(),
+                         std::numeric_limits<double>::quiet_NaN(), -3.0, 0.0})
+    for (double trusted : {1.0, 0.0})
+      results.push_back(Estimated(speedup, trusted));
   return results;
 }
 
@@ -156,6 +171,41 @@ TEST(BuiltinRewards, UnknownRewardIsAnError) {
   std::string error;
   EXPECT_EQ(RewardRegistry::Global().Create("no_such_reward", nlohmann::json::object(), error), nullptr);
   EXPECT_NE(error.find("no_such_reward"), std::string::npos);
+}
+
+TEST(BuiltinRewards, ATrustedTpuEstimateIsPaidWhereNoClockRanAndLabelledSo) {
+  const EvalResult estimated = Estimated(2.0);
+  EXPECT_EQ(RewardableSpeedupOf(estimated).kind, SpeedupKind::kEstimated);
+  EXPECT_DOUBLE_EQ(Of(*Make("speedup"), estimated), 2.0);
+  EXPECT_DOUBLE_EQ(Of(*Make("log_speedup"), estimated), std::log(2.0));
+  EXPECT_DOUBLE_EQ(Of(*Make("log_speedup_gain"), estimated, 1.0), std::log(2.0));
+  EXPECT_EQ(Of(*Make("fast_p", {{"p", 1.5}}), estimated), 1);
+}
+
+TEST(BuiltinRewards, AnEstimateIsNotPaidWhenUntrustedOffOrNotTheEstimateClock) {
+  for (const char* name : {"speedup", "log_speedup_gain", "fast_p", "kevin", "piecewise", "log_speedup"}) {
+    const auto paid = Make(name);
+    const auto off = Make(name, {{"estimated_speedup", false}});
+    // What a correct, untimed kernel earns; best so far 1.0x, so that the gain reward has a base.
+    const double correct_unpaid = Of(*paid, Result(Status::kOk), 1.0);
+    EXPECT_GT(Of(*paid, Estimated(4.0), 1.0), correct_unpaid) << name;
+    EXPECT_EQ(Of(*paid, Estimated(4.0, /*trusted=*/0), 1.0), correct_unpaid) << name << ": an untrusted estimate";
+    EXPECT_EQ(Of(*off, Estimated(4.0), 1.0), correct_unpaid) << name << ": estimated_speedup false";
+    EXPECT_EQ(Of(*paid, Estimated(4.0, 1, "cpu"), 1.0), correct_unpaid) << name << ": not the estimate's clock";
+    EXPECT_EQ(Of(*paid, Estimated(4.0, 1, "none"), 1.0), correct_unpaid) << name;
+  }
+  std::string error;
+  EXPECT_EQ(RewardRegistry::Global().Create("speedup", {{"estimated_speedup", 1}}, error), nullptr);
+  EXPECT_NE(error.find("estimated_speedup"), std::string::npos) << error;
+}
+
+TEST(BuiltinRewards, AMeasuredSpeedupWinsOverAnEstimateBesideIt) {
+  EvalResult both = Result(Status::kOk, 1.5);  // a TPU host: measured, the estimate reported beside it
+  both.timing_clock = "tpu_device";
+  both.estimates["estimated_speedup"] = 9.0;
+  both.estimates["estimate_trusted"] = 1;
+  EXPECT_EQ(RewardableSpeedupOf(both).kind, SpeedupKind::kMeasured);
+  EXPECT_DOUBLE_EQ(Of(*Make("speedup"), both), 1.5);
 }
 
 }  // namespace
