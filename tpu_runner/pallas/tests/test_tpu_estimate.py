@@ -1,0 +1,201 @@
+"""tpu_estimate.py: the parsers on files from a real dump (unit, no jax), and real deviceless
+compiles (integration: KERNELGYM_ESTIMATE_INTEGRATION=1, about a minute on two cores).
+
+Run with the pallas venv (stdlib unittest; the venv has no pytest):
+    build/pallas-venv/bin/python -m unittest discover -s tpu_runner/pallas/tests -v
+The golden files in data/ come from a deviceless v6e compile (jax 0.10.2, libtpu 0.0.42.1) of a
+2048^3 bf16 Pallas matmul with 512^3 blocks: its static LLO profile as libtpu wrote it, and the
+lines of its optimized HLO that the parser reads.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import tempfile
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from kernelgym_pallas import tpu_estimate  # noqa: E402
+
+DATA = HERE / "data"
+REPO = HERE.parents[2]
+
+
+class ParseProfile(unittest.TestCase):
+    def test_golden_profile_of_a_pallas_matmul(self):
+        files = sorted(DATA.glob("v6e_matmul512_*_static_llo_profile.textproto"))
+        self.assertEqual(len(files), 1)
+        with tempfile.TemporaryDirectory() as folder:
+            target = pathlib.Path(folder) / files[0].name.replace("v6e_matmul512_", "")
+            target.write_text(files[0].read_text())
+            cycles = tpu_estimate.read_profiles(folder)
+        self.assertEqual(cycles, {"f.1": 71680})  # 64 grid steps of 512^3 blocks on v6e
+
+    def test_several_estimates_and_other_fields(self):
+        text = ('hlo_op_estimate {\n  hlo_op_name: "fusion.3"\n  estimated_cycles: 12\n  num_equivalent_hlos: 1\n}\n'
+                'hlo_op_estimate {\n  hlo_op_name: "fusion.3"\n  estimated_cycles: 30\n}\n'
+                'hlo_op_estimate {\n  hlo_op_name: "copy"\n  estimated_cycles: 7\n  scalar_inputs: 0\n}\n')
+        self.assertEqual(tpu_estimate.parse_profile(text), {"fusion.3": 42, "copy": 7})
+        self.assertEqual(tpu_estimate.parse_profile("garbage { }"), {})
+
+    def test_clear_dump_leaves_an_empty_folder(self):
+        with tempfile.TemporaryDirectory() as folder:
+            (pathlib.Path(folder) / "x_static_llo_profile.textproto").write_text("hlo_op_estimate {}")
+            (pathlib.Path(folder) / "sub").mkdir()
+            tpu_estimate.clear_dump(folder)
+            self.assertEqual(list(pathlib.Path(folder).iterdir()), [])
+
+
+class ParseHlo(unittest.TestCase):
+    def test_golden_hlo_of_a_pallas_matmul(self):
+        kernels, control = tpu_estimate.mosaic_kernels((DATA / "v6e_matmul512_hlo.txt").read_text())
+        self.assertEqual([k.name for k in kernels], ["f.1"])
+        self.assertTrue(kernels[0].in_entry)
+        self.assertEqual(kernels[0].bytes, 3 * 2048 * 2048 * 2)  # two bf16 operands and the result
+        self.assertEqual(control, [])
+
+    def test_kernel_inside_a_loop_is_not_in_entry(self):
+        hlo = ("HloModule m\n\n%body (p: (s32[], f32[8,128])) -> (s32[], f32[8,128]) {\n"
+               "  %p = (s32[], f32[8,128]{1,0}) parameter(0)\n"
+               "  %g = f32[8,128]{1,0} get-tuple-element(%p), index=1\n"
+               "  %k.1 = f32[8,128]{1,0:T(8,128)} custom-call(%g), custom_call_target=\"tpu_custom_call\"\n"
+               "  ROOT %t = (s32[], f32[8,128]{1,0}) tuple(%i, %k.1)\n}\n\n"
+               "ENTRY %main (x: f32[8,128]) -> f32[8,128] {\n"
+               "  %x = f32[8,128]{1,0} parameter(0)\n"
+               "  %w = (s32[], f32[8,128]{1,0}) while(%t0), condition=%c, body=%body\n"
+               "  ROOT %r = f32[8,128]{1,0} get-tuple-element(%w), index=1\n}\n")
+        kernels, control = tpu_estimate.mosaic_kernels(hlo)
+        self.assertEqual([(k.name, k.computation, k.in_entry) for k in kernels], [("k.1", "body", False)])
+        self.assertEqual(kernels[0].bytes, 2 * 8 * 128 * 4)
+        self.assertEqual(control, ["while"])
+
+    def test_shape_bytes(self):
+        self.assertEqual(tpu_estimate.shape_bytes("(f32[2,3]{1,0}, bf16[4]{0:T(128)S(1)})"), 24 + 8)
+        self.assertEqual(tpu_estimate.shape_bytes("s32[]"), 4)
+
+
+class Environment(unittest.TestCase):
+    def test_flags_and_log_bounds(self):
+        with tempfile.TemporaryDirectory() as folder:
+            env = tpu_estimate.bounded_log_environment(folder)
+            self.assertEqual(env["TPU_MIN_LOG_LEVEL"], "3")
+            self.assertEqual(env["TPU_STDERR_LOG_LEVEL"], "3")
+            self.assertTrue(env["TPU_LOG_DIR"].startswith(folder))
+            self.assertTrue(pathlib.Path(env["TPU_LOG_DIR"]).is_dir())
+        self.assertEqual(tpu_estimate.libtpu_dump_args("/d"), "--xla_jf_dump_static_llo_profile_to=/d")
+
+
+@unittest.skipUnless(os.environ.get("KERNELGYM_ESTIMATE_INTEGRATION") == "1",
+                     "real deviceless compiles: set KERNELGYM_ESTIMATE_INTEGRATION=1")
+class DevicelessCompiles(unittest.TestCase):
+    """Real libtpu deviceless compiles for v6e (each a few seconds)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from kernelgym_pallas import tpu_target
+        cls.scratch = tempfile.TemporaryDirectory()
+        for key, value in tpu_target.deviceless_environment("v6e").items():
+            os.environ[key] = value
+        if "jax" in sys.modules:
+            raise unittest.SkipTest("jax was imported before the dump flags could be set")
+        cls.dump = tpu_estimate.apply_environment(cls.scratch.name)
+        cls.target = tpu_target.open_target("v6e")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.cleanup()
+
+    def _estimate(self, fn, specs):
+        return tpu_estimate.estimate(fn, specs, self.target, self.dump)
+
+    def test_matmul_block_sweep_is_ordered(self):
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import tpu as pltpu
+
+        def matmul(bm, bn, bk):
+            def body(a, b, o, acc):
+                @pl.when(pl.program_id(2) == 0)
+                def _():
+                    acc[...] = jnp.zeros_like(acc)
+                acc[...] += jnp.dot(a[...], b[...], preferred_element_type=jnp.float32)
+
+                @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+                def _():
+                    o[...] = acc[...].astype(o.dtype)
+
+            def fn(a, b):
+                m, k = a.shape
+                n = b.shape[1]
+                return pl.pallas_call(
+                    body, grid=(m // bm, n // bn, k // bk),
+                    in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                              pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+                    out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+                    out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+                    scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)])(a, b)
+            return fn
+
+        specs = [jax.ShapeDtypeStruct((2048, 2048), jnp.bfloat16)] * 2
+        sweep = {b: self._estimate(matmul(b, b, b), specs) for b in (128, 256, 512)}
+        for b, est in sweep.items():
+            self.assertTrue(est.trusted, (b, est.reasons))
+            self.assertEqual(est.kernels[0].grid_steps, (2048 // b) ** 3)
+        self.assertGreater(sweep[128].mosaic_cycles, sweep[256].mosaic_cycles)
+        self.assertGreater(sweep[256].mosaic_cycles, sweep[512].mosaic_cycles)
+        self.assertGreater(sweep[128].seconds, sweep[256].seconds)
+        self.assertGreater(sweep[256].seconds, sweep[512].seconds)
+        reference = self._estimate(lambda a, b: jnp.dot(a, b), specs)
+        self.assertTrue(reference.trusted, reference.reasons)
+        # XLA's own matmul: the clock is chosen so that its cycles and XLA's model agree.
+        self.assertAlmostEqual(reference.xla_llo_cycles / tpu_estimate.CLOCK_HZ["v6e"],
+                               reference.xla_model_seconds, delta=0.02 * reference.xla_model_seconds)
+        # Tiny blocks are estimated slower than XLA's matmul, large ones within 2x of it.
+        self.assertGreater(sweep[128].seconds, 4 * reference.seconds)
+        self.assertLess(sweep[512].seconds, 2 * reference.seconds)
+
+    def _case(self, name):
+        import importlib.util
+        import jax
+        import jax.numpy as jnp
+        path = REPO / "tests/adversarial_pallas" / name / "kernel.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        n = 1 << 24  # cpu/silu_mul's full size
+        return self._estimate(module.kernel, [jax.ShapeDtypeStruct((n,), jnp.float32)] * 2)
+
+    def test_work_hidden_in_a_dynamic_loop_is_not_trusted(self):
+        est = self._case("estimate_dynamic_loop")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("trip count known only at run time" in r for r in est.reasons), est.reasons)
+
+    def test_work_under_a_data_dependent_when_is_not_trusted(self):
+        est = self._case("estimate_data_when")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("on data read at run time" in r for r in est.reasons), est.reasons)
+
+    def test_work_under_an_always_true_grid_when_is_not_trusted(self):
+        est = self._case("estimate_always_true_when")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("work under pl.when/lax.cond" in r for r in est.reasons), est.reasons)
+
+    def test_kernel_in_an_xla_loop_is_not_trusted(self):
+        est = self._case("estimate_loop_around_kernel")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("inside scan" in r for r in est.reasons), est.reasons)
+
+    def test_work_moved_into_xla_is_counted(self):
+        est = self._case("estimate_work_in_xla")
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertGreater(est.xla_llo_cycles, 0)
+        self.assertGreater(est.xla_seconds, 0)
+        self.assertAlmostEqual(est.seconds, est.mosaic_seconds + est.xla_seconds)
+
+
+if __name__ == "__main__":
+    unittest.main()
