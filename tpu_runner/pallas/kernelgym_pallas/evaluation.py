@@ -342,7 +342,7 @@ def _estimates(task, target, full_specs, dump_dir=None) -> dict:
             out["reference_estimate_trusted"] = 0.0
         else:
             tpu_estimate.clear_dump(dump_dir)
-            compiled = tpu_target.compile_for(target, task.reference(), full_specs)
+            compiled = tpu_target.compile_for(target, tpu_estimate.fresh(task.reference()), full_specs)
             est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled)
             if est.seconds > 0:
                 out["reference_estimated_tpu_us"] = est.seconds * 1e6
