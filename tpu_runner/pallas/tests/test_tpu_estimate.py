@@ -269,6 +269,11 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertGreater(est.seconds, 0.8 * plain.seconds)
         self.assertLess(est.seconds, 1.25 * plain.seconds)
 
+    def test_loop_bound_from_scalar_prefetch_is_not_trusted(self):
+        est = self._case("estimate_prefetch_trips")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("without a constant trip count" in r for r in est.reasons), est.reasons)
+
     def test_kernel_in_an_xla_loop_is_not_trusted(self):
         est = self._case("estimate_loop_around_kernel")
         self.assertFalse(est.trusted)
