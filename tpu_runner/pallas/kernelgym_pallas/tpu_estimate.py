@@ -10,7 +10,7 @@ jax is imported):
   slots each bundle fills (`final_hlo-static-per-bundle-utilization`: MXU, XLU, VALU, VPOP, EUP,
   VLOAD, VSTORE, SALU). A Mosaic kernel's schedule holds its grid loop and its own loops, both
   sides of every branch included (so work under a pl.when is paid at every step).
-      kernel cycles = sum over bundles of the trip counts of their loops + grid steps x STEP_OVERHEAD_CYCLES
+      kernel cycles = sum over bundles of the trip counts of their loops + grid steps x STEP_OVERHEAD_CYCLES[target]
       kernel time   = max(cycles / CLOCK_HZ, grid steps x block bytes / HBM_BYTES_PER_S)
 * "profile": `--xla_jf_dump_static_llo_profile_to` writes `hlo_op_estimate { hlo_op_name,
   estimated_cycles }` per op: libtpu's evaluator runs the unrolled program with a DMA latency
@@ -51,9 +51,10 @@ Constants, each measured here (jax 0.10.2, libtpu 0.0.42.1, deviceless compiles)
     matmul allows. At the nominal clock a Pallas matmul that matches XLA's would be paid 1.4x.)
   * HBM_BYTES_PER_S: XLA's model for `a + 1` on a 4096x4096 float32 array (134,217,728 bytes):
     v5e 181.95 us -> 737.7e9 B/s; v6e 81.94 us -> 1638e9 B/s (the v6e page says 1638 GBps).
-  * STEP_OVERHEAD_CYCLES = 250: what the static profile adds per grid step to the bundles of
-    latency-bound steps on v6e (silu_mul in 8x128 blocks: 374 cycles a step vs 113 bundles;
-    a 2048^3 bf16 matmul in 128^3 blocks: 476 vs 212; in 256^3: 582 vs 342).
+  * STEP_OVERHEAD_CYCLES: what libtpu's static profile (its DMA latency model) adds per grid
+    step to the executed bundles, fitted on four kernels per target: silu_mul (2^24 floats) in
+    8x128 and 256x128 blocks, a 2048^3 bf16 matmul in 128^3 and 256^3 blocks. v6e: 261, 306,
+    264, 240 cycles a step -> 265; v5e: 537, 589, 557, 446 -> 530.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ import shutil
 CLOCK_HZ = {"v5e": 1.040e9, "v6e": 1.246e9}
 NOMINAL_CLOCK_HZ = {"v5e": 1.50e9, "v6e": 1.75e9}
 HBM_BYTES_PER_S = {"v5e": 737.7e9, "v6e": 1638e9}
-STEP_OVERHEAD_CYCLES = 250
+STEP_OVERHEAD_CYCLES = {"v5e": 530, "v6e": 265}
 
 MODES = ("bundles", "profile")
 DEFAULT_MODE = "bundles"
@@ -78,7 +79,8 @@ CONDITIONAL_WORK_LIMIT = 0.25
 GRID_POINTS_LIMIT = 1 << 17
 
 METHODS = {
-    "bundles": ("Mosaic kernels: final-schedule bundles x their loops' trip counts + 250 a grid step, / XLA-equivalent "
+    "bundles": ("Mosaic kernels: final-schedule bundles x their loops' trip counts + a step overhead (265 cycles v6e, "
+                "530 v5e) a grid step, / XLA-equivalent "
                 "clock, floored by the blocks' bytes / HBM bandwidth; XLA ops: XLA cost_analysis optimal_seconds"),
     "profile": ("Mosaic kernels: static LLO profile cycles / XLA-equivalent clock, floored by operand and result "
                 "bytes / HBM bandwidth; XLA ops: max(XLA optimal_seconds, static LLO cycles / clock)"),
@@ -760,7 +762,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             share = dict(use.unit_share) if use else None
             if share is not None and schedule is not None and schedule.bundles:
                 share["dma"] = schedule.dma_bundles / schedule.bundles
-            c = int(round(executed + max(steps, 1) * STEP_OVERHEAD_CYCLES))
+            c = int(round(executed + max(steps, 1) * STEP_OVERHEAD_CYCLES[name]))
             moved = max(k.bytes, (steps * f.step_bytes + f.once_bytes) if f is not None else 0.0)
         s_cycles, s_bytes = c / clock, moved / bandwidth
         profiles.append(KernelProfile(kernel=f.name if f else k.name, hlo_op=k.name, grid_steps=steps,
