@@ -11,9 +11,9 @@ def _block(a_ref, b_ref, y_ref):
     rows = a_ref.shape[0] // 4
 
     def step(i, carry):
-        start = pl.multiple_of(i * rows, 8)
-        a = a_ref[pl.ds(start, rows), :]
-        y_ref[pl.ds(start, rows), :] = a / (1.0 + jnp.exp(-a)) * b_ref[pl.ds(start, rows), :]
+        part = (pl.ds(pl.multiple_of(i * rows, 8), rows), slice(None))
+        a = a_ref[part]
+        y_ref[part] = a / (1.0 + jnp.exp(-a)) * b_ref[part]
         return carry
 
     jax.lax.fori_loop(0, 4, step, 0)
