@@ -55,6 +55,11 @@ Constants, each measured here (jax 0.10.2, libtpu 0.0.42.1, deviceless compiles)
     step to the executed bundles, fitted on four kernels per target: silu_mul (2^24 floats) in
     8x128 and 256x128 blocks, a 2048^3 bf16 matmul in 128^3 and 256^3 blocks. v6e: 261, 306,
     264, 240 cycles a step -> 265; v5e: 537, 589, 557, 446 -> 530.
+
+Against the static profile ("bundles" mode, v6e, 2048^3 bf16 matmul): 128^3 blocks 1,839,500
+cycles (profile 1,949,049), 256^3 297,104 (297,815), 512^3 85,562 (71,680), 1024x1024x512 63,236
+(48,288). The larger blocks are overestimated because a pl.when epilogue (the accumulator's
+write-back on the last k step) is paid at every step: a bias against the candidate, never for it.
 """
 from __future__ import annotations
 
