@@ -3,7 +3,8 @@ reference has run and before the candidate is imported.
 
 The process sandbox (bubblewrap: no network namespace to speak of, a read-only view) already
 holds the candidate; the filter takes away what a kernel never needs and an escape always does:
-new programs (execve), new processes (fork; threads stay allowed), sockets, tracing other
+new programs (execve), new processes (fork; threads stay allowed), sockets (a local one is refused
+rather than killed: glibc asks nscd through one), tracing other
 processes. A forbidden call kills the worker with SIGSYS, which the runner reports as a sandbox
 violation naming the signal. The filter is inherited by every thread and cannot be lifted.
 """
@@ -14,9 +15,13 @@ import ctypes
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_ACT_KILL_PROCESS = 0x80000000
 ENOSYS = 38
+SCMP_CMP_NE = 1
+SCMP_CMP_EQ = 4
 SCMP_CMP_MASKED_EQ = 7
+EACCES = 13
+AF_UNIX = 1
 CLONE_THREAD = 0x00010000
-KILLED_CALLS = ("execve", "execveat", "fork", "vfork", "socket", "socketpair", "ptrace",
+KILLED_CALLS = ("execve", "execveat", "fork", "vfork", "socketpair", "ptrace",
                 "process_vm_writev", "process_vm_readv", "kexec_load", "mount", "unshare", "setns",
                 "bpf", "perf_event_open", "userfaultfd")
 
@@ -59,6 +64,12 @@ def install() -> None:
         # filter cannot read, so it answers ENOSYS and glibc falls back to clone.
         rule(SCMP_ACT_KILL_PROCESS, "clone", _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0))
         rule(0x00050000 | ENOSYS, "clone3")
+        # socket: killed, except a local (AF_UNIX) one, which is refused (EACCES). glibc opens one
+        # to ask nscd for a user name (getpwuid), and libtpu's LLO dump, which the estimated
+        # device time reads, looks one up when it writes its files: refused, glibc reads
+        # /etc/passwd instead. A refused socket gives the process nothing.
+        rule(SCMP_ACT_KILL_PROCESS, "socket", _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0))
+        rule(0x00050000 | EACCES, "socket", _ArgCmp(0, SCMP_CMP_EQ, AF_UNIX, 0))
         rc = lib.seccomp_load(ctx)
         if rc != 0:
             raise ConfineError(f"seccomp_load: {rc}")

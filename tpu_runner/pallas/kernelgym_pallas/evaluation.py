@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from . import diagnostics, jaxpr_check, static_check, task_spec, tpu_target
+from . import diagnostics, jaxpr_check, static_check, task_spec, tpu_estimate, tpu_target
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -97,10 +97,11 @@ class Outcome(Exception):
                        "diagnostics": diags or [], "details": details or []}
 
 
-def run_job(job: dict, target: tpu_target.Target, send: Callable, receive: Callable, seccomp: bool) -> None:
+def run_job(job: dict, target: tpu_target.Target, send: Callable, receive: Callable, seccomp: bool,
+            dump_dir=None) -> None:
     facts: dict = {"stage_seconds": {}}
     try:
-        _run(job, target, send, receive, seccomp, facts)
+        _run(job, target, send, receive, seccomp, facts, dump_dir)
     except Outcome as outcome:
         outcome.result.update({k: v for k, v in facts.items() if k not in outcome.result})
         send(outcome.result)
@@ -116,7 +117,7 @@ def _timed(facts: dict, stage: str):
     return _Timer()
 
 
-def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
+def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=None) -> None:
     import jax
     out_dir = pathlib.Path(job["out_dir"])
     task = task_spec.load_task(pathlib.Path(job["task_dir"]), job.get("layout", "kernelgym"),
@@ -153,7 +154,7 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
             trials.append({"seed": seed, "size_set": set_name, "inputs_sha256": [_sha256(x) for x in inputs],
                            "outputs": entries})
             inputs_per_trial.append(inputs)
-        facts["estimates"] = _estimates(task, target, full.inputs) if job.get("estimates", True) else {}
+        facts["estimates"] = _estimates(task, target, full.inputs, dump_dir) if job.get("estimates", True) else {}
     send({"event": "reference", "trials": trials, "estimates": facts["estimates"]})
     message = receive()
     if not message or "artifact" not in message:
@@ -171,6 +172,8 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
     pallas_lines = jaxpr_check.pallas_call_lines(programs["full"])
     with _timed(facts, "compile"):
         mosaic_full = core.jaxpr_as_fun(jaxpr_check.set_interpret(programs["full"], False))
+        if dump_dir is not None:
+            tpu_estimate.clear_dump(dump_dir)  # this compile's static profile, and no other's
         try:
             compiled = tpu_target.compile_for(target, mosaic_full, full.inputs)
         except Exception as error:
@@ -184,6 +187,9 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict) -> None:
         facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
                                 "deviceless": not target.on_tpu, "seconds": compiled.seconds,
                                 "memory": dict(compiled.memory, vmem_estimate_bytes=float(vmem))}
+    if job.get("candidate_estimate", True):
+        with _timed(facts, "estimate"):
+            _candidate_estimate(job, compiled, programs["full"], target, dump_dir, facts)
 
     # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
     run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
@@ -322,17 +328,67 @@ def _full_size_check(task, kernel, reference, target, seed: int) -> str:
     return ""
 
 
-def _estimates(task, target, full_specs) -> dict:
-    """XLA's own estimate for the reference on the target (it has none for a Mosaic kernel): a
-    scale for the candidate's eventual time, labelled an estimate, never a measurement."""
+def _estimates(task, target, full_specs, dump_dir=None) -> dict:
+    """The reference's estimated device time on the target (tpu_estimate.py: XLA's model of its
+    ops, Mosaic kernels by their schedules), labelled an estimate, never a measurement. Numbers only: the
+    runner caches them per task and passes them back as the job's `reference_estimates`."""
     out = {}
     try:
-        compiled = tpu_target.compile_for(target, task.reference(), full_specs)
-        seconds = compiled.cost.get("optimal_seconds", 0.0)
-        if seconds > 0:
-            out["reference_estimated_tpu_us"] = seconds * 1e6
+        if dump_dir is None:
+            compiled = tpu_target.compile_for(target, task.reference(), full_specs)
+            seconds = compiled.cost.get("optimal_seconds", 0.0)
+            if seconds > 0:
+                out["reference_estimated_tpu_us"] = seconds * 1e6
+            out["reference_estimate_trusted"] = 0.0
+        else:
+            tpu_estimate.clear_dump(dump_dir)
+            compiled = tpu_target.compile_for(target, tpu_estimate.fresh(task.reference()), full_specs)
+            est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled)
+            if est.seconds > 0:
+                out["reference_estimated_tpu_us"] = est.seconds * 1e6
+            out["reference_xla_model_us"] = est.xla_model_seconds * 1e6
+            out["reference_estimate_trusted"] = 1.0 if est.trusted else 0.0
         out["reference_flops"] = compiled.cost.get("flops", 0.0)
         out["reference_bytes_accessed"] = compiled.cost.get("bytes accessed", 0.0)
     except Exception as error:  # an estimate is optional; its absence is reported, not fatal
         out["reference_estimate_error"] = f"{type(error).__name__}: {str(error)[:200]}"
     return out
+
+
+def _candidate_estimate(job: dict, compiled, program, target, dump_dir, facts: dict) -> None:
+    """The candidate's estimated device time from the program that was checked and compiled
+    (the compile just done dumped its final schedules), beside the reference's: the
+    result's `estimates` gain candidate_estimated_tpu_us, estimated_speedup, estimate_trusted;
+    `estimate_reasons` says why it is not trusted, `static_profile` what each kernel does."""
+    estimates = facts.setdefault("estimates", {})
+    reference = dict(job.get("reference_estimates") or {})
+    reference.update(estimates)  # a fresh figure wins over a passed one
+    reasons: list[str] = []
+    try:
+        if dump_dir is None:
+            raise RuntimeError("the judge has no static profile folder")
+        est = tpu_estimate.estimate(target=target, dump_dir=dump_dir, compiled=compiled, closed_jaxpr=program)
+    except Exception as error:  # no estimate: said, and nothing paid for speed
+        estimates["estimate_trusted"] = 0.0
+        facts["estimate_reasons"] = [f"no estimate: {type(error).__name__}: {str(error)[:200]}"]
+        facts["static_profile"] = []
+        return
+    reasons.extend(est.reasons)
+    estimates["candidate_estimated_tpu_us"] = est.seconds * 1e6
+    estimates["candidate_mosaic_cycles"] = float(est.mosaic_cycles)
+    estimates["candidate_xla_us"] = est.xla_seconds * 1e6
+    estimates["candidate_estimate_trusted"] = 1.0 if est.trusted else 0.0
+    ref_us = float(reference.get("reference_estimated_tpu_us", 0.0) or 0.0)
+    if ref_us <= 0:
+        reasons.append("no estimate for the reference (none computed in this job and none passed in "
+                       "reference_estimates)")
+    elif not reference.get("reference_estimate_trusted", 0.0):
+        reasons.append("the reference's estimate is not trusted")
+    trusted = est.trusted and not reasons
+    estimates["estimate_trusted"] = 1.0 if trusted else 0.0
+    if ref_us > 0 and est.seconds > 0:
+        # Untrusted, the ratio is shown under another name, so that nothing pays it by mistake.
+        estimates["estimated_speedup" if trusted else "estimated_speedup_untrusted"] = ref_us / (est.seconds * 1e6)
+    facts["estimate_reasons"] = reasons
+    facts["estimate_method"] = est.method
+    facts["static_profile"] = [k.as_json() for k in est.kernels]

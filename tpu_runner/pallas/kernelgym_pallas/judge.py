@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import sys
 import time
 import traceback
@@ -39,6 +40,13 @@ def main() -> int:
     if not tpu_target.host_has_tpu():
         for key, value in tpu_target.deviceless_environment(args.target).items():
             os.environ.setdefault(key, value)
+    # Before libtpu loads: its logs bounded, and the static LLO profile (the estimated device
+    # time) dumped into the judge's own folder (its working folder: on disk, not a tmpfs).
+    from . import tpu_estimate
+    try:
+        dump_dir = tpu_estimate.apply_environment(pathlib.Path.cwd() / "tpu_scratch")
+    except OSError:
+        dump_dir = None
     start = time.perf_counter()
     from . import evaluation
     target = evaluation.warm_up(args.target)
@@ -50,7 +58,8 @@ def main() -> int:
         if message is None:
             return 0
         try:
-            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=not args.no_seccomp)
+            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=not args.no_seccomp,
+                               dump_dir=dump_dir)
         except Exception as error:  # a bug of ours or of the task: say so, as a value
             channel.send({"event": "result", "status": "internal_error", "stage": "correctness",
                           "message": f"judge: {type(error).__name__}: {error}",

@@ -1,0 +1,795 @@
+"""An estimated TPU device time from the TPU compiler's own figures, without a TPU.
+
+A TPU core is statically scheduled: libtpu knows, when it compiles, which VLIW bundles each
+kernel issues. Two sources, chosen by `mode` (the libtpu flags differ, and are set once, before
+jax is imported):
+
+* "bundles" (the judge's; well under 0.5 s and ~50-500 KB a compile): `--xla_jf_dump_to` with the
+  LLO text of the last pass only: per compiled op, its final schedule (`final_bundles`: a bundle
+  a line, `>` per enclosing loop or region, each loop's exit test with its trip count) and the
+  slots each bundle fills (`final_hlo-static-per-bundle-utilization`: MXU, XLU, VALU, VPOP, EUP,
+  VLOAD, VSTORE, SALU). A Mosaic kernel's schedule holds its grid loop and its own loops, both
+  sides of every branch included (so work under a pl.when is paid at every step).
+      kernel cycles = sum over bundles of the trip counts of their loops + grid steps x STEP_OVERHEAD_CYCLES[target]
+      kernel time   = max(cycles / CLOCK_HZ, grid steps x block bytes / HBM_BYTES_PER_S)
+* "profile": `--xla_jf_dump_static_llo_profile_to` writes `hlo_op_estimate { hlo_op_name,
+  estimated_cycles }` per op: libtpu's evaluator runs the unrolled program with a DMA latency
+  model. Closer to a run, but it costs the compile 6-15 us per estimated cycle (measured here:
+  +4 s for a 256-step elementwise kernel, +30 s for one of 16,384 steps): too slow for the
+  judge's 1 s budget, kept for calibration. It counts one path of a branch (heavy work under a
+  data-dependent pl.when added nothing), hence the branch rules below in this mode only.
+
+Both add the XLA ops around the kernels, priced by XLA's cost model (`cost_analysis()
+["optimal_seconds"]`, which counts loops and sees nothing inside a Mosaic kernel; in "profile"
+mode floored by the ops' static cycles). The reference is valued the same way: XLA's model.
+
+Usage (the flags must be in the environment before jax/libtpu is imported):
+
+    dump_dir = apply_environment(scratch)                # log bounds + LIBTPU_INIT_ARGS
+    import jax
+    est = estimate(fn, specs, target, dump_dir)          # compiles; or compiled=... to reuse one
+    est.seconds, est.trusted, est.reasons, est.kernels
+
+What the static figures cannot see makes the estimate untrusted (`trusted=False`, with reasons),
+and the reward then pays nothing for speed:
+  * a loop inside a kernel with a trip count known only at run time (`while`): counted once;
+  * a grid whose size is known only at run time;
+  * a Mosaic kernel inside an XLA loop or branch (counted once);
+  * an XLA `while`/`cond` in the program (XLA's model cannot know the trip count or branch);
+  * no figures for a kernel, kernels that cannot be matched to the traced pallas_calls, no XLA
+    figure where XLA ops exist;
+  * "profile" mode only: a `cond`/`pl.when` on data read in the kernel, or grid-index branches
+    holding much of the work (the profile counts the cheap path).
+
+Constants, each measured here (jax 0.10.2, libtpu 0.0.42.1, deviceless compiles):
+  * CLOCK_HZ puts the kernels in XLA's model's units, so that a kernel scheduled like XLA's own
+    op gets XLA's figure for it: XLA's `jnp.dot` of two 2048x2048 bf16 matrices, v5e: 138,056
+    cycles in the static profile, optimal_seconds 132.70 us -> 1.040e9 cycles/s; v6e: 48,842
+    cycles, 39.20 us -> 1.246e9. (The nominal clocks are higher: v5e 197e12 FLOP/s / (4 MXUs x
+    128 x 128 x 2) = 1.50 GHz from the Cloud TPU v5e page; v6e 918e12 / 524,288 FLOP a cycle =
+    1.75 GHz, that being the smallest power of two that the compiler's 48,288-cycle Pallas
+    matmul allows. At the nominal clock a Pallas matmul that matches XLA's would be paid 1.4x.)
+  * HBM_BYTES_PER_S: XLA's model for `a + 1` on a 4096x4096 float32 array (134,217,728 bytes):
+    v5e 181.95 us -> 737.7e9 B/s; v6e 81.94 us -> 1638e9 B/s (the v6e page says 1638 GBps).
+  * STEP_OVERHEAD_CYCLES: what libtpu's static profile (its DMA latency model) adds per grid
+    step to the executed bundles, fitted on four kernels per target: silu_mul (2^24 floats) in
+    8x128 and 256x128 blocks, a 2048^3 bf16 matmul in 128^3 and 256^3 blocks. v6e: 261, 306,
+    264, 240 cycles a step -> 265; v5e: 537, 589, 557, 446 -> 530.
+
+Against the static profile ("bundles" mode, v6e, 2048^3 bf16 matmul): 128^3 blocks 1,839,500
+cycles (profile 1,949,049), 256^3 297,104 (297,815), 512^3 85,562 (71,680), 1024x1024x512 63,236
+(48,288). The larger blocks are overestimated because a pl.when epilogue (the accumulator's
+write-back on the last k step) is paid at every step: a bias against the candidate, never for it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import re
+import shutil
+
+CLOCK_HZ = {"v5e": 1.040e9, "v6e": 1.246e9}
+NOMINAL_CLOCK_HZ = {"v5e": 1.50e9, "v6e": 1.75e9}
+HBM_BYTES_PER_S = {"v5e": 737.7e9, "v6e": 1638e9}
+STEP_OVERHEAD_CYCLES = {"v5e": 530, "v6e": 265}
+
+MODES = ("bundles", "profile")
+DEFAULT_MODE = "bundles"
+
+# "profile" mode: work under grid-index conditions, weighted by the share of grid steps that run
+# it, beyond this fraction of the unconditional work makes the estimate untrusted.
+CONDITIONAL_WORK_LIMIT = 0.25
+# Grid points evaluated to find the share of steps a grid-index condition is true on.
+GRID_POINTS_LIMIT = 1 << 17
+
+METHODS = {
+    "bundles": ("Mosaic kernels: final-schedule bundles x their loops' trip counts + a step overhead (265 cycles v6e, "
+                "530 v5e) a grid step, / XLA-equivalent "
+                "clock, floored by the blocks' bytes / HBM bandwidth; XLA ops: XLA cost_analysis optimal_seconds"),
+    "profile": ("Mosaic kernels: static LLO profile cycles / XLA-equivalent clock, floored by operand and result "
+                "bytes / HBM bandwidth; XLA ops: max(XLA optimal_seconds, static LLO cycles / clock)"),
+}
+METHOD = METHODS[DEFAULT_MODE]
+
+_PROFILE_SUFFIX = "_static_llo_profile.textproto"
+_UTILIZATION_PASS = "final_hlo-static-per-bundle-utilization"
+
+
+def libtpu_dump_args(dump_dir, mode: str = DEFAULT_MODE) -> str:
+    """LIBTPU_INIT_ARGS for the mode's dump, and nothing more (all LLO passes would be ~130 MB)."""
+    if mode == "profile":
+        return f"--xla_jf_dump_static_llo_profile_to={dump_dir}"
+    return (f"--xla_jf_dump_to={dump_dir} --xla_jf_dump_llo_text=true --xla_jf_dump_hlo_text=false "
+            f"--xla_jf_dump_llo_pass_label_regex=final_bundles|{_UTILIZATION_PASS}")
+
+
+def bounded_log_environment(scratch) -> dict[str, str]:
+    """TPU_* variables that keep libtpu's logs off the disk: errors only, to stderr (which the
+    runner bounds), and the log folder in `scratch` rather than tpu_logs in the temp folder
+    (a deviceless compile has written 74 GB there)."""
+    logs = pathlib.Path(scratch) / "tpu_logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return {"TPU_STDERR_LOG_LEVEL": "3", "TPU_MIN_LOG_LEVEL": "3", "TF_CPP_MIN_LOG_LEVEL": "3",
+            "TPU_LOG_DIR": str(logs)}
+
+
+def apply_environment(scratch, mode: str = DEFAULT_MODE) -> pathlib.Path:
+    """Sets the log bounds and the mode's dump flags in os.environ (before jax is imported);
+    returns the dump folder."""
+    scratch = pathlib.Path(scratch)
+    dump_dir = scratch / ("llo_" + mode)
+    dump_dir.mkdir(parents=True, exist_ok=True)
+    for key, value in bounded_log_environment(scratch).items():
+        os.environ.setdefault(key, value)
+    args = os.environ.get("LIBTPU_INIT_ARGS", "")
+    os.environ["LIBTPU_INIT_ARGS"] = (args + " " + libtpu_dump_args(dump_dir, mode)).strip()
+    return dump_dir
+
+
+def dump_enabled(dump_dir, mode: str = DEFAULT_MODE) -> bool:
+    return dump_dir is not None and libtpu_dump_args(dump_dir, mode) in os.environ.get("LIBTPU_INIT_ARGS", "")
+
+
+# ---- the per-bundle utilization (mode "bundles") ----------------------------------------------
+
+_UTILIZATION_FILE = re.compile(r"^\d+-(.+)-\d+-" + _UTILIZATION_PASS + r"\.txt$")
+# The slot columns of the utilization file, grouped by unit.
+UNIT_GROUPS = {"mxu": ("MXU",), "vpu": ("VALU", "EUP", "VPOP"), "xlu": ("XLU",),
+               "load_store": ("VLOAD", "VLOAD:FILL", "VSTORE", "VSTORE:SPILL"), "scalar": ("SALU",)}
+
+
+@dataclasses.dataclass
+class Utilization:
+    bundles: int
+    unit_share: dict    # group -> share of bundles issuing work in that group
+
+
+def parse_utilization(text: str) -> Utilization:
+    """One `final_hlo-static-per-bundle-utilization` file: a CAPACITY header naming the slot
+    columns, then one line per bundle with the slots it fills."""
+    lines = text.splitlines()
+    columns: list[str] = []
+    rows: list[list[int]] = []
+    section = ""
+    for line in lines:
+        if line.startswith("=="):
+            section = line.strip("= :").upper()
+            continue
+        if section.startswith("CAPAC") and not columns and "," in line:
+            columns = [c.strip() for c in line.split(",")]
+        elif section.startswith("UTILIZATION"):
+            fields = line.split()
+            if fields and all(f.isdigit() for f in fields):
+                rows.append([int(f) for f in fields])
+    share = {}
+    if rows and columns:
+        for group, names in UNIT_GROUPS.items():
+            index = [columns.index(n) for n in names if n in columns]
+            busy = sum(1 for r in rows if any(i < len(r) and r[i] for i in index))
+            share[group] = busy / len(rows)
+    return Utilization(len(rows), share)
+
+
+def read_utilization(dump_dir) -> dict[str, Utilization]:
+    """{hlo op name: Utilization} for the ops of the compile(s) dumped in the folder."""
+    out: dict[str, Utilization] = {}
+    for path in sorted(pathlib.Path(dump_dir).glob("*-" + _UTILIZATION_PASS + ".txt")):
+        match = _UTILIZATION_FILE.match(path.name)
+        if match:
+            out[match.group(1)] = parse_utilization(path.read_text(errors="replace"))
+    return out
+
+
+_BUNDLES_FILE = re.compile(r"^\d+-(.+)-\d+-final_bundles\.txt$")
+_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+([A-Z]{2})?\s*:\s*(>*)\s*\{(.*)$")
+_DMA = re.compile(r"^\s*(?:%\w+\s*=\s*)?dma\.")  # an instruction issuing or awaiting a DMA
+_EXIT_TEST = re.compile(r"scmp\.[\w.]+\s+%\w+,\s*(-?\d+)\s*/\*\s*loop exit test")
+
+
+@dataclasses.dataclass
+class Schedule:
+    """The final bundles of one compiled op, with its loops (the `>` marks: one per enclosing
+    loop) and their trip counts (the constant of each loop's exit test)."""
+    bundles: int                 # in the program text
+    executed: float              # each bundle times the trip counts of its loops
+    by_depth: dict               # loop depth -> bundles at that depth
+    loops: list                  # (depth, trip count or None, bundles directly in it)
+    dma_bundles: int             # bundles issuing a DMA (start or wait)
+
+    @property
+    def unknown_trips(self) -> int:
+        return sum(1 for _, trips, _ in self.loops if trips is None)
+
+
+def parse_schedule(text: str) -> Schedule:
+    """One `final_bundles` file: a bundle a line, one `>` per enclosing region (a loop, or a
+    predicated region), `LB:` where a loop body starts; `scmp... N /* loop exit test */` in a
+    loop gives its trip count N. A region entered without `LB:` runs once per entry. Empty
+    bundles (`{}`) carry no marks and stay in the region they sit in."""
+    by_depth: dict = {}
+    loops: list = []
+    stack: list = []  # open regions: [depth, is_loop, trips, own bundles, executed of closed children]
+    top = [0, False, 1, 0, 0.0]
+    bundles = dma = 0
+
+    def close():
+        depth, is_loop, trips, own, children = stack.pop()
+        if is_loop:
+            loops.append((depth, trips, own))
+        total = (trips if trips is not None else 1) * (own + children)
+        (stack[-1] if stack else top)[4] += total
+
+    for line in text.splitlines():
+        match = _BUNDLE.match(line)
+        if not match:
+            continue
+        marker, arrows, body = match.groups()
+        bundles += 1
+        if body.strip().startswith("}"):  # an empty bundle: no marks, the current region's
+            (stack[-1] if stack else top)[3] += 1
+            by_depth[len(stack)] = by_depth.get(len(stack), 0) + 1
+            continue
+        depth = len(arrows)
+        dma += any(_DMA.match(part) for part in body.split(";;"))
+        by_depth[depth] = by_depth.get(depth, 0) + 1
+        while len(stack) > depth:
+            close()
+        if marker == "LB" and depth > 0 and len(stack) == depth and stack[-1][3] > 0:
+            close()  # a new loop where a region of the same depth was
+        while len(stack) < depth:
+            inner = len(stack) + 1 == depth
+            is_loop = inner and marker == "LB"
+            stack.append([len(stack) + 1, is_loop, None if is_loop else 1, 0, 0.0])
+        owner = stack[-1] if stack else top
+        owner[3] += 1
+        exit_test = _EXIT_TEST.search(body)
+        if exit_test:
+            for region in reversed(stack):
+                if region[1]:
+                    if region[2] is None:
+                        region[2] = max(1, int(exit_test.group(1)))
+                    break
+    while stack:
+        close()
+    return Schedule(bundles, top[3] + top[4], by_depth, loops, dma)
+
+
+def read_schedules(dump_dir) -> dict[str, Schedule]:
+    out: dict[str, Schedule] = {}
+    for path in sorted(pathlib.Path(dump_dir).glob("*-final_bundles.txt")):
+        match = _BUNDLES_FILE.match(path.name)
+        if match and "schedule-analysis" not in path.name:
+            out[match.group(1)] = parse_schedule(path.read_text(errors="replace"))
+    return out
+
+
+# ---- the profile files ------------------------------------------------------------------------
+
+_ESTIMATE = re.compile(r'hlo_op_estimate\s*\{[^{}]*?hlo_op_name:\s*"([^"]*)"[^{}]*?estimated_cycles:\s*(\d+)', re.S)
+
+
+def parse_profile(text: str) -> dict[str, int]:
+    """{hlo_op_name: estimated_cycles} from one static LLO profile textproto."""
+    out: dict[str, int] = {}
+    for name, cycles in _ESTIMATE.findall(text):
+        out[name] = out.get(name, 0) + int(cycles)
+    return out
+
+
+def read_profiles(dump_dir) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for path in sorted(pathlib.Path(dump_dir).glob("*" + _PROFILE_SUFFIX)):
+        for name, cycles in parse_profile(path.read_text(errors="replace")).items():
+            out[name] = out.get(name, 0) + cycles
+    return out
+
+
+def clear_dump(dump_dir) -> None:
+    """Empties the folder: libtpu names the files after the op only, so one compile's files
+    overwrite another's (the judge compiles one program at a time)."""
+    path = pathlib.Path(dump_dir)
+    if path.exists():
+        for child in path.iterdir():
+            if child.is_dir():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
+
+
+# ---- the optimized HLO: which ops are Mosaic kernels, where they are, their bytes -------------
+
+_DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+                "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8, "c64": 8, "c128": 16}
+_ARRAY = re.compile(r"\b(pred|s4|u4|s8|u8|s16|u16|f16|bf16|s32|u32|f32|s64|u64|f64|c64|c128|f8\w*)\[([\d,]*)\]")
+_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_COMPUTATION = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
+
+
+def shape_bytes(shape: str) -> float:
+    total = 0.0
+    for dtype, dims in _ARRAY.findall(shape):
+        count = 1
+        for d in filter(None, dims.split(",")):
+            count *= int(d)
+        total += count * _DTYPE_BYTES.get(dtype, 1)
+    return total
+
+
+def _shape_of(rest: str) -> str:
+    """The result shape at the start of an instruction's right-hand side (a tuple in parentheses
+    or one array type)."""
+    if rest.startswith("("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                return rest[:i + 1]
+    return rest.split(" ", 1)[0]
+
+
+@dataclasses.dataclass
+class HloKernel:
+    name: str           # the custom call's instruction name (the profile's hlo_op_name)
+    computation: str    # the HLO computation it is in
+    in_entry: bool
+    bytes: float        # operands + results
+
+
+def mosaic_kernels(hlo_text: str) -> tuple[list[HloKernel], list[str]]:
+    """The Mosaic custom calls of an optimized HLO module, and the opcodes of control flow in it."""
+    shapes: dict[str, str] = {}
+    kernels: list[tuple[str, str, bool, str, str]] = []
+    control: list[str] = []
+    computation, in_entry = "", False
+    for line in hlo_text.splitlines():
+        head = _COMPUTATION.match(line)
+        if head and " = " not in line.split("(", 1)[0]:
+            computation, in_entry = head.group(2), bool(head.group(1))
+            continue
+        match = _INSTRUCTION.match(line)
+        if not match:
+            continue
+        name, rest = match.groups()
+        shape = _shape_of(rest)
+        shapes[name] = shape
+        after = rest[len(shape):].lstrip()
+        opcode = after.split("(", 1)[0].strip()
+        if opcode in ("while", "conditional"):
+            control.append(opcode)
+        if opcode == "custom-call" and 'custom_call_target="tpu_custom_call"' in rest:
+            operands = after.split("(", 1)[1].split(")", 1)[0] if "(" in after else ""
+            kernels.append((name, computation, in_entry, shape, operands))
+    out = []
+    for name, comp, entry, shape, operands in kernels:
+        total = shape_bytes(shape)
+        for operand in operands.split(","):
+            operand = operand.strip().lstrip("%")
+            if operand in shapes:
+                total += shape_bytes(shapes[operand])
+            else:
+                total += shape_bytes(operand)  # older text: the operand's type written inline
+        out.append(HloKernel(name, comp, entry, total))
+    return out, control
+
+
+# ---- the traced program: what the static profile cannot count ----------------------------------
+
+_READS = {"get", "load", "swap", "masked_load", "masked_swap", "addupdate"}
+_GRID_INDEX = {"program_id", "num_programs"}
+
+
+def _sub(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
+                yield item.jaxpr
+            elif hasattr(item, "eqns"):
+                yield item
+
+
+def _elements(var) -> int:
+    count = 1
+    for d in getattr(getattr(var, "aval", None), "shape", ()) or ():
+        count *= int(d)
+    return count
+
+
+def _work(eqn) -> float:
+    """A rough count of vector work: output elements, a matmul's scaled by its contraction/128."""
+    if eqn.primitive.name in _READS or eqn.primitive.name in ("cond", "scan", "while"):
+        return 0.0
+    out = sum(_elements(v) for v in eqn.outvars)
+    if eqn.primitive.name == "dot_general":
+        (contract, _), _ = eqn.params["dimension_numbers"]
+        k = 1
+        for d in contract:
+            k *= int(eqn.invars[0].aval.shape[d])
+        return out * max(1.0, k / 128)
+    return float(out)
+
+
+def _jaxpr_work(jaxpr, trips: bool = True) -> float:
+    """The work proxy of a jaxpr: every branch's, the loops' bodies times their static trip
+    counts (or once, trips=False, as a static schedule holds a loop body)."""
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        total += _work(eqn)
+        subs = list(_sub(eqn))
+        if eqn.primitive.name == "scan" and trips:
+            total += int(eqn.params.get("length", 1)) * sum(_jaxpr_work(s, trips) for s in subs)
+        else:
+            total += sum(_jaxpr_work(s, trips) for s in subs)
+    return total
+
+
+def _is_ref(var) -> bool:
+    return "Ref" in type(getattr(var, "aval", None)).__name__
+
+
+class _GridEval:
+    """Evaluates scalar grid-index expressions over every grid point (numpy), for the share of
+    grid steps on which a `pl.when` runs. Unknown primitives make the value unknown (None)."""
+
+    def __init__(self, grid):
+        import numpy as np
+        self.np = np
+        self.grid = [int(g) for g in grid]
+        self.points = 1
+        for g in self.grid:
+            self.points *= g
+        self.index = np.indices(self.grid).reshape(len(self.grid), -1) if self.grid else np.zeros((0, 1), int)
+
+    def value(self, eqn, args):
+        np = self.np
+        name = eqn.primitive.name
+        if name == "program_id":
+            return self.index[int(eqn.params["axis"])]
+        if name == "num_programs":
+            return np.full(max(self.points, 1), self.grid[int(eqn.params["axis"])])
+        ops = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+               "ge": np.greater_equal, "and": np.logical_and, "or": np.logical_or, "add": np.add,
+               "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
+               "rem": np.remainder, "div": np.floor_divide}
+        if any(a is None for a in args):
+            return None
+        if name in ops and len(args) == 2:
+            return ops[name](args[0], args[1])
+        if name == "not":
+            return np.logical_not(args[0])
+        if name == "convert_element_type":
+            return args[0].astype(np.int64) if np.asarray(args[0]).dtype != bool else args[0]
+        if name == "select_n" and len(args) >= 2:
+            return np.choose(np.asarray(args[0]).astype(int), args[1:])
+        return None
+
+
+class KernelFacts:
+    """What the trust rules found in one kernel's jaxpr."""
+
+    def __init__(self, name: str, grid):
+        self.name = name
+        self.grid = grid
+        self.reasons: list[str] = []         # in every mode
+        self.branch_reasons: list[str] = []  # in "profile" mode (it counts one path of a branch)
+        self.unconditional = 0.0
+        self.missed = 0.0  # conditional work x the share of grid steps that run it
+        self.step_bytes = 0.0   # bytes of the blocks copied in and out at each grid step
+        self.once_bytes = 0.0   # operands left in HBM/ANY (copied by the kernel's own DMAs): once at least
+        self.operand_bytes = 0.0
+
+
+def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
+    import numpy as np
+    static_grid = all(isinstance(g, int) for g in grid)
+    evaluator = _GridEval(grid) if static_grid and _points(grid) <= GRID_POINTS_LIMIT else None
+    tainted: set = set(v for v in jaxpr.invars)
+    values: dict = {}
+
+    def literal(v):
+        return hasattr(v, "val") and not hasattr(v, "count")
+
+    def is_tainted(v):
+        return (not literal(v)) and v in tainted
+
+    def val(v):
+        if literal(v):
+            return np.asarray(v.val)
+        return values.get(v)
+
+    def walk(jx, share: float, under_cond: bool):
+        for eqn in jx.eqns:
+            prim = eqn.primitive.name
+            ins_tainted = any(is_tainted(v) for v in eqn.invars) or any(_is_ref(v) for v in eqn.invars)
+            if prim == "while":
+                facts.reasons.append(f"kernel {name}: a loop with a trip count known only at run time (while_loop or "
+                                     f"fori_loop with traced bounds): the static figures count its body once")
+            if prim == "cond":
+                predicate = eqn.invars[0]
+                branches = list(_sub(eqn))
+                work = max((_jaxpr_work(b) for b in branches), default=0.0)
+                if is_tainted(predicate) or _is_ref(predicate):
+                    facts.branch_reasons.append(f"kernel {name}: a branch (lax.cond / pl.when) on data read at run time: the "
+                                         f"static profile counts one path")
+                else:
+                    frac = 1.0
+                    if evaluator is not None and val(predicate) is not None:
+                        index = np.asarray(val(predicate)).astype(int)
+                        if index.ndim == 0:
+                            index = np.full(max(evaluator.points, 1), int(index))
+                        frac = float(np.mean(index != 0)) if len(branches) == 2 else 1.0
+                    facts.missed += share * frac * work
+                for b in branches:
+                    walk(b, share, True)
+                for v in eqn.outvars:
+                    tainted.add(v)
+                continue
+            if prim == "scan":
+                length = int(eqn.params.get("length", 1))
+                before = facts.unconditional
+                for b in _sub(eqn):
+                    tainted.update(b.invars)
+                    walk(b, share * length, under_cond)
+                for v in eqn.outvars:
+                    tainted.add(v)
+                del before
+                continue
+            subs = list(_sub(eqn))
+            if subs:
+                for b in subs:
+                    tainted.update(b.invars)
+                    walk(b, share, under_cond)
+                tainted.update(eqn.outvars)
+                continue
+            if not under_cond:
+                facts.unconditional += share * _work(eqn)
+            if prim in _READS or ins_tainted:
+                tainted.update(eqn.outvars)
+            elif evaluator is not None:
+                out = evaluator.value(eqn, [val(v) for v in eqn.invars])
+                if out is not None and len(eqn.outvars) == 1:
+                    values[eqn.outvars[0]] = out
+
+    walk(jaxpr, 1.0, False)
+
+
+def _points(grid) -> int:
+    n = 1
+    for g in grid:
+        n *= int(g)
+    return n
+
+
+def _aval_bytes(aval) -> float:
+    inner = getattr(aval, "inner_aval", aval)
+    shape, dtype = getattr(inner, "shape", None), getattr(inner, "dtype", None)
+    if shape is None or dtype is None:
+        return 0.0
+    count = 1
+    for d in shape:
+        count *= int(d)
+    return float(count * dtype.itemsize)
+
+
+def _block_bytes(eqn, mapping, facts: KernelFacts) -> None:
+    """The bytes a grid step copies (its blocks in VMEM: every step, as if none were reused) and
+    the operands the kernel copies itself (left in HBM: once at least)."""
+    for bm in getattr(mapping, "block_mappings", ()) or ():
+        block = getattr(bm, "transformed_block_aval", None) or getattr(bm, "block_aval", None)
+        space = str(getattr(block, "memory_space", "")).lower()
+        array = _aval_bytes(getattr(bm, "array_aval", None))
+        facts.operand_bytes += array
+        if any(word in space for word in ("any", "hbm")):
+            facts.once_bytes += array
+        elif not any(word in space for word in ("smem", "semaphore")):
+            facts.step_bytes += _aval_bytes(block)
+
+
+def analyse_program(closed_jaxpr) -> tuple[list[KernelFacts], list[str]]:
+    """Per pallas_call the trust rules' findings, and the program-level reasons."""
+    kernels: list[KernelFacts] = []
+    reasons: list[str] = []
+
+    def walk(jaxpr, enclosing: tuple):
+        for eqn in jaxpr.eqns:
+            prim = eqn.primitive.name
+            if prim == "pallas_call":
+                mapping = eqn.params.get("grid_mapping")
+                grid = tuple(getattr(mapping, "grid", ()) or ())
+                name = str(eqn.params.get("name") or getattr(eqn.params.get("name_and_src_info"), "name", "kernel"))
+                facts = KernelFacts(name, grid)
+                if not all(isinstance(g, int) for g in grid):
+                    facts.reasons.append(f"kernel {name}: a grid whose size is known only at run time {grid}: the "
+                                         f"static profile cannot count its steps")
+                if enclosing:
+                    facts.reasons.append(f"kernel {name}: a pallas_call inside {'/'.join(enclosing)} of the program: "
+                                         f"the static figures count the kernel once")
+                kernel_jaxpr = eqn.params["jaxpr"]
+                _analyse_kernel(name, getattr(kernel_jaxpr, "jaxpr", kernel_jaxpr),
+                                grid if all(isinstance(g, int) for g in grid) else (), facts)
+                steps = _points(grid) if all(isinstance(g, int) for g in grid) else 1
+                _block_bytes(eqn, mapping, facts)
+                if facts.missed > CONDITIONAL_WORK_LIMIT * max(facts.unconditional, 1.0):
+                    facts.branch_reasons.append(
+                        f"kernel {name}: work under pl.when/lax.cond is {facts.missed / max(facts.unconditional, 1.0):.2f}x "
+                        f"the unconditional work of a grid step (weighted by the steps that run it): the static "
+                        f"profile does not count it")
+                del steps
+                kernels.append(facts)
+                continue
+            if prim in ("while", "cond"):
+                reasons.append(f"an XLA {'while loop' if prim == 'while' else 'branch (lax.cond)'} in the program: its "
+                               f"trip count or branch is known only at run time")
+            inner = enclosing + ((prim,) if prim in ("while", "cond", "scan") else ())
+            for sub in _sub(eqn):
+                walk(sub, inner)
+
+    walk(closed_jaxpr.jaxpr, ())
+    return kernels, reasons
+
+
+# ---- the estimate -------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class KernelProfile:
+    kernel: str
+    hlo_op: str
+    grid_steps: int
+    estimated_cycles: int
+    bundles_per_step: float | None
+    bytes: float
+    seconds: float
+    bound: str              # "cycles" or "hbm"
+    unit_share: dict | None = None
+    critical_path_cycles: int | None = None
+
+    def as_json(self) -> dict:
+        return {"kernel": self.kernel, "grid_steps": self.grid_steps, "bundles_per_step": self.bundles_per_step,
+                "estimated_cycles": self.estimated_cycles, "unit_share": self.unit_share,
+                "critical_path_cycles": self.critical_path_cycles, "hbm_bytes": self.bytes, "bound": self.bound,
+                "estimated_us": self.seconds * 1e6}
+
+
+@dataclasses.dataclass
+class Estimate:
+    seconds: float
+    mosaic_cycles: int
+    mosaic_seconds: float
+    xla_seconds: float      # the XLA ops' part
+    xla_model_seconds: float
+    xla_llo_cycles: int     # "profile" mode: the XLA ops' static cycles
+    method: str
+    mode: str
+    trusted: bool
+    reasons: list[str]
+    kernels: list[KernelProfile]
+
+    @property
+    def microseconds(self) -> float:
+        return self.seconds * 1e6
+
+
+def fresh(fn):
+    """A new function object calling fn: jax caches executables per function, and a cached one
+    is not compiled again, so libtpu dumps nothing for it."""
+    def call(*args):
+        return fn(*args)
+    return call
+
+
+def _match(hlo_kernels, facts) -> list:
+    """The traced pallas_call of each compiled Mosaic kernel: in order, when the counts agree and
+    every pair's operand bytes agree (XLA keeps the kernels' order of the program here)."""
+    if len(hlo_kernels) != len(facts):
+        return [None] * len(hlo_kernels)
+    pairs = list(zip(hlo_kernels, facts))
+    # The compiled call also takes the scalar-prefetch operands, which have no block: a little more.
+    if all(f.operand_bytes <= 0 or 0 <= k.bytes - f.operand_bytes <= max(0.01 * f.operand_bytes, 1 << 16)
+           for k, f in pairs):
+        return list(facts)
+    return [None] * len(hlo_kernels)
+
+
+def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, closed_jaxpr=None,
+             mode: str = DEFAULT_MODE) -> Estimate:
+    """The estimated device time of `fn` at `specs` on `target` (a tpu_target.Target), from the
+    dump that `apply_environment(scratch, mode)` switched on.
+
+    compiled: a tpu_target.Compiled of the program done with nothing compiled since (its files
+    must still be in dump_dir); without it fn is compiled here, after clearing the folder.
+    closed_jaxpr: the traced program (for the trust rules and the grids); without it fn is traced."""
+    from . import tpu_target
+    if mode not in MODES:
+        raise ValueError(f"mode {mode!r}: one of {MODES}")
+    name = target.name
+    if compiled is None:
+        clear_dump(dump_dir)
+        compiled = tpu_target.compile_for(target, fresh(fn), specs)
+    if closed_jaxpr is None and fn is not None:
+        import jax
+        closed_jaxpr = jax.make_jaxpr(fn)(*[jax.ShapeDtypeStruct(tuple(s.shape), s.dtype) for s in specs])
+    reasons: list[str] = []
+    if not dump_enabled(dump_dir, mode):
+        reasons.append(f"the {mode} dump is not enabled in LIBTPU_INIT_ARGS")
+    cycles = read_profiles(dump_dir) if mode == "profile" and dump_dir is not None else {}
+    bundles = read_utilization(dump_dir) if mode == "bundles" and dump_dir is not None else {}
+    schedules = read_schedules(dump_dir) if mode == "bundles" and dump_dir is not None else {}
+    hlo_kernels, _ = mosaic_kernels(compiled.executable.as_text() or "")
+    if hlo_kernels and not (cycles or schedules):
+        reasons.append("the compile dumped nothing (jax reused a cached executable, or libtpu did not dump): no "
+                       "figures for the kernels")
+    if closed_jaxpr is None:
+        reasons.append("no traced program to check the trust rules on")
+        facts, program_reasons = [], []
+    else:
+        facts, program_reasons = analyse_program(closed_jaxpr)
+    reasons.extend(program_reasons)
+    for f in facts:
+        reasons.extend(f.reasons)
+        if mode == "profile":
+            reasons.extend(f.branch_reasons)
+    matched = _match(hlo_kernels, facts)
+    if hlo_kernels and any(m is None for m in matched):
+        reasons.append(f"{len(facts)} pallas_calls traced, {len(hlo_kernels)} Mosaic kernels compiled, and they do "
+                       f"not pair up by their operands: the grids cannot be assigned")
+    clock, bandwidth = CLOCK_HZ[name], HBM_BYTES_PER_S[name]
+    profiles: list[KernelProfile] = []
+    mosaic_cycles, mosaic_seconds = 0, 0.0
+    for k, f in zip(hlo_kernels, matched):
+        if not k.in_entry:
+            reasons.append(f"Mosaic kernel {k.name} sits in HLO computation {k.computation} (a loop or branch): "
+                           f"it is counted once")
+        static_grid = f is not None and all(isinstance(g, int) for g in f.grid)
+        steps = _points(f.grid) if static_grid else 0
+        share = None
+        if mode == "profile":
+            if k.name not in cycles:
+                reasons.append(f"no static profile was written for Mosaic kernel {k.name}")
+            c = int(cycles.get(k.name, 0))
+            per_step = c / steps if steps else None
+            moved = k.bytes
+        else:
+            schedule, use = schedules.get(k.name), bundles.get(k.name)
+            if schedule is None:
+                reasons.append(f"no final schedule was dumped for Mosaic kernel {k.name}")
+                executed, per_step = 0.0, None
+            else:
+                executed = schedule.executed
+                if schedule.unknown_trips:
+                    reasons.append(f"Mosaic kernel {k.name}: {schedule.unknown_trips} loop(s) in its final schedule "
+                                   f"without a constant trip count: counted once")
+                if steps > 1 and not any(t is not None and t >= steps for _, t, _ in schedule.loops):
+                    # no grid loop seen (an unrolled grid is counted as it stands): every bundle a step
+                    executed = max(executed, float(steps * schedule.bundles))
+                per_step = (executed / steps) if steps else float(schedule.bundles)
+            share = dict(use.unit_share) if use else None
+            if share is not None and schedule is not None and schedule.bundles:
+                share["dma"] = schedule.dma_bundles / schedule.bundles
+            c = int(round(executed + max(steps, 1) * STEP_OVERHEAD_CYCLES[name]))
+            moved = max(k.bytes, (steps * f.step_bytes + f.once_bytes) if f is not None else 0.0)
+        s_cycles, s_bytes = c / clock, moved / bandwidth
+        profiles.append(KernelProfile(kernel=f.name if f else k.name, hlo_op=k.name, grid_steps=steps,
+                                      estimated_cycles=c, bundles_per_step=per_step, bytes=moved,
+                                      seconds=max(s_cycles, s_bytes), bound="cycles" if s_cycles >= s_bytes else "hbm",
+                                      unit_share=share))
+        mosaic_cycles += c
+        mosaic_seconds += max(s_cycles, s_bytes)
+    kernel_names = {k.name for k in hlo_kernels}
+    xla_llo = sum(c for op, c in cycles.items() if op not in kernel_names)
+    xla_model = max(0.0, float(compiled.cost.get("optimal_seconds", 0.0) or 0.0))
+    # "profile" mode: each source misses something. XLA's model prices transcendentals at
+    # nothing (exp(sin(x) x) on 16M floats: the profile 432,950 cycles, the model a copy's time),
+    # the profile counts a loop's body once. Both are lower bounds: the larger is taken.
+    xla_seconds = max(xla_model, xla_llo / clock)
+    xla_ops = [op for op in (cycles or schedules) if op not in kernel_names and not op.startswith(("<", "TLP"))]
+    if xla_ops and xla_model == 0.0:
+        reasons.append("XLA ops were compiled but XLA's cost model gave no time for them")
+    if not hlo_kernels and xla_seconds == 0.0:
+        reasons.append("neither a Mosaic kernel nor an XLA figure: nothing to estimate")
+    seconds = mosaic_seconds + xla_seconds
+    return Estimate(seconds=seconds, mosaic_cycles=mosaic_cycles, mosaic_seconds=mosaic_seconds,
+                    xla_seconds=xla_seconds, xla_model_seconds=xla_model, xla_llo_cycles=xla_llo,
+                    method=METHODS[mode], mode=mode, trusted=not reasons and seconds > 0, reasons=reasons,
+                    kernels=profiles)

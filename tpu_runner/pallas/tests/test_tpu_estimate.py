@@ -1,0 +1,291 @@
+"""tpu_estimate.py: the parsers on files from a real dump (unit, no jax), and real deviceless
+compiles (integration: KERNELGYM_ESTIMATE_INTEGRATION=1, about a minute on two cores).
+
+Run with the pallas venv (stdlib unittest; the venv has no pytest):
+    build/pallas-venv/bin/python -m unittest discover -s tpu_runner/pallas/tests -v
+The golden files in data/ come from deviceless v6e compiles (jax 0.10.2, libtpu 0.0.42.1): a
+2048^3 bf16 Pallas matmul with 512^3 blocks (its static LLO profile as libtpu wrote it, and its
+optimized HLO), and silu_mul's starter kernel in 8x128 blocks (its final-schedule per-bundle
+utilization, one line a bundle).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import tempfile
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from kernelgym_pallas import tpu_estimate  # noqa: E402
+
+DATA = HERE / "data"
+REPO = HERE.parents[2]
+
+
+class ParseProfile(unittest.TestCase):
+    def test_golden_profile_of_a_pallas_matmul(self):
+        files = sorted(DATA.glob("v6e_matmul512_*_static_llo_profile.textproto"))
+        self.assertEqual(len(files), 1)
+        with tempfile.TemporaryDirectory() as folder:
+            target = pathlib.Path(folder) / files[0].name.replace("v6e_matmul512_", "")
+            target.write_text(files[0].read_text())
+            cycles = tpu_estimate.read_profiles(folder)
+        self.assertEqual(cycles, {"f.1": 71680})  # 64 grid steps of 512^3 blocks on v6e
+
+    def test_several_estimates_and_other_fields(self):
+        text = ('hlo_op_estimate {\n  hlo_op_name: "fusion.3"\n  estimated_cycles: 12\n  num_equivalent_hlos: 1\n}\n'
+                'hlo_op_estimate {\n  hlo_op_name: "fusion.3"\n  estimated_cycles: 30\n}\n'
+                'hlo_op_estimate {\n  hlo_op_name: "copy"\n  estimated_cycles: 7\n  scalar_inputs: 0\n}\n')
+        self.assertEqual(tpu_estimate.parse_profile(text), {"fusion.3": 42, "copy": 7})
+        self.assertEqual(tpu_estimate.parse_profile("garbage { }"), {})
+
+    def test_clear_dump_leaves_an_empty_folder(self):
+        with tempfile.TemporaryDirectory() as folder:
+            (pathlib.Path(folder) / "x_static_llo_profile.textproto").write_text("hlo_op_estimate {}")
+            (pathlib.Path(folder) / "sub").mkdir()
+            tpu_estimate.clear_dump(folder)
+            self.assertEqual(list(pathlib.Path(folder).iterdir()), [])
+
+
+class ParseUtilization(unittest.TestCase):
+    def test_golden_utilization_of_a_mosaic_kernel(self):
+        files = sorted(DATA.glob("v6e_silu8x128_*-final_hlo-static-per-bundle-utilization.txt"))
+        self.assertEqual(len(files), 1)
+        with tempfile.TemporaryDirectory() as folder:
+            (pathlib.Path(folder) / files[0].name.replace("v6e_silu8x128_", "")).write_text(files[0].read_text())
+            (pathlib.Path(folder) / "123-TLP-01-vmem_report.html").write_text("<html></html>")
+            found = tpu_estimate.read_utilization(folder)
+        self.assertEqual(sorted(found), ["call.1"])
+        use = found["call.1"]
+        self.assertEqual(use.bundles, 113)
+        # An elementwise kernel: no MXU work; 19 of its 113 bundles load or store vectors, 10 compute.
+        self.assertEqual(use.unit_share["mxu"], 0.0)
+        self.assertAlmostEqual(use.unit_share["load_store"], 19 / 113)
+        self.assertAlmostEqual(use.unit_share["vpu"], 10 / 113)  # counted with awk over the file
+
+    def test_columns_are_read_from_the_header(self):
+        text = ("== CAPACTIY:\nVALU, MXU\n 4 2\n== UTILIZATION:\n0 1\n1 0\n0 0\n3 2\n")
+        use = tpu_estimate.parse_utilization(text)
+        self.assertEqual(use.bundles, 4)
+        self.assertEqual(use.unit_share["mxu"], 0.5)
+        self.assertEqual(use.unit_share["vpu"], 0.5)
+        self.assertEqual(use.unit_share["xlu"], 0.0)
+
+
+class ParseSchedule(unittest.TestCase):
+    def test_golden_schedule_with_a_grid_loop_and_an_inner_loop(self):
+        files = sorted(DATA.glob("v6e_static_loop_*-final_bundles.txt"))
+        self.assertEqual(len(files), 1)
+        with tempfile.TemporaryDirectory() as folder:
+            (pathlib.Path(folder) / files[0].name.replace("v6e_static_loop_", "")).write_text(files[0].read_text())
+            found = tpu_estimate.read_schedules(folder)
+        self.assertEqual(sorted(found), ["kernel.1"])
+        schedule = found["kernel.1"]
+        self.assertEqual(schedule.bundles, 138)
+        # The inner fori_loop (4 trips, 15 bundles) inside the grid loop (512 steps + 2 pipeline
+        # stages: 514 trips), 24 bundles of a predicated region and 13 bundles outside both.
+        self.assertEqual(schedule.loops, [(2, 4, 15), (1, 514, 86)])
+        self.assertEqual(schedule.executed, 13 + 514 * (86 + 4 * 15 + 24))
+        self.assertEqual(schedule.unknown_trips, 0)
+        self.assertEqual(schedule.dma_bundles, 6)
+
+    def test_loop_without_a_constant_exit_test_is_unknown(self):
+        text = ("     0   :  { %1 = smov 0 }\n"
+                "   0x1 LB: > { %2 = sadd.s32 1, %s1  ;;  %p3 = scmp.ge.s32.totalorder %s2, %s9 /* loop exit test */ }\n"
+                "   0x2   : > { %4 = dma.hbm_to_vmem [thread:$0] }\n"
+                "   0x3   :  {}\n"
+                "   0x4   : > { %5 = sbr.rel (!%p3) target = $region2 }\n"
+                "   0x5   :  { %6 = shalt }\n")
+        schedule = tpu_estimate.parse_schedule(text)
+        self.assertEqual(schedule.bundles, 6)
+        self.assertEqual(schedule.loops, [(1, None, 4)])
+        self.assertEqual(schedule.unknown_trips, 1)
+        self.assertEqual(schedule.executed, 6)
+        self.assertEqual(schedule.dma_bundles, 1)
+
+    def test_consecutive_loops_at_one_depth(self):
+        text = ("   0x0 LB: > { %1 = scmp.ge.s32.totalorder %s1, 3 /* loop exit test */ }\n"
+                "   0x1   : > { %2 = vadd }\n"
+                "   0x2 LB: > { %3 = scmp.lt.s32.totalorder %s4, 5 /* loop exit test */ }\n"
+                "   0x3   :  { %5 = shalt }\n")
+        schedule = tpu_estimate.parse_schedule(text)
+        self.assertEqual(schedule.loops, [(1, 3, 2), (1, 5, 1)])
+        self.assertEqual(schedule.executed, 3 * 2 + 5 * 1 + 1)
+
+
+class ParseHlo(unittest.TestCase):
+    def test_golden_hlo_of_a_pallas_matmul(self):
+        kernels, control = tpu_estimate.mosaic_kernels((DATA / "v6e_matmul512_hlo.txt").read_text())
+        self.assertEqual([k.name for k in kernels], ["f.1"])
+        self.assertTrue(kernels[0].in_entry)
+        self.assertEqual(kernels[0].bytes, 3 * 2048 * 2048 * 2)  # two bf16 operands and the result
+        self.assertEqual(control, [])
+
+    def test_kernel_inside_a_loop_is_not_in_entry(self):
+        hlo = ("HloModule m\n\n%body (p: (s32[], f32[8,128])) -> (s32[], f32[8,128]) {\n"
+               "  %p = (s32[], f32[8,128]{1,0}) parameter(0)\n"
+               "  %g = f32[8,128]{1,0} get-tuple-element(%p), index=1\n"
+               "  %k.1 = f32[8,128]{1,0:T(8,128)} custom-call(%g), custom_call_target=\"tpu_custom_call\"\n"
+               "  ROOT %t = (s32[], f32[8,128]{1,0}) tuple(%i, %k.1)\n}\n\n"
+               "ENTRY %main (x: f32[8,128]) -> f32[8,128] {\n"
+               "  %x = f32[8,128]{1,0} parameter(0)\n"
+               "  %w = (s32[], f32[8,128]{1,0}) while(%t0), condition=%c, body=%body\n"
+               "  ROOT %r = f32[8,128]{1,0} get-tuple-element(%w), index=1\n}\n")
+        kernels, control = tpu_estimate.mosaic_kernels(hlo)
+        self.assertEqual([(k.name, k.computation, k.in_entry) for k in kernels], [("k.1", "body", False)])
+        self.assertEqual(kernels[0].bytes, 2 * 8 * 128 * 4)
+        self.assertEqual(control, ["while"])
+
+    def test_shape_bytes(self):
+        self.assertEqual(tpu_estimate.shape_bytes("(f32[2,3]{1,0}, bf16[4]{0:T(128)S(1)})"), 24 + 8)
+        self.assertEqual(tpu_estimate.shape_bytes("s32[]"), 4)
+
+
+class Environment(unittest.TestCase):
+    def test_flags_and_log_bounds(self):
+        with tempfile.TemporaryDirectory() as folder:
+            env = tpu_estimate.bounded_log_environment(folder)
+            self.assertEqual(env["TPU_MIN_LOG_LEVEL"], "3")
+            self.assertEqual(env["TPU_STDERR_LOG_LEVEL"], "3")
+            self.assertTrue(env["TPU_LOG_DIR"].startswith(folder))
+            self.assertTrue(pathlib.Path(env["TPU_LOG_DIR"]).is_dir())
+        self.assertEqual(tpu_estimate.libtpu_dump_args("/d", "profile"), "--xla_jf_dump_static_llo_profile_to=/d")
+        bundles = tpu_estimate.libtpu_dump_args("/d")
+        self.assertIn("--xla_jf_dump_to=/d", bundles)
+        self.assertIn("--xla_jf_dump_llo_pass_label_regex=final_bundles|final_hlo-static-per-bundle-utilization", bundles)
+
+
+@unittest.skipUnless(os.environ.get("KERNELGYM_ESTIMATE_INTEGRATION") == "1",
+                     "real deviceless compiles: set KERNELGYM_ESTIMATE_INTEGRATION=1")
+class DevicelessCompiles(unittest.TestCase):
+    """Real libtpu deviceless compiles for v6e (each a few seconds)."""
+
+    @classmethod
+    def setUpClass(cls):
+        from kernelgym_pallas import tpu_target
+        cls.scratch = tempfile.TemporaryDirectory()
+        for key, value in tpu_target.deviceless_environment("v6e").items():
+            os.environ[key] = value
+        if "jax" in sys.modules:
+            raise unittest.SkipTest("jax was imported before the dump flags could be set")
+        cls.dump = tpu_estimate.apply_environment(cls.scratch.name)
+        cls.target = tpu_target.open_target("v6e")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.cleanup()
+
+    def _estimate(self, fn, specs):
+        return tpu_estimate.estimate(fn, specs, self.target, self.dump)
+
+    def test_matmul_block_sweep_is_ordered(self):
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+        from jax.experimental.pallas import tpu as pltpu
+
+        def matmul(bm, bn, bk):
+            def body(a, b, o, acc):
+                @pl.when(pl.program_id(2) == 0)
+                def _():
+                    acc[...] = jnp.zeros_like(acc)
+                acc[...] += jnp.dot(a[...], b[...], preferred_element_type=jnp.float32)
+
+                @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+                def _():
+                    o[...] = acc[...].astype(o.dtype)
+
+            def fn(a, b):
+                m, k = a.shape
+                n = b.shape[1]
+                return pl.pallas_call(
+                    body, grid=(m // bm, n // bn, k // bk),
+                    in_specs=[pl.BlockSpec((bm, bk), lambda i, j, kk: (i, kk)),
+                              pl.BlockSpec((bk, bn), lambda i, j, kk: (kk, j))],
+                    out_specs=pl.BlockSpec((bm, bn), lambda i, j, kk: (i, j)),
+                    out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+                    scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)])(a, b)
+            return fn
+
+        specs = [jax.ShapeDtypeStruct((2048, 2048), jnp.bfloat16)] * 2
+        sweep = {b: self._estimate(matmul(b, b, b), specs) for b in (128, 256, 512)}
+        for b, est in sweep.items():
+            self.assertTrue(est.trusted, (b, est.reasons))
+            self.assertEqual(est.kernels[0].grid_steps, (2048 // b) ** 3)
+        self.assertGreater(sweep[128].mosaic_cycles, sweep[256].mosaic_cycles)
+        self.assertGreater(sweep[256].mosaic_cycles, sweep[512].mosaic_cycles)
+        self.assertGreater(sweep[128].seconds, sweep[256].seconds)
+        self.assertGreater(sweep[256].seconds, sweep[512].seconds)
+        reference = self._estimate(lambda a, b: jnp.dot(a, b), specs)
+        self.assertTrue(reference.trusted, reference.reasons)
+        self.assertEqual(reference.seconds, reference.xla_model_seconds)
+        # 512^3 blocks: the MXU busy in a good share of the bundles, more than with 128^3.
+        self.assertGreater(sweep[512].kernels[0].unit_share["mxu"], 2 * sweep[128].kernels[0].unit_share["mxu"])
+        # Tiny blocks are estimated slower than XLA's matmul, large ones within 2x of it.
+        self.assertGreater(sweep[128].seconds, 4 * reference.seconds)
+        self.assertLess(sweep[512].seconds, 2 * reference.seconds)
+
+    def _case(self, name):
+        import importlib.util
+        import jax
+        import jax.numpy as jnp
+        path = REPO / "tests/adversarial_pallas" / name / "kernel.py"
+        if name == "plain":
+            path = REPO / "tests/fixtures/pallas_estimate/plain_silu.py"
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        n = 1 << 24  # cpu/silu_mul's full size
+        return self._estimate(module.kernel, [jax.ShapeDtypeStruct((n,), jnp.float32)] * 2)
+
+    def test_work_hidden_in_a_dynamic_loop_is_not_trusted(self):
+        est = self._case("estimate_dynamic_loop")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("trip count known only at run time" in r for r in est.reasons), est.reasons)
+        # The schedule says so too, on its own: a loop without a constant exit test.
+        self.assertTrue(any("without a constant trip count" in r for r in est.reasons), est.reasons)
+
+    def test_work_under_a_data_dependent_when_is_counted(self):
+        # The static profile counts one path of a branch; the bundles of the final schedule hold
+        # both, so the hidden work is paid at every step.
+        plain, est = self._case("plain"), self._case("estimate_data_when")
+        self.assertTrue(plain.trusted, plain.reasons)
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertGreaterEqual(est.seconds, plain.seconds)
+
+    def test_work_under_an_always_true_grid_when_is_counted(self):
+        plain, est = self._case("plain"), self._case("estimate_always_true_when")
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertGreaterEqual(est.seconds, 0.95 * plain.seconds)
+
+    def test_work_in_a_static_loop_is_counted_with_its_trips(self):
+        # The same work as the plain kernel, a quarter a pass: the loop body holds a quarter of
+        # the bundles, and its exit test says 4.
+        plain, est = self._case("plain"), self._case("estimate_static_loop")
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertGreater(est.seconds, 0.8 * plain.seconds)
+        self.assertLess(est.seconds, 1.25 * plain.seconds)
+
+    def test_loop_bound_from_scalar_prefetch_is_not_trusted(self):
+        est = self._case("estimate_prefetch_trips")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("without a constant trip count" in r for r in est.reasons), est.reasons)
+
+    def test_kernel_in_an_xla_loop_is_not_trusted(self):
+        est = self._case("estimate_loop_around_kernel")
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("inside scan" in r for r in est.reasons), est.reasons)
+
+    def test_work_moved_into_xla_is_counted(self):
+        plain, est = self._case("plain"), self._case("estimate_work_in_xla")
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertGreater(est.xla_seconds, 0)
+        self.assertGreater(est.seconds, plain.seconds)
+        self.assertAlmostEqual(est.seconds, est.mosaic_seconds + est.xla_seconds)
+
+
+if __name__ == "__main__":
+    unittest.main()
