@@ -132,6 +132,21 @@ void ExpectVerdict(const EvalResult& r, const nlohmann::json& expected, const st
     EXPECT_EQ(r.diagnostics[0].line, expected["line"].get<int>()) << VerdictText(r);
   }
   EXPECT_FALSE(r.timing.has_value()) << "no hack is ever timed without a TPU";
+  // The estimate's verdict (the cases run without the reference's estimate, so the candidate's
+  // own trust flag is what they pin): an untrusted estimate says why and is never paid for. Only
+  // a correct kernel has one; a case that fails first (its note says where its estimate's verdict
+  // is asserted instead) keeps the key as documentation.
+  if (expected.contains("estimate") && expected.at("status") == "ok") {
+    const bool want_trusted = expected["estimate"].get<std::string>() == "trusted";
+    const auto flag = r.estimates.find("candidate_estimate_trusted");
+    ASSERT_NE(flag, r.estimates.end()) << label << ": no candidate estimate: " << VerdictText(r);
+    EXPECT_EQ(flag->second == 1, want_trusted) << label << ": " << VerdictText(r);
+    const std::string reason = expected.value("estimate_reason", "");
+    const bool named = std::any_of(r.estimate_reasons.begin(), r.estimate_reasons.end(),
+                                   [&](const std::string& why) { return why.find(reason) != std::string::npos; });
+    if (!want_trusted) EXPECT_TRUE(named) << label << ": expected '" << reason << "' among the estimate's reasons";
+    if (!want_trusted) EXPECT_NE(RewardableSpeedupOf(r).kind, SpeedupKind::kEstimated) << label;
+  }
 }
 
 TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
@@ -151,6 +166,31 @@ TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, PallasAdversarialTest, ::testing::ValuesIn(AdversarialCases()), TestName);
+
+// The speed signal off a TPU: the compiler's estimate moves with the kernel's design. silu_mul's
+// starter walks the rows in 8x128 blocks; the same kernel in 256x128 blocks needs 32x fewer grid
+// steps, and its estimated speedup must be well above the starter's, labelled as an estimate and
+// paid as one by the default reward.
+TEST(PallasEstimate, BiggerBlocksEarnALabelledEstimatedSpeedup) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = PallasOptions();
+  options.estimates = true;
+  const EvalResult starter = Pallas().Evaluate(*task, task->StarterFor("pallas"), options);
+  const EvalResult blocked =
+      Pallas().Evaluate(*task, ReadText(SourceDir() / "tests/fixtures/pallas_estimate/plain_silu.py"), options);
+  for (const EvalResult* r : {&starter, &blocked}) {
+    ASSERT_EQ(r->status, Status::kOk) << VerdictText(*r);
+    EXPECT_FALSE(r->timing.has_value()) << "no TPU here: nothing is measured";
+    EXPECT_EQ(r->timing_clock, "tpu_estimate") << VerdictText(*r);
+    ASSERT_EQ(RewardableSpeedupOf(*r).kind, SpeedupKind::kEstimated) << VerdictText(*r);
+    EXPECT_FALSE(r->tpu_profile.empty()) << VerdictText(*r);
+  }
+  const double slow = RewardableSpeedupOf(starter).value, fast = RewardableSpeedupOf(blocked).value;
+  EXPECT_GT(fast, 4 * slow) << "starter " << slow << "x, 256x128 blocks " << fast << "x";
+  EXPECT_GT(starter.tpu_profile[0].grid_steps, blocked.tpu_profile[0].grid_steps);
+  EXPECT_NE(VerdictText(blocked).find("speed estimated from the TPU compiler"), std::string::npos) << VerdictText(blocked);
+}
 
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
 // and in its working folder (files are what a Python candidate can still write past the static
