@@ -318,12 +318,15 @@ TEST(PallasServer, AWholeEpisodeThroughTheServer) {
   make.max_steps = 6;
   const protocol::EnvInfo env = c.Make(make);
 
-  // The starter: correct, not timed, and no reward for a speed nobody measured.
+  // The starter: correct, not timed; its speed is the TPU compiler's estimate, labelled as one and
+  // never the measured speedup, with the static profile of its kernel.
   const protocol::ResetResult reset = c.Reset(env.env, 3);
   EXPECT_EQ(reset.observation.status, "ok") << reset.observation.text;
   EXPECT_EQ(reset.observation.speedup, 0);
-  EXPECT_NE(reset.observation.text.find("not representative"), std::string::npos) << reset.observation.text;
   EXPECT_NE(reset.observation.text.find("no TPU on this host"), std::string::npos) << reset.observation.text;
+  EXPECT_NE(reset.observation.text.find("speed: estimated"), std::string::npos) << reset.observation.text;
+  EXPECT_NE(reset.observation.text.find("not a measurement"), std::string::npos) << reset.observation.text;
+  EXPECT_NE(reset.observation.text.find("tpu kernel "), std::string::npos) << reset.observation.text;
   EXPECT_NE(reset.observation.text.find("tpu_compile_deviceless=1"), std::string::npos)
       << "the episode starts from the Pallas starter, compiled for TPU: " << reset.observation.text;
 
@@ -341,9 +344,10 @@ TEST(PallasServer, AWholeEpisodeThroughTheServer) {
   EXPECT_NE(wrong.observation.text.find("elements wrong"), std::string::npos) << wrong.observation.text;
   EXPECT_NE(wrong.observation.text.find("first at [0]"), std::string::npos) << wrong.observation.text;
 
-  // Back to a correct kernel: passes, and the speed reward stays unpaid.
+  // Back to the starter: passes; the same estimate as at reset, so no gain is paid again.
   const protocol::StepResult fixed = c.Step(env.env, protocol::RevertAction{0});
   EXPECT_EQ(fixed.observation.status, "ok") << fixed.observation.text;
+  EXPECT_EQ(fixed.reward, 0) << fixed.observation.text;
   const protocol::StepResult submit = c.Step(env.env, protocol::SubmitAction{});
   EXPECT_TRUE(submit.terminated);
   EXPECT_EQ(submit.observation.status, "ok") << submit.observation.text;

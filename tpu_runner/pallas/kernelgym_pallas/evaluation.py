@@ -187,6 +187,15 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
         facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
                                 "deviceless": not target.on_tpu, "seconds": compiled.seconds,
                                 "memory": dict(compiled.memory, vmem_estimate_bytes=float(vmem))}
+    # The full-size program is estimated but, off a TPU, never run: its grid must at least write
+    # every block of its outputs (one that skips blocks only there is wrong only there).
+    try:
+        uncovered = jaxpr_check.uncovered_outputs(programs["full"])
+    except Exception as error:  # an index map that cannot be evaluated cannot be vouched for
+        raise Outcome("rejected", "compile", "the blocks the full-size program writes could not be worked out from "
+                      f"its index maps ({type(error).__name__}: {str(error)[:200]})")
+    if uncovered:
+        raise Outcome("incorrect", "correctness", uncovered[0])
     if job.get("candidate_estimate", True):
         with _timed(facts, "estimate"):
             _candidate_estimate(job, compiled, programs["full"], target, dump_dir, facts)

@@ -332,3 +332,76 @@ def vmem_estimate(closed_jaxpr) -> int:
 
     walk(closed_jaxpr.jaxpr)
     return largest
+
+
+def uncovered_outputs(closed_jaxpr, max_grid_points: int = 1 << 21) -> list[str]:
+    """Outputs that a pallas_call's grid leaves partly unwritten, one message each. Off a TPU the
+    full-size program is compiled and estimated but never run, so a program that is right at the
+    checked sizes and skips blocks only at the full size would be paid for work it never does.
+    Each output's index map is evaluated over the whole grid (the map is the program's own, a few
+    integer ops); the distinct blocks it names must be every block of the output. Outputs whose
+    blocks are not plain tiles (element offsets, slices, data-dependent maps from scalar
+    prefetch, whole arrays in HBM written by DMA) or that alias an input are not judged here."""
+    problems: list[str] = []
+
+    def walk(jaxpr):
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "pallas_call":
+                problems.extend(_coverage_problems(eqn, max_grid_points))
+                continue
+            for sub in _subjaxprs(eqn):
+                walk(sub)
+
+    walk(closed_jaxpr.jaxpr)
+    return problems
+
+
+def _tile_sizes(block_mapping) -> list[int] | None:
+    from jax._src.pallas import core as pallas_core
+    sizes = []
+    for dim in block_mapping.block_shape:
+        if dim is None or isinstance(dim, pallas_core.Squeezed):
+            sizes.append(1)
+        elif isinstance(dim, pallas_core.Blocked):
+            sizes.append(int(dim.block_size))
+        elif isinstance(dim, int):
+            sizes.append(dim)
+        else:
+            return None  # element offsets or bounded slices: the map does not name tiles
+    return sizes
+
+
+def _coverage_problems(eqn, max_grid_points: int) -> list[str]:
+    import math
+    import jax
+    import numpy as np
+    from jax._src import core as jax_core
+    mapping = eqn.params.get("grid_mapping")
+    if mapping is None or mapping.num_index_operands:
+        return []
+    grid = tuple(mapping.grid)
+    if not grid or any(not isinstance(g, int) for g in grid):
+        return []
+    points = math.prod(grid)
+    if points == 0 or points > max_grid_points:
+        return []
+    aliased = {int(out) for _, out in eqn.params.get("input_output_aliases", ())}
+    indices = [jax.numpy.asarray(axis.reshape(-1)) for axis in np.indices(grid, dtype=np.int32)]
+    problems = []
+    for k in range(mapping.num_outputs):
+        block = mapping.block_mappings[mapping.num_inputs + k]
+        sizes = _tile_sizes(block)
+        shape = tuple(int(d) for d in block.array_aval.shape)
+        if k in aliased or sizes is None or len(sizes) != len(shape) or not _in_vmem(block.transformed_block_aval):
+            continue
+        index_map = jax_core.jaxpr_as_fun(block.index_map_jaxpr)
+        named = np.stack([np.asarray(b).reshape(-1) for b in jax.vmap(index_map)(*indices)], axis=1)
+        counts = [math.ceil(d / s) for d, s in zip(shape, sizes)]
+        inside = np.all((named >= 0) & (named < np.asarray(counts)), axis=1)
+        written = len(np.unique(named[inside], axis=0))
+        needed = math.prod(counts)
+        if written < needed:
+            problems.append(f"pallas_call '{_kernel_name(eqn)}': its grid {grid} writes {written} of the {needed} "
+                            f"blocks of output {k} (shape {shape}, blocks {tuple(sizes)}) at the full sizes; the "
+                            f"others are never written")
+    return problems
