@@ -2,8 +2,9 @@
 (deviceless, without a TPU) and checked in TPU interpret mode.
 
 The episode starts from the task's naive Pallas starter, then sends a block shape Mosaic refuses
-(a compile error on the pallas_call's line), then submits the starter again. Without a TPU every
-result says its timing is not representative: compile and correctness score, speed does not.
+(a compile error on the pallas_call's line), then submits the starter again. Without a TPU nothing
+is timed: the speed signal is the TPU compiler's static estimate, labelled "speed: estimated" in
+every observation, with the kernel's static profile ("tpu kernel" lines).
 
     build/env/kernelgym serve --local-runner-backends cpu,pallas &
     python python/examples/pallas_episode.py --task cpu/silu_mul
