@@ -164,6 +164,9 @@ protocol::ResetResult Episode::FinishReset(const EvalResult& result, const std::
   out.observation = Observe(result, cached ? &cached->report : nullptr, "", false);
   last_text_ = out.observation.text;
   out.info = {{"seed", seed_}, {"runner", runner}, {"eval_seconds", result.seconds}};
+  const RewardableSpeedup paid = RewardableSpeedupOf(result);
+  out.info["speedup_kind"] = std::string(SpeedupKindName(paid.kind));
+  if (paid.kind == SpeedupKind::kEstimated) out.info["estimated_speedup"] = paid.value;
   return out;
 }
 
@@ -223,6 +226,10 @@ protocol::StepResult Episode::FinishStep(const EvalResult* result, const std::st
               {"runner", runner},
               {"eval_seconds", evaluated ? judged->seconds : 0.0}};
   if (judged->status == Status::kInternalError) out.info["environment_error"] = judged->message;
+  // What the reward paid for speed, by kind: a trusted TPU estimate is labelled as one here too.
+  const RewardableSpeedup paid = RewardableSpeedupOf(*judged);
+  out.info["speedup_kind"] = std::string(SpeedupKindName(paid.kind));
+  if (paid.kind == SpeedupKind::kEstimated) out.info["estimated_speedup"] = paid.value;
   return out;
 }
 
