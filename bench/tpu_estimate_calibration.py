@@ -102,12 +102,22 @@ def _load_module(path: pathlib.Path, name: str):
     return module
 
 
+def _jax_compat() -> None:
+    """Names the JAXBench checkout's kernels use that this jax (0.10.2) removed: `pltpu.ANY`
+    (6p, 7p optimized) is `pl.ANY` now, the memory space left to the compiler."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    if "ANY" not in vars(pltpu) and hasattr(pl, "ANY"):
+        pltpu.ANY = pl.ANY
+
+
 def _child_measure(args) -> dict:
     sys.path.insert(0, str(PALLAS_PKG))
     import jax
     import jax.numpy as jnp
     from kernelgym_pallas import tpu_target
     estimator = load_estimator(args.estimator_path) if args.child_mode == "bundles" else None
+    _jax_compat()
     started = time.perf_counter()
     target = tpu_target.open_target(TARGET)
     program = pathlib.Path(args.child_program)
