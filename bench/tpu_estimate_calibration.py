@@ -3,7 +3,7 @@
 
     build/pallas-venv/bin/python bench/tpu_estimate_calibration.py \
         [--jaxbench-dir ../shared/jaxbench] [--estimator-path FILE] [--only REGEX] [--limit N] \
-        [--timeout-s 300] [--json out.json] [--markdown out.md]
+        [--llo] [--no-combined] [--timeout-s 300] [--json out.json] [--markdown out.md]
 
 Reads a JAXBench checkout at run time (nothing of it is copied into this project): its
 benchmark/results.csv holds device-profiler medians measured on one TPU v6e chip for the 50
@@ -13,11 +13,17 @@ tpu_target.py), one subprocess per program, and its time is estimated three ways
 
 * xla: XLA's cost model, `compiled.cost_analysis()["optimal_seconds"]` (counts loop trip counts;
   sees nothing inside a Mosaic kernel);
-* llo: the summed static LLO cycles libtpu writes per compiled HLO op with
-  `--xla_jf_dump_static_llo_profile_to` (an op in a while loop is counted once; a cycle count,
-  so its fitted scale is a time per cycle);
-* combined: the estimator module (`tpu_estimate.estimate`, given by --estimator-path), which
-  adds the Mosaic kernels' cycles to XLA's figure for the rest.
+* llo (only with --llo: minutes and GBs a program at these sizes): the summed static LLO cycles
+  libtpu writes per compiled HLO op with `--xla_jf_dump_static_llo_profile_to` (an op in a while
+  loop is counted once; a cycle count, so its fitted scale is a time per cycle);
+* combined: the estimator exactly as the judge runs it (evaluation.py): tpu_estimate.py in its
+  default mode ("bundles": the final schedule of each Mosaic kernel times its loops' trip counts,
+  plus XLA's figure for the XLA ops), with its dump flags (`libtpu_dump_args`), the program
+  compiled fresh into an empty dump folder, then `estimate(fn, specs, target, dump,
+  compiled=...)`. --estimator-path defaults to this checkout's
+  tpu_runner/pallas/kernelgym_pallas/tpu_estimate.py. Its trusted flag and reasons are reported
+  beside the figure (the judge pays nothing for speed when untrusted; the figure is compared
+  here either way).
 
 Only programs whose output shape (jax.eval_shape of the checkout's workload) equals the shape in
 results.csv are compared. For the baselines: Spearman's rank correlation and the share within
@@ -32,8 +38,10 @@ error level only) to a scratch folder whose size, with the profile dump, is watc
 runs, as is the process's resident memory: over --timeout-s, --max-scratch-mb or --max-rss-mb
 the process group is killed and the program reported as skipped (measured here: the static
 profile dump of the 8192x8192x28672 GEMM baseline grew past 9 GB in under two minutes).
-Results are cached per program in --cache-dir (keyed by the program's source, the estimator's
-source, the target and the libtpu version), so a rerun only compiles what changed.
+Results are cached per program and mode in --cache-dir (keyed by the program's source, the
+estimator's source for the combined mode, the target and the libtpu version), so a rerun only
+compiles what changed. The static-profile cycles (llo) do not depend on the estimator: any
+cached profile run of the program is used.
 """
 from __future__ import annotations
 
@@ -56,11 +64,14 @@ import time
 REPO = pathlib.Path(__file__).resolve().parents[1]
 PALLAS_PKG = REPO / "tpu_runner" / "pallas"
 TARGET = "v6e"            # what results.csv was measured on
+DEFAULT_ESTIMATOR = PALLAS_PKG / "kernelgym_pallas" / "tpu_estimate.py"
+MODES = ("xla", "profile", "bundles")   # compile modes: no dump, the static LLO profile, the estimator's dump
 METHODS = ("xla", "llo", "combined")
 METHOD_TEXT = {
     "xla": "XLA cost model: cost_analysis()['optimal_seconds']",
     "llo": "static LLO cycles, summed over every compiled HLO op (fitted scale: seconds per cycle)",
-    "combined": "tpu_estimate.estimate(): Mosaic kernels' LLO cycles (floored by HBM bytes) + XLA's optimal_seconds",
+    "combined": "tpu_estimate.estimate(), the judge's default 'bundles' mode: Mosaic kernels' final-schedule cycles "
+                "(floored by HBM bytes) + XLA's optimal_seconds for the XLA ops",
 }
 _PROFILE_SUFFIX = "_static_llo_profile.textproto"
 _ESTIMATE_RE = re.compile(r'hlo_op_estimate\s*\{[^{}]*?hlo_op_name:\s*"([^"]*)"[^{}]*?estimated_cycles:\s*(\d+)', re.S)
@@ -91,18 +102,22 @@ def _load_module(path: pathlib.Path, name: str):
     return module
 
 
+def _jax_compat() -> None:
+    """Names the JAXBench checkout's kernels use that this jax (0.10.2) removed: `pltpu.ANY`
+    (6p, 7p optimized) is `pl.ANY` now, the memory space left to the compiler."""
+    from jax.experimental import pallas as pl
+    from jax.experimental.pallas import tpu as pltpu
+    if "ANY" not in vars(pltpu) and hasattr(pl, "ANY"):
+        pltpu.ANY = pl.ANY
+
+
 def _child_measure(args) -> dict:
     sys.path.insert(0, str(PALLAS_PKG))
     import jax
     import jax.numpy as jnp
     from kernelgym_pallas import tpu_target
-    estimator = None
-    if args.estimator_path:
-        # Loaded as a member of this checkout's kernelgym_pallas package (its relative imports,
-        # tpu_target, resolve here); nothing of the estimator's branch is copied.
-        import kernelgym_pallas
-        estimator = _load_module(pathlib.Path(args.estimator_path), "kernelgym_pallas.tpu_estimate")
-        kernelgym_pallas.tpu_estimate = estimator
+    estimator = load_estimator(args.estimator_path) if args.child_mode == "bundles" else None
+    _jax_compat()
     started = time.perf_counter()
     target = tpu_target.open_target(TARGET)
     program = pathlib.Path(args.child_program)
@@ -118,11 +133,17 @@ def _child_measure(args) -> dict:
     specs = [jax.ShapeDtypeStruct(tuple(s.shape), s.dtype) for s in specs]
     out_shape = jax.eval_shape(module.workload, *specs)
     out_shape = list(out_shape.shape) if hasattr(out_shape, "shape") else None
-    compiled = tpu_target.compile_for(target, module.workload, specs)
-    hlo = compiled.executable.as_text() or ""
+    mode = args.child_mode
     dump = pathlib.Path(args.child_dump) if args.child_dump else None
+    fn = module.workload
+    if mode == "bundles":
+        # As the judge: the dump folder cleared, a fresh function object (no cached executable).
+        estimator.clear_dump(dump)
+        fn = estimator.fresh(module.workload)
+    compiled = tpu_target.compile_for(target, fn, specs)
+    hlo = compiled.executable.as_text() or ""
     cycles: dict[str, int] = {}
-    if dump is not None:
+    if mode == "profile":
         for path in sorted(dump.glob("*" + _PROFILE_SUFFIX)):
             for name, c in _ESTIMATE_RE.findall(path.read_text(errors="replace")):
                 cycles[name] = cycles.get(name, 0) + int(c)
@@ -132,18 +153,25 @@ def _child_measure(args) -> dict:
         "compile_seconds": compiled.seconds,
         "cost": compiled.cost,
         "optimal_seconds": compiled.cost.get("optimal_seconds"),
-        "llo_cycles": sum(cycles.values()) if dump is not None else None,
+        "mode": mode,
+        "llo_cycles": sum(cycles.values()) if mode == "profile" else None,
         "llo_ops": len(cycles),
         "llo_top": sorted(cycles.items(), key=lambda kv: -kv[1])[:5],
         "llo_zero_ops": sorted(op for op, c in cycles.items() if c == 0)[:10],
         "hlo_facts": _hlo_facts(hlo),
     }
-    if estimator is not None and dump is not None:
+    if mode == "bundles":
+        t0 = time.perf_counter()
         est = estimator.estimate(module.workload, specs, target, dump, compiled=compiled)
+        estimate_seconds = time.perf_counter() - t0
         result["combined_seconds"] = est.seconds
-        result["combined"] = {"mosaic_cycles": est.mosaic_cycles, "mosaic_seconds": est.mosaic_seconds,
-                              "xla_seconds": est.xla_seconds, "trusted": est.trusted,
-                              "reasons": [r[:200] for r in est.reasons[:6]]}
+        result["combined"] = {"mode": est.mode, "mosaic_cycles": est.mosaic_cycles,
+                              "mosaic_seconds": est.mosaic_seconds, "xla_seconds": est.xla_seconds,
+                              "xla_model_seconds": est.xla_model_seconds, "trusted": est.trusted,
+                              "reasons": [r[:200] for r in est.reasons[:6]],
+                              "kernels": [k.as_json() for k in est.kernels[:8]],
+                              "estimate_seconds": estimate_seconds,
+                              "dump_kb": dir_bytes(dump) / 1024}
     result["wall_seconds"] = time.perf_counter() - started
     return result
 
@@ -189,7 +217,7 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def run_child(program: pathlib.Path, with_dump: bool, estimator_path: str | None, args) -> dict:
+def run_child(program: pathlib.Path, mode: str, estimator_path: str | None, args) -> dict:
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="kg-cal-", dir=args.scratch_root))
     try:
         logs, dump = scratch / "tpu_logs", scratch / "llo_profile"
@@ -202,13 +230,18 @@ def run_child(program: pathlib.Path, with_dump: bool, estimator_path: str | None
         env.update(tpu_target.deviceless_environment(TARGET))
         env.update({"TPU_STDERR_LOG_LEVEL": "3", "TPU_MIN_LOG_LEVEL": "3", "TF_CPP_MIN_LOG_LEVEL": "3",
                     "TPU_LOG_DIR": str(logs), "TMPDIR": str(scratch), "JAX_COMPILATION_CACHE_DIR": ""})
-        env["LIBTPU_INIT_ARGS"] = f"--xla_jf_dump_static_llo_profile_to={dump}" if with_dump else ""
+        if mode == "bundles":   # the estimator's own flags, as judge.py sets them (apply_environment)
+            env["LIBTPU_INIT_ARGS"] = load_estimator(estimator_path).libtpu_dump_args(dump, "bundles")
+        elif mode == "profile":
+            env["LIBTPU_INIT_ARGS"] = f"--xla_jf_dump_static_llo_profile_to={dump}"
+        else:
+            env["LIBTPU_INIT_ARGS"] = ""
         cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child-program", str(program),
-               "--child-out", str(out_file)]
-        if with_dump:
+               "--child-out", str(out_file), "--child-mode", mode]
+        if mode != "xla":
             cmd += ["--child-dump", str(dump)]
-            if estimator_path:
-                cmd += ["--estimator-path", estimator_path]
+        if mode == "bundles":
+            cmd += ["--estimator-path", estimator_path]
         stderr_file = scratch / "stderr.txt"
         start = time.perf_counter()
         with open(stderr_file, "wb") as err:
@@ -244,30 +277,59 @@ def run_child(program: pathlib.Path, with_dump: bool, estimator_path: str | None
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def cache_key(program: pathlib.Path, with_dump: bool, estimator_path: str | None) -> str:
+_ESTIMATORS: dict = {}
+
+
+def load_estimator(path: str):
+    """The estimator module at `path`, as kernelgym_pallas.tpu_estimate of this checkout (its
+    relative imports, tpu_target, resolve here)."""
+    if path not in _ESTIMATORS:
+        sys.path.insert(0, str(PALLAS_PKG))
+        import kernelgym_pallas
+        module = _load_module(pathlib.Path(path), "kernelgym_pallas.tpu_estimate")
+        kernelgym_pallas.tpu_estimate = module
+        _ESTIMATORS[path] = module
+    return _ESTIMATORS[path]
+
+
+def cache_key(program: pathlib.Path, mode: str, estimator_path: str | None) -> str:
     h = hashlib.sha256()
     h.update(program.read_bytes())
-    h.update(f"{TARGET} {libtpu_version()} dump={with_dump} v1".encode())
+    # "xla" keeps the key of the first version of this script (dump=False), so its cache stays valid.
+    tag = "dump=False v1" if mode == "xla" else f"mode={mode} v2"
+    h.update(f"{TARGET} {libtpu_version()} {tag}".encode())
     h.update((PALLAS_PKG / "kernelgym_pallas" / "tpu_target.py").read_bytes())
-    if with_dump and estimator_path:
+    if mode == "bundles":
         h.update(pathlib.Path(estimator_path).read_bytes())
     return h.hexdigest()[:20]
 
 
-def measure(program: pathlib.Path, with_dump: bool, estimator_path: str | None, args, log,
+_ENTRY_TAG = {"xla": "xla", "profile": "dump", "bundles": "bundles"}
+
+
+def measure(program: pathlib.Path, mode: str, estimator_path: str | None, args, log,
             cached_only: bool = False) -> dict:
     cache = pathlib.Path(args.cache_dir)
     cache.mkdir(parents=True, exist_ok=True)
-    key = cache_key(program, with_dump, estimator_path)
-    entry = cache / f"{program.parent.name}.{program.stem}.{'dump' if with_dump else 'xla'}.{key}.json"
+    key = cache_key(program, mode, estimator_path)
+    stem = f"{program.parent.name}.{program.stem}.{_ENTRY_TAG[mode]}"
+    entry = cache / f"{stem}.{key}.json"
     if entry.exists() and not args.no_cache:
         result = json.loads(entry.read_text())
         result["cached"] = True
         return result
+    if mode == "profile" and not args.no_cache:
+        # The static profile's cycles depend on the program and libtpu, not on the estimator that
+        # an earlier version of this script keyed them by: any finished profile run of it serves.
+        for old in sorted(cache.glob(f"{stem}.*.json"), key=lambda f: f.stat().st_mtime, reverse=True):
+            result = json.loads(old.read_text())
+            if result.get("status") == "ok" and result.get("llo_cycles") is not None:
+                result["cached"] = True
+                return result
     if cached_only or args.cached_only:
         return {"status": "not_run", "error": "not in the cache and not compiled in this run"}
-    log(f"  compiling {program.parent.name}/{program.name} ({'with the LLO profile' if with_dump else 'XLA only'})")
-    result = run_child(program, with_dump, estimator_path, args)
+    log(f"  compiling {program.parent.name}/{program.name} ({mode})")
+    result = run_child(program, mode, estimator_path, args)
     if result.get("status") in ("ok", "skipped"):   # errors are retried on the next run
         entry.write_text(json.dumps(result))
     return result
@@ -359,15 +421,18 @@ def estimate_of(result: dict | None, method: str) -> float | None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--jaxbench-dir", default=str(REPO.parent / "shared" / "jaxbench"))
-    p.add_argument("--estimator-path", default=None,
-                   help="tpu_estimate.py to load as kernelgym_pallas.tpu_estimate (the 'combined' method)")
+    p.add_argument("--estimator-path", default=str(DEFAULT_ESTIMATOR),
+                   help="tpu_estimate.py to load as kernelgym_pallas.tpu_estimate (the 'combined' method; "
+                        "default: this checkout's, which the judge runs)")
     p.add_argument("--only", default=None, help="regex on the workload name")
     p.add_argument("--limit", type=int, default=None, help="at most this many workloads")
-    p.add_argument("--no-llo", action="store_true", help="skip the compiles with the static profile dump")
-    p.add_argument("--llo-only", action="store_true",
-                   help="compile only with the profile dump; XLA-only results are taken from the cache")
-    p.add_argument("--llo-only-re", default=None,
-                   help="regex: the workloads compiled with the profile dump (others only from the cache)")
+    p.add_argument("--llo", action="store_true",
+                   help="also compile with the static LLO profile dump (minutes and GBs a program at these sizes); "
+                        "without it the llo method shows only what the cache holds")
+    p.add_argument("--llo-re", default=None, help="with --llo: regex, the workloads compiled with the profile dump")
+    p.add_argument("--no-xla", action="store_true",
+                   help="no XLA-only compiles (the cache, else the combined compile's XLA figure: the same compile)")
+    p.add_argument("--no-combined", action="store_true", help="no estimator compiles (only what the cache holds)")
     p.add_argument("--cached-only", action="store_true", help="compile nothing: report what the cache holds")
     p.add_argument("--timeout-s", type=float, default=300.0, help="per compile")
     p.add_argument("--max-scratch-mb", type=float, default=512.0, help="logs + dump per compile")
@@ -380,11 +445,11 @@ def main() -> int:
     p.add_argument("--child-program", help=argparse.SUPPRESS)
     p.add_argument("--child-out", help=argparse.SUPPRESS)
     p.add_argument("--child-dump", help=argparse.SUPPRESS)
+    p.add_argument("--child-mode", choices=MODES, default="xla", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child_program:
         return child_main(args)
-    if args.estimator_path:
-        args.estimator_path = str(pathlib.Path(args.estimator_path).resolve())
+    args.estimator_path = str(pathlib.Path(args.estimator_path).resolve())
 
     jaxbench = pathlib.Path(args.jaxbench_dir)
     measured = read_results(jaxbench)
@@ -406,20 +471,22 @@ def main() -> int:
             row = {"workload": w, "variant": v, "measured_ms": measured[(w, v)]["median_ms"],
                    "measured_shape": measured[(w, v)]["output_shape"]}
             log(f"{w} {v}")
-            xla = measure(program, False, None, args, log, cached_only=args.llo_only)
-            row["xla_run"] = xla
-            if not args.no_llo and (not args.llo_only_re or re.search(args.llo_only_re, w)):
-                row["dump_run"] = measure(program, True, args.estimator_path, args, log)
-            elif not args.no_llo:
-                row["dump_run"] = measure(program, True, args.estimator_path, args, log, cached_only=True)
-            source = row.get("dump_run") if row.get("dump_run", {}).get("status") == "ok" else xla
+            row["bundles_run"] = measure(program, "bundles", args.estimator_path, args, log,
+                                         cached_only=args.no_combined)
+            row["xla_run"] = xla = measure(program, "xla", None, args, log, cached_only=args.no_xla)
+            row["dump_run"] = measure(program, "profile", None, args, log,
+                                      cached_only=not args.llo or bool(args.llo_re and not re.search(args.llo_re, w)))
+            runs = {"xla": xla, "llo": row["dump_run"], "combined": row["bundles_run"]}
+            source = next((r for r in (row["bundles_run"], xla, row["dump_run"]) if r.get("status") == "ok"), xla)
             row["shape"] = source.get("output_shape") if source.get("status") == "ok" else None
             row["shape_matches"] = row["shape"] is not None and row["shape"] == row["measured_shape"]
             for m in METHODS:
-                run = xla if m == "xla" else row.get("dump_run")
-                row[m] = estimate_of(run, m)
-            if row["xla"] is None:   # the dump compile is the same compile: its XLA figure is the same
-                row["xla"] = estimate_of(row.get("dump_run"), "xla")
+                row[m] = estimate_of(runs[m], m)
+            if row["xla"] is None:   # the dump compiles are the same compile: their XLA figure is the same
+                row["xla"] = estimate_of(row["bundles_run"], "xla") or estimate_of(row["dump_run"], "xla")
+            combined = row["bundles_run"].get("combined") or {}
+            row["combined_trusted"] = combined.get("trusted")
+            row["combined_reasons"] = combined.get("reasons")
             rows.append(row)
     report = analyse(rows, args)
     report["run_seconds"] = time.perf_counter() - started
@@ -450,14 +517,18 @@ def analyse(rows: list[dict], args) -> dict:
                 continue
             est, meas = b[m] / o[m], b["measured_ms"] / o["measured_ms"]
             cases.append({"workload": w, "estimated_speedup": est, "measured_speedup": meas,
-                          "direction_ok": (est > 1) == (meas > 1), "within_1_5x": within(est / meas, 1.5)})
+                          "direction_ok": (est > 1) == (meas > 1), "within_1_5x": within(est / meas, 1.5),
+                          "trusted": (b.get("combined_trusted"), o.get("combined_trusted")) if m == "combined" else None})
         pallas[m] = {"n": len(cases), "direction_ok": sum(c["direction_ok"] for c in cases),
                      "within_1_5x": sum(c["within_1_5x"] for c in cases), "cases": cases}
     return {"target": TARGET, "estimator_path": args.estimator_path, "rows": rows,
             "baselines": baselines, "pallas": pallas,
             "unmatched": [(r["workload"], r["variant"], r["shape"], r["measured_shape"],
-                           (r.get("dump_run") or r["xla_run"]).get("error"))
-                          for r in rows if not r["shape_matches"]]}
+                           r["bundles_run"].get("error") or r["xla_run"].get("error"))
+                          for r in rows if not r["shape_matches"]],
+            "estimate_seconds": sorted((r["bundles_run"].get("combined") or {}).get("estimate_seconds")
+                                       for r in rows if (r["bundles_run"].get("combined") or {}).get("estimate_seconds")
+                                       is not None)}
 
 
 def _fmt(x, spec=".3g") -> str:
@@ -481,10 +552,10 @@ def render(report: dict) -> str:
                      f"| {pk['within_1_5x']}/{pk['n']} |")
     lines += ["", "Per workload (estimate x fitted scale / measured; 1.00 is exact):", "",
               "| workload | variant | measured ms | xla est. ms | xla ratio | LLO Mcycles | llo ratio | combined est. ms "
-              "| combined ratio | while loops | convolutions | Mosaic calls |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| combined ratio | trusted | while loops | convolutions | Mosaic calls |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
-        run = r.get("dump_run") if (r.get("dump_run") or {}).get("status") == "ok" else r["xla_run"]
+        run = next((x for x in (r["bundles_run"], r["xla_run"], r["dump_run"]) if x.get("status") == "ok"), r["xla_run"])
         facts = run.get("hlo_facts", {}) if run.get("status") == "ok" else {}
         cells = [r["workload"], r["variant"], f"{r['measured_ms']:.3f}"]
         for m in METHODS:
@@ -492,20 +563,30 @@ def render(report: dict) -> str:
             value = r[m]
             shown = None if value is None else (value / 1e6 if m == "llo" else value * 1e3)
             cells += [_fmt(shown), _fmt(ratio, ".2f")]
+        trusted = r.get("combined_trusted")
+        cells += ["—" if trusted is None else ("yes" if trusted else "no")]
         cells += [str(facts.get("while_loops", "—")), str(facts.get("convolutions", "—")),
                   str(facts.get("mosaic_calls", "—"))]
         if not r["shape_matches"]:
             cells[1] += " (no result)" if r["shape"] is None else " (shape differs)"
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Pallas kernels, estimated vs measured speedup over the baseline:", "",
-              "| workload | measured | " + " | ".join(f"{m} est." for m in METHODS) + " |",
-              "|---|---|" + "---|" * len(METHODS)]
+              "| workload | measured | " + " | ".join(f"{m} est." for m in METHODS) + " | combined trusted (base, kernel) |",
+              "|---|---|" + "---|" * len(METHODS) + "---|"]
     by_w: dict[str, dict] = {}
     for m in METHODS:
         for c in report["pallas"][m]["cases"]:
             by_w.setdefault(c["workload"], {"measured": c["measured_speedup"]})[m] = c["estimated_speedup"]
+            if c.get("trusted"):
+                by_w[c["workload"]]["trusted"] = "/".join("—" if t is None else ("yes" if t else "no")
+                                                          for t in c["trusted"])
     for w, d in sorted(by_w.items(), key=lambda kv: workload_order(kv[0])):
-        lines.append(f"| {w} | {d['measured']:.2f} | " + " | ".join(_fmt(d.get(m), ".2f") for m in METHODS) + " |")
+        lines.append(f"| {w} | {d['measured']:.2f} | " + " | ".join(_fmt(d.get(m), ".2f") for m in METHODS)
+                     + f" | {d.get('trusted', '—')} |")
+    times = report.get("estimate_seconds") or []
+    if times:
+        lines += ["", f"estimate() after the compile (parse the dump, trace, match), {len(times)} programs: median "
+                      f"{statistics.median(times):.3f} s, max {max(times):.3f} s"]
     if report["unmatched"]:
         lines += ["", "Not compared (output shape differs from results.csv, or no result):", ""]
         for w, v, shape, want, err in report["unmatched"]:
