@@ -910,14 +910,15 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     if (event.contains("timing") && event["timing"].is_object()) ReadTiming(event["timing"], options.timing, r);
     r.stage = r.timing ? Stage::kTiming : Stage::kCorrectness;
     r.message = r.timing ? "correct; timed on the TPU" : "correct (TPU interpret mode); not timed: " + r.timing_note;
-    // No TPU clock ran: the compiler's static estimate is the speed signal, when the judge trusts it.
-    if (!r.timing_representative) {
+    // No TPU here: the compiler's static estimate is the speed signal, when the judge trusts it. (On
+    // a TPU host the measurement is the signal, and one that failed is not replaced by an estimate.)
+    if (!on_tpu && !r.timing_representative) {
       r.timing_clock = std::string(kTpuEstimateClock);
       const RewardableSpeedup estimated = RewardableSpeedupOf(r);
       if (estimated.kind == SpeedupKind::kEstimated)
         r.message += "; speed estimated from the TPU compiler's static figures: " + FormatSpeedup(estimated.value) +
                      " (not a measurement)";
-      else if (r.estimates.count("estimated_speedup"))
+      else if (r.estimates.count("estimated_speedup_untrusted") || !r.estimate_reasons.empty())
         r.message += "; the TPU estimate is not trusted, so speed earns nothing";
       else
         r.timing_clock = "none";
