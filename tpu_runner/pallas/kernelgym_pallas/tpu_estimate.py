@@ -445,6 +445,8 @@ class _GridEval:
     def value(self, eqn, args):
         np = self.np
         name = eqn.primitive.name
+        if name in ("program_id", "num_programs") and int(eqn.params["axis"]) >= len(self.grid):
+            return None  # a grid known only at run time: the share is unknown, never guessed
         if name == "program_id":
             return self.index[int(eqn.params["axis"])]
         if name == "num_programs":
