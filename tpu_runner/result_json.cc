@@ -491,10 +491,7 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
   }
   if (r.status == Status::kOk && !r.timing_representative && !r.timing_note.empty())
     out << "timing: not representative: " << One(r.timing_note) << "\n";
-  if (const RewardableSpeedup s = RewardableSpeedupOf(r); s.kind == SpeedupKind::kEstimated)
-    out << "speed: estimated " << Fmt("%.3f", s.value) << "x over the reference (the TPU compiler's static figures, not a measurement)\n";
-  for (const std::string& reason : r.estimate_reasons) out << "estimate not trusted: " << One(reason) << "\n";
-  for (const std::string& line : RenderTpuProfile(r.tpu_profile)) out << line << "\n";
+  for (const std::string& line : RenderStaticEstimate(r)) out << line << "\n";
   if (!r.estimates.empty()) {
     out << "estimates and compile facts (not measurements):";
     for (const auto& [name, v] : r.estimates) out << " " << One(name) << "=" << Fmt("%.4g", v);
@@ -511,9 +508,14 @@ std::string RenderResult(const EvalResult& r, const std::string& source) {
   return out.str();
 }
 
-std::vector<std::string> RenderTpuProfile(const std::vector<TpuKernelProfile>& kernels) {
+std::vector<std::string> RenderStaticEstimate(const EvalResult& r) {
   constexpr std::size_t kShown = 4;
   std::vector<std::string> lines;
+  if (const RewardableSpeedup s = RewardableSpeedupOf(r); s.kind == SpeedupKind::kEstimated)
+    lines.push_back("speed: estimated " + Fmt("%.3f", s.value) +
+                    "x over the reference on the TPU (the compiler's static figures, not a measurement)");
+  for (const std::string& reason : r.estimate_reasons) lines.push_back("estimate not trusted: " + One(reason));
+  const std::vector<TpuKernelProfile>& kernels = r.tpu_profile;
   for (std::size_t i = 0; i < kernels.size() && i < kShown; ++i) {
     const TpuKernelProfile& k = kernels[i];
     std::string line = "tpu kernel " + One(k.kernel) + ": " + Fmt("%.0f", k.grid_steps) + " grid steps x " +

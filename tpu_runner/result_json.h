@@ -33,8 +33,9 @@ std::string SourceLine(const std::string& source, int line);
 // starts a line or carries a control character: see the layout note in result_json.cc.
 std::string RenderResult(const EvalResult& result, const std::string& source);
 
-// The compiler's static TPU profile as a few lines for a reader (the plain report, the
-// observation text): per kernel its grid, bundles a step, estimated cycles and busiest units.
-std::vector<std::string> RenderTpuProfile(const std::vector<TpuKernelProfile>& kernels);
+// The TPU compiler's static estimate as a few lines for a reader (the plain report, the
+// observation text): the estimated speedup when it is what a reward pays, why the estimate is not
+// trusted, and per kernel its grid, bundles a step, estimated cycles and busiest units.
+std::vector<std::string> RenderStaticEstimate(const EvalResult& result);
 
 }  // namespace kernelgym

@@ -239,14 +239,9 @@ std::string RenderText(const EvalResult& r, const ObservationContext& context, c
     for (std::size_t i = 0; i < r.details.size() && i < kMaxDetails; ++i) out << "> " << OneLine(r.details[i]) << "\n";
   if (r.correctness) RenderCorrectness(out, *r.correctness);
   if (r.timing && r.timing_representative) RenderTiming(out, *r.timing);
-  const RewardableSpeedup paid = RewardableSpeedupOf(r);
-  if (paid.kind == SpeedupKind::kEstimated)
-    out << "speed: estimated " << Num("%.3f", paid.value)
-        << "x over the reference on the TPU (the compiler's static figures, not a measurement; rewarded as an estimate)\n";
-  else if (r.status == Status::kOk && !r.timing_representative)
+  if (r.status == Status::kOk && !r.timing_representative && RewardableSpeedupOf(r).kind != SpeedupKind::kEstimated)
     out << "timing: not representative (no reward for speed): " << OneLine(r.timing_note) << "\n";
-  for (const std::string& reason : r.estimate_reasons) out << "estimate not trusted: " << OneLine(reason) << "\n";
-  for (const std::string& line : RenderTpuProfile(r.tpu_profile)) out << line << "\n";
+  for (const std::string& line : RenderStaticEstimate(r)) out << line << "\n";
   if (!r.estimates.empty()) {
     out << "estimates (not measurements):";
     for (const auto& [name, value] : r.estimates) out << " " << name << "=" << Num("%.4g", value);
