@@ -72,7 +72,7 @@ def main() -> int:
     parser.add_argument("--budget", type=int, default=16)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default="")
-    parser.add_argument("--bin", default=os.environ.get("KERNELGYM_BIN", str(REPO / "build" / "env" / "kernelgym")))
+    parser.add_argument("--bin", default=os.environ.get("KERNELGYM_BIN", str(REPO / "build" / "cli" / "kernelgym")))
     args = parser.parse_args()
 
     table = load_sweep(args.sweep)

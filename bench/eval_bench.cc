@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "datasets/suite.h"
-#include "env/runner_config.h"
+#include "tpu_runner/runner_config.h"
 #include "tpu_runner/compiler.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/static_check.h"

@@ -30,7 +30,7 @@ def evaluate(build, task, source, cold, workdir):
         path = Path(workdir) / f"{uuid.uuid4().hex}.cpp"
         path.write_text(text)
     start = time.monotonic()
-    out = subprocess.run([str(Path(build) / "env/kernelgym"), "eval", "--task", task, "--source", str(path), "--json"],
+    out = subprocess.run([str(Path(build) / "cli/kernelgym"), "eval", "--task", task, "--source", str(path), "--json"],
                          capture_output=True, text=True)
     seconds = time.monotonic() - start
     try:

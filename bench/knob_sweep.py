@@ -86,7 +86,7 @@ def main() -> int:
     parser.add_argument("--top", type=int, default=3, help="how many of the fastest to time again")
     parser.add_argument("--final-budget", type=float, default=1.0, help="timing budget of the second timing")
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")
-    parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    parser.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     parser.add_argument("--write", action="store_true", help="record the best in datasets/suites/measured.json")
     args = parser.parse_args()
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Latency of one pallas evaluation (deviceless TPU compile + interpret-mode correctness).
 
-    python3 bench/pallas_latency.py [--kernelgym build/env/kernelgym] [--repeats 3] [TASK ...]
+    python3 bench/pallas_latency.py [--kernelgym build/cli/kernelgym] [--repeats 3] [TASK ...]
 
 Two ways, side by side in one run:
 
@@ -83,7 +83,7 @@ def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[floa
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    parser.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("tasks", nargs="*", default=DEFAULT_TASKS)
     args = parser.parse_args()

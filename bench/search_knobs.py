@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("--algorithm", default="beam", choices=["beam", "parallel", "ucb"])
     parser.add_argument("--suite", default="all")
     parser.add_argument("--out", default="", help="keep the graphs and reports here")
-    parser.add_argument("--bin", default=os.environ.get("KERNELGYM_BIN", str(REPO / "build" / "env" / "kernelgym")))
+    parser.add_argument("--bin", default=os.environ.get("KERNELGYM_BIN", str(REPO / "build" / "cli" / "kernelgym")))
     args = parser.parse_args()
 
     tasks = json.loads(subprocess.run([args.bin, "tasks", "--suite", args.suite, "--json"], check=True,

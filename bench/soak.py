@@ -3,7 +3,7 @@
 
     python3 bench/soak.py [--duration 600] [--null-sessions 1000] [--cpu-sessions 100]
                           [--null-rate 1000] [--interval 10] [--warmup 120] [--local-runners 2]
-                          [--out docs/figures/soak] [--kernelgym build/env/kernelgym]
+                          [--out docs/figures/soak] [--kernelgym build/cli/kernelgym]
 
 Load: --null-sessions envs on the `null` backend (answered by the server itself) stepping at about
 --null-rate steps/s in all, and --cpu-sessions envs on the `cpu` backend, each always with a step
@@ -299,7 +299,7 @@ def main() -> int:
                     help="seconds left out of the flatness verdict (the cpu envs' first resets queue for ~100 s)")
     ap.add_argument("--local-runners", type=int, default=2)
     ap.add_argument("--out", default=str(REPO / "docs/figures/soak"), help="output prefix")
-    ap.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    ap.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kernelgym-soak-"))

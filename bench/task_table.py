@@ -68,7 +68,7 @@ def main() -> int:
     parser.add_argument("--task", action="append", help="only these tasks (repeatable)")
     parser.add_argument("--budget", type=float, default=1.0, help="timing budget per task, seconds")
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")
-    parser.add_argument("--kernelgym", default=str(REPO / "build/env/kernelgym"))
+    parser.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     parser.add_argument("--recorded", action="store_true", help="print measured.json's figures, measure nothing")
     parser.add_argument("--write", action="store_true", help="record the figures in datasets/suites/measured.json")
     args = parser.parse_args()

@@ -12,7 +12,7 @@ else()
   set(KERNELGYM_MSGPACK_TARGET msgpackc-cxx)
 endif()
 find_package(cppzmq REQUIRED)                    # cppzmq (ZeroMQ C++ bindings over libzmq: client/server transport)
-find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256 for the compile cache)
+find_package(OpenSSL REQUIRED)                   # OpenSSL::Crypto (SHA-256: the compile cache, task digests)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)   # PkgConfig::SECCOMP
 pkg_check_modules(LIBELF REQUIRED IMPORTED_TARGET libelf)        # PkgConfig::LIBELF (symbol policy)
 find_package(CURL REQUIRED)                      # CURL::libcurl (the LLM policies' chat-completions client)

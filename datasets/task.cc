@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "core/digest.h"
 #include "datasets/variants.h"
 
 namespace kernelgym {
@@ -657,6 +658,8 @@ TaskLoadResult LoadTask(const std::filesystem::path& dir) {
     if (std::string problem = LoadVariants(*result.task); !problem.empty()) {
       result.task.reset();
       result.error = problem;
+    } else {
+      result.task->digest = TaskFolderDigest(dir);
     }
   } catch (const FieldError& e) {
     result.error = file.string() + ": " + e.field + ": " + e.message;

@@ -137,6 +137,9 @@ struct Task {
   KernelPolicy policy;
 
   std::filesystem::path dir;
+  // TaskFolderDigest(dir) at load: a job carries it, and a runner whose own copy of the task has
+  // another digest refuses the job (the shapes, tolerances or reference could differ).
+  std::string digest;
   std::string reference_source;  // TorchScript defining `reference`
   std::string starter_source;    // naive C++ kernel
   std::vector<Knob> knobs;       // sorted by name; empty: the task has no knob template

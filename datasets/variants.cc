@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/digest.h"
+
 namespace kernelgym {
 namespace {
 
@@ -115,6 +117,7 @@ JaxBenchLoad LoadJaxBenchLayout(const std::filesystem::path& benchmark_dir, cons
     task.description = "JAXBench case " + case_dir.filename().string() + " (" + (case_dir / "baseline.py").string() +
                        "): its workload() is the reference, its create_inputs() the inputs.";
     task.dir = case_dir;
+    task.digest = TaskFolderDigest(case_dir);
     task.has_cpu_version = false;
     BackendVariant variant;
     variant.dir = case_dir;

@@ -27,7 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$BUILD_DIR/env/kernelgym" serve --bind "tcp://127.0.0.1:*" --local-runners 1 --local-runner-backends cpu,pallas \
+"$BUILD_DIR/cli/kernelgym" serve --bind "tcp://127.0.0.1:*" --local-runners 1 --local-runner-backends cpu,pallas \
   --endpoint-file "$work/endpoints.json" --record-dir "$work/trajectories" &
 server_pid=$!
 for _ in $(seq 600); do
@@ -55,13 +55,13 @@ for _ in $(seq 100); do
   kill -0 "$llm_pid" 2>/dev/null || { echo "run.sh: the scripted model did not start" >&2; exit 1; }
   sleep 0.1
 done
-NO_PROXY=127.0.0.1 "$BUILD_DIR/env/kernelgym" agent --task cpu/softmax_rows --connect "$endpoint" \
+NO_PROXY=127.0.0.1 "$BUILD_DIR/cli/kernelgym" agent --task cpu/softmax_rows --connect "$endpoint" \
   --endpoint "http://127.0.0.1:$(cat "$work/llm.port")/v1" --model scripted
 kill -TERM "$llm_pid"
 wait "$llm_pid"
 llm_pid=
 echo
-"$BUILD_DIR/env/kernelgym" dataset stats --store "$work/trajectories"
+"$BUILD_DIR/cli/kernelgym" dataset stats --store "$work/trajectories"
 
 kill -TERM "$server_pid"
 wait "$server_pid"

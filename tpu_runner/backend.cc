@@ -2,7 +2,7 @@
 
 #include "tpu_runner/cpu_backend.h"
 #include "tpu_runner/pallas_backend.h"
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

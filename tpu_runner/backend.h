@@ -11,7 +11,7 @@
 
 #include "datasets/task.h"
 #include "tpu_runner/harness_protocol.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 
@@ -56,7 +56,7 @@ class BackendRegistry {
   static BackendRegistry& Global();
   void Register(const std::string& name, BackendFactory factory);
   // The backend comes wrapped so that every result it returns has valid UTF-8 text
-  // (MakeResultTextValid, tpu_runner/text_safety.h). nullptr for an unknown name.
+  // (MakeResultTextValid, core/text_safety.h). nullptr for an unknown name.
   std::unique_ptr<Backend> Create(const std::string& name, const BackendConfig& config) const;
   std::vector<std::string> Names() const;
 

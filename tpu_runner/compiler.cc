@@ -8,12 +8,13 @@
 #include <random>
 #include <sstream>
 
+#include "core/digest.h"
 #include "tpu_runner/diagnostics.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/static_check.h"
-#include "tpu_runner/subprocess.h"
-#include "tpu_runner/text_safety.h"
+#include "core/subprocess.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "datasets/task.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

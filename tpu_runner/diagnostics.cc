@@ -5,7 +5,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

@@ -18,8 +18,8 @@
 #include "tpu_runner/inputs.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/subprocess.h"
-#include "tpu_runner/text_safety.h"
+#include "core/subprocess.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

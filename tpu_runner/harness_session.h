@@ -12,8 +12,8 @@
 
 #include "datasets/task.h"
 #include "tpu_runner/backend.h"
-#include "tpu_runner/result.h"
-#include "tpu_runner/subprocess.h"
+#include "core/result.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 

@@ -1,6 +1,5 @@
 #include "tpu_runner/machine.h"
 
-#include <openssl/evp.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -9,27 +8,9 @@
 #include <memory>
 #include <sstream>
 
-namespace kernelgym {
+#include "core/digest.h"
 
-std::string Sha256Hex(const std::vector<std::string>& parts) {
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
-  for (const std::string& part : parts) {
-    const uint64_t size = part.size();
-    EVP_DigestUpdate(ctx.get(), &size, sizeof(size));
-    EVP_DigestUpdate(ctx.get(), part.data(), part.size());
-  }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  static const char* kHex = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
+namespace kernelgym {
 
 std::string MachineFingerprint() {
   static const std::string fingerprint = [] {

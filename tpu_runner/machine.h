@@ -16,9 +16,6 @@ int OnlineCpus();
 std::vector<int> TimingCpus(int threads);
 std::vector<int> NonTimingCpus(int threads);
 
-// Hex SHA-256 of the concatenated parts (each length-prefixed, so part boundaries matter).
-std::string Sha256Hex(const std::vector<std::string>& parts);
-
 // Default cache root: $KERNELGYM_CACHE, else $XDG_CACHE_HOME/kernelgym, else ~/.cache/kernelgym.
 std::string DefaultCacheDir();
 

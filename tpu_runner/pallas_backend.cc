@@ -19,7 +19,7 @@
 
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 #include "tpu_runner/timing_stats.h"
 
 namespace kernelgym {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tpu_runner/machine.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "datasets/task.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <mutex>
 
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {

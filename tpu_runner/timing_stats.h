@@ -5,7 +5,7 @@
 #include <span>
 #include <vector>
 
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

@@ -1,5 +1,5 @@
 // The bodies of `kernelgym dataset export` and `kernelgym dataset stats`, kept here so the
-// command line (env/kernelgym_main.cc) only parses flags and calls them. Exit codes: 0 done,
+// command line (cli/kernelgym_main.cc) only parses flags and calls them. Exit codes: 0 done,
 // 1 the output could not be written, 2 bad input (unknown format, store missing or unreadable).
 // Torn and corrupt lines are not failures: they are skipped and reported.
 #pragma once

@@ -6,7 +6,7 @@
 #include "env/episode/knobs.h"
 #include "env/episode/observation.h"
 #include "env/episode/source_edits.h"
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace kernelgym {
 namespace {

@@ -22,7 +22,7 @@
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
 #include "rewards/reward.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

@@ -8,8 +8,8 @@
 #include <sstream>
 #include <string_view>
 
-#include "tpu_runner/result_json.h"
-#include "tpu_runner/text_safety.h"
+#include "core/result_json.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

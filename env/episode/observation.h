@@ -9,7 +9,7 @@
 
 #include "datasets/task.h"
 #include "env/protocol/results.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 

@@ -7,7 +7,7 @@
 #include <random>
 #include <sstream>
 
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {

@@ -3,8 +3,8 @@
 #include "env/protocol/messages.h"
 #include "env/protocol/msgpack_tree.h"
 #include "env/protocol/runner_messages.h"
-#include "tpu_runner/result_json.h"
-#include "tpu_runner/text_safety.h"
+#include "core/result_json.h"
+#include "core/text_safety.h"
 
 namespace kernelgym::protocol::runner {
 namespace {
@@ -99,6 +99,7 @@ ToRunner DecodeToRunnerBody(const std::string& op, const msgpack::object& map) {
     job.job_id = f.Unsigned("job_id");
     job.backend = f.String("backend");
     job.task = f.String("task");
+    job.task_digest = f.String("task_digest");
     job.source = f.String("source");
     Fields o(f.Require("options"), op + ".options");
     job.options.seeds = o.Unsigneds("seeds");
@@ -156,9 +157,9 @@ std::string Encode(const ToRunner& message) {
           Header(pk, kRunnerProtocolVersion, "welcome", 1);
           pk.pack("heartbeat_interval_s"), pk.pack(m.heartbeat_interval_s);
         } else if constexpr (std::is_same_v<M, Job>) {
-          Header(pk, kRunnerProtocolVersion, "job", 5);
+          Header(pk, kRunnerProtocolVersion, "job", 6);
           pk.pack("job_id"), pk.pack(m.job_id), pk.pack("backend"), pk.pack(m.backend);
-          pk.pack("task"), pk.pack(m.task), pk.pack("source"), pk.pack(m.source), pk.pack("options");
+          pk.pack("task"), pk.pack(m.task), pk.pack("task_digest"), pk.pack(m.task_digest), pk.pack("source"), pk.pack(m.source), pk.pack("options");
           const JobOptions& o = m.options;
           pk.pack_map(6);
           pk.pack("seeds"), pk.pack(o.seeds), pk.pack("timing_seed"), pk.pack(o.timing_seed);

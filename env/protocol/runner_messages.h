@@ -18,7 +18,7 @@
 #include <variant>
 #include <vector>
 
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym::protocol::runner {
 
@@ -62,6 +62,7 @@ struct Job {
   uint64_t job_id = 0;
   std::string backend;
   std::string task;    // task id; the runner loads the task from its own suites
+  std::string task_digest;  // the server's Task::digest: a runner whose copy differs refuses the job
   std::string source;  // the candidate
   JobOptions options;
   bool operator==(const Job&) const = default;

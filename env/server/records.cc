@@ -4,7 +4,7 @@
 #include <variant>
 
 #include "datasets/trajectory/record_schema.h"
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace kernelgym::server {
 namespace {

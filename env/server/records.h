@@ -7,7 +7,7 @@
 
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym::server {
 

@@ -231,6 +231,7 @@ bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pe
   job.job_id = next_job_id_++;
   job.backend = episode.backend();
   job.task = episode.task_id();
+  job.task_digest = episode.task().digest;
   job.source = request.source;
   job.options.seeds = request.seeds;
   job.options.timing_seed = request.timing_seed;

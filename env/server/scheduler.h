@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "env/protocol/runner_messages.h"
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym::server {
 

@@ -166,7 +166,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per throughput measurement")
     parser.add_argument("--envs", type=int, default=64, help="envs in flight for the throughput")
     args = parser.parse_args()
-    server_bin = Path(os.environ.get("KERNELGYM_BIN") or args.build_dir / "env" / "kernelgym")
+    server_bin = Path(os.environ.get("KERNELGYM_BIN") or args.build_dir / "cli" / "kernelgym")
     cpp_bin = args.build_dir / "bench" / "kernelgym_bench_client"
     for binary in (server_bin, cpp_bin):
         if not binary.is_file():

@@ -20,7 +20,7 @@ A GRPO trainer draws a group of rollouts per prompt (same task, same seed) and n
 ``complete(messages) -> str``; ``OpenAICompatibleChat`` talks to an OpenAI-compatible
 ``/chat/completions`` endpoint (vLLM, SGLang, llama.cpp's server, ...) with the standard library.
 
-    build/env/kernelgym serve &
+    build/cli/kernelgym serve &
     vllm serve Qwen/Qwen2.5-Coder-7B-Instruct &
     python python/examples/grpo_rollout.py --model Qwen/Qwen2.5-Coder-7B-Instruct --turns 4
 """

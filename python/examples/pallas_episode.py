@@ -6,7 +6,7 @@ The episode starts from the task's naive Pallas starter, then sends a block shap
 is timed: the speed signal is the TPU compiler's static estimate, labelled "speed: estimated" in
 every observation, with the kernel's static profile ("tpu kernel" lines).
 
-    build/env/kernelgym serve --local-runner-backends cpu,pallas &
+    build/cli/kernelgym serve --local-runner-backends cpu,pallas &
     python python/examples/pallas_episode.py --task cpu/silu_mul
 """
 

@@ -4,7 +4,7 @@ Each step picks a value for every knob of the task (task.json's ``knobs``) at ra
 ``knobs`` action; the server writes the kernel from the task's template, evaluates it and answers
 with the speedup. At the end it prints the best setting found.
 
-    build/env/kernelgym serve &                   # clients on tcp://127.0.0.1:5555, one cpu runner
+    build/cli/kernelgym serve &                   # clients on tcp://127.0.0.1:5555, one cpu runner
     python python/examples/random_knobs_agent.py --task cpu/softmax_rows --steps 8 --seed 0
 
 Exit status: 0 done (whether or not a setting beat the starter), 2 the task has no knobs.

@@ -6,7 +6,7 @@ skip a server that went down. The policy is random knobs (the task's template pa
 smallest one there is: replace ``choose_action`` with yours.
 
     pip install ray                                            # not a dependency of kernelgym
-    build/env/kernelgym serve --bind tcp://0.0.0.0:5555 &      # one or more servers (with runners)
+    build/cli/kernelgym serve --bind tcp://0.0.0.0:5555 &      # one or more servers (with runners)
     python python/examples/ray_rollouts.py --address tcp://HOST_A:5555 --address tcp://HOST_B:5555 \\
         --actors 8 --episodes 64 --steps 4
 

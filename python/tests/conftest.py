@@ -1,5 +1,5 @@
 """Fixtures that start the real ``kernelgym serve`` binary ($KERNELGYM_BIN, else
-<repo>/build/env/kernelgym), bound to tcp://127.0.0.1:* with its endpoints read from
+<repo>/build/cli/kernelgym), bound to tcp://127.0.0.1:* with its endpoints read from
 --endpoint-file, its log in <dir>/server.log, stopped with SIGTERM at the end.
 
 ``server``        one per test session: ``--local-runners 0 --null-backend`` (the null backend
@@ -31,7 +31,7 @@ STOP_TIMEOUT_S = 90.0  # longer than the server's default --drain-timeout (60 s)
 
 
 def server_binary() -> Path:
-    binary = Path(os.environ.get("KERNELGYM_BIN") or REPO / "build" / "env" / "kernelgym")
+    binary = Path(os.environ.get("KERNELGYM_BIN") or REPO / "build" / "cli" / "kernelgym")
     if not binary.is_file():
         pytest.fail(f"no kernelgym binary at {binary}: build it (scripts/build.sh) or set KERNELGYM_BIN")
     return binary

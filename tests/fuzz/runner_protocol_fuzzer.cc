@@ -1,6 +1,6 @@
 // The runner protocol's decoders (env/protocol/runner_codec.cc) on arbitrary bytes: what a runner
 // sends the server (runner.hello, heartbeat, result, whose EvalResult goes through
-// tpu_runner/result_json.h ResultFromJson) and what the server sends a runner (welcome, job, ack,
+// core/result_json.h ResultFromJson) and what the server sends a runner (welcome, job, ack,
 // reregister). Every input goes to both decoders.
 //
 // Properties: no crash, leak or UB; a refused message says why and is never "decoding failed"

@@ -9,9 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "eval_fixture.h"
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 namespace kernelgym::testing {
 namespace {

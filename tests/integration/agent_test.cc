@@ -9,7 +9,7 @@
 #include "datasets/trajectory/reader.h"
 #include "policies/llm/scripted_server.h"
 #include "server_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "eval_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

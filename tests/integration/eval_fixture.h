@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "datasets/suite.h"
-#include "env/runner_config.h"
+#include "tpu_runner/runner_config.h"
 #include "tpu_runner/backend.h"
 
 namespace kernelgym::testing {

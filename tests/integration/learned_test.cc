@@ -9,7 +9,7 @@
 #include "policies/learned/features.h"
 #include "policies/learned/model_api.h"
 #include "server_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

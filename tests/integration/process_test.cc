@@ -5,7 +5,7 @@
 
 #include "eval_fixture.h"
 #include "tpu_runner/symbol_policy.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

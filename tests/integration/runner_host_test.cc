@@ -3,12 +3,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <optional>
 #include <zmq.hpp>
 
 #include "env/protocol/runner_messages.h"
 #include "eval_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -91,11 +92,15 @@ class FakeServer {
   std::string endpoint_;
 };
 
-ChildProcess StartRunner(const std::string& endpoint, const std::vector<std::string>& extra = {}) {
+// `suites`: the suites root the runner loads its tasks from (empty: the bundled ones).
+ChildProcess StartRunner(const std::string& endpoint, const std::vector<std::string>& extra = {},
+                         const std::filesystem::path& suites = {}) {
   SpawnOptions options;
   options.argv = {KERNELGYM_CLI, "runner", "--connect", endpoint, "--heartbeat-s", "0.1"};
   options.argv.insert(options.argv.end(), extra.begin(), extra.end());
-  for (char** e = environ; *e; ++e) options.env.push_back(*e);
+  for (char** e = environ; *e; ++e)
+    if (suites.empty() || std::string_view(*e).rfind("KERNELGYM_SUITES=", 0) != 0) options.env.push_back(*e);
+  if (!suites.empty()) options.env.push_back("KERNELGYM_SUITES=" + suites.string());
   ChildProcess child = ChildProcess::Spawn(options);
   EXPECT_GT(child.pid(), 0) << child.error();
   return child;
@@ -106,6 +111,7 @@ runner::Job SoftmaxJob(uint64_t id) {
   job.job_id = id;
   job.backend = "cpu";
   job.task = "cpu/softmax_rows";
+  job.task_digest = Tasks().Find(job.task)->digest;  // the copy in this source tree, like the runner's
   job.source = ReadText(SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp");
   job.options.seeds = {101, 102, 103};  // the task's 3 trials (fewer: the runner draws the rest)
   job.options.timing_seed = 7;
@@ -116,9 +122,9 @@ runner::Job SoftmaxJob(uint64_t id) {
 class RunnerHostTest : public ::testing::Test {
  protected:
   // Starts the runner against a fresh server and answers its hello with a welcome.
-  void Start(const std::vector<std::string>& extra = {}) {
+  void Start(const std::vector<std::string>& extra = {}, const std::filesystem::path& suites = {}) {
     server_.emplace(context_, "tcp://127.0.0.1:*", /*ack_heartbeats=*/true);
-    child_ = StartRunner(server_->endpoint(), extra);
+    child_ = StartRunner(server_->endpoint(), extra, suites);
     auto hello = server_->Await<runner::RunnerHello>(After(30), child_);
     ASSERT_TRUE(hello) << "no hello; runner stderr:\n" << child_.stderr_text();
     identity_ = hello->first;
@@ -207,6 +213,47 @@ TEST_F(RunnerHostTest, JobsForUnknownTasksOrBackendsAreInternalErrors) {
   // And it keeps serving.
   server_->Send(identity_, runner::Reregister{});
   EXPECT_TRUE(server_->Await<runner::RunnerHello>(After(5), child_));
+}
+
+// Rule 1 of reward integrity with runners on other hosts: the job names its task by id and by
+// the digest of the server's copy. Two runners get the same job: one holds the same copy and
+// evaluates it; the other holds a copy whose tolerance is 5000 times looser (it would pass wrong
+// kernels) and refuses it, naming both digests.
+TEST_F(RunnerHostTest, ARunnerWithAnotherCopyOfTheTaskRefusesItsJobsNamingBothDigests) {
+  runner::Job job = SoftmaxJob(21);
+  job.options.run_timing = false;
+
+  Start();
+  server_->Send(identity_, job);
+  std::optional<runner::JobDone> same = AwaitResult(21, 60);
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same->result.status, Status::kOk) << same->result.message;
+
+  const std::filesystem::path suites = TestTempDir() / "suites_with_a_looser_copy";
+  const std::filesystem::path copy = suites / "cpu" / "softmax_rows";
+  std::filesystem::remove_all(suites);
+  std::filesystem::create_directories(copy.parent_path());
+  std::filesystem::copy(SourceDir() / "datasets/suites/cpu/softmax_rows", copy,
+                        std::filesystem::copy_options::recursive);
+  std::string task_json = ReadText(copy / "task.json");
+  const std::string tolerance = "\"rtol\": 1e-4";
+  ASSERT_NE(task_json.find(tolerance), std::string::npos);
+  task_json.replace(task_json.find(tolerance), tolerance.size(), "\"rtol\": 0.5");
+  std::ofstream(copy / "task.json") << task_json;
+  const TaskRegistry other = TaskRegistry::LoadFrom(suites);
+  ASSERT_NE(other.Find(job.task), nullptr);
+  ASSERT_NE(other.Find(job.task)->digest, job.task_digest);
+
+  Start({}, suites);
+  server_->Send(identity_, job);
+  std::optional<runner::JobDone> refused = AwaitResult(21, 20);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->result.status, Status::kInternalError);
+  const std::string& message = refused->result.message;
+  EXPECT_NE(message.find("differs between the server"), std::string::npos) << message;
+  EXPECT_NE(message.find(job.task_digest.substr(0, 16)), std::string::npos) << message;
+  EXPECT_NE(message.find(other.Find(job.task)->digest.substr(0, 16)), std::string::npos) << message;
+  EXPECT_FALSE(refused->result.correctness.has_value()) << "a refused job is not evaluated";
 }
 
 TEST_F(RunnerHostTest, ReregisterBringsASecondHello) {

@@ -8,7 +8,7 @@
 #include "env/client/client.h"
 #include "env/security/keys.h"
 #include "server_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "eval_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 

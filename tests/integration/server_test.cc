@@ -11,7 +11,7 @@
 #include "env/client/client.h"
 #include "env/protocol/codec.h"
 #include "server_fixture.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

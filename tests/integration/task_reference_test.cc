@@ -23,7 +23,7 @@
 #include "tpu_runner/harness/reference.h"
 #include "tpu_runner/inputs.h"
 #include "tpu_runner/pallas_backend.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {

@@ -6,7 +6,7 @@
 #include "tpu_runner/harness/layout.h"
 #include "tpu_runner/harness_session.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

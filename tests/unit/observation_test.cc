@@ -9,7 +9,7 @@
 #include <limits>
 #include <set>
 
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace kernelgym {
 namespace {

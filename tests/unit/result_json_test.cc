@@ -1,6 +1,6 @@
 // EvalResult <-> JSON: ResultFromJson is the exact inverse of ResultToJson with samples, and
 // names the path of every field it cannot read.
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 #include <gtest/gtest.h>
 

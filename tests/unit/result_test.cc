@@ -1,5 +1,5 @@
 // Status and stage names: the strings every result JSON and every policy keys on.
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 
 #include "env/protocol/messages.h"
 #include "golden_runner.h"
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace kernelgym::protocol::runner {
 namespace {
@@ -269,9 +269,11 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   ExpectToRunnerProblem(
       to_runner("welcome", 1, [](auto& pk) { pk.pack("heartbeat_interval_s"), pk.pack(std::nan("")); }),
       {"welcome", "finite"});
-  auto job = [&](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& options, bool with_source = true) {
-    return to_runner("job", with_source ? 5 : 4, [&](auto& pk) {
+  auto job = [&](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& options, bool with_source = true,
+                 bool with_digest = true) {
+    return to_runner("job", 4 + with_source + with_digest, [&](auto& pk) {
       pk.pack("job_id"), pk.pack(1), pk.pack("backend"), pk.pack("cpu"), pk.pack("task"), pk.pack("cpu/x");
+      if (with_digest) pk.pack("task_digest"), pk.pack("00ff");
       if (with_source) pk.pack("source"), pk.pack("int x;");
       pk.pack("options");
       options(pk);
@@ -287,6 +289,7 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   std::string problem;
   ASSERT_TRUE(DecodeToRunner(job(options(5, "timing_budget_s")), problem)) << problem << " (the well-formed job)";
   ExpectToRunnerProblem(job(options(5, "timing_budget_s"), false), {"job", "'source'"});
+  ExpectToRunnerProblem(job(options(5, "timing_budget_s"), true, false), {"job", "'task_digest'"});
   ExpectToRunnerProblem(job(options(-5, "timing_budget_s")), {"job.options", "seeds[0]", "non-negative"});
   ExpectToRunnerProblem(job(options(5, "budget")), {"job.options", "timing_budget_s"});
   ExpectToRunnerProblem(job([](auto& pk) { pk.pack(true); }), {"job.options", "map", "boolean"});

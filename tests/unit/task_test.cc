@@ -17,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/digest.h"
 #include "datasets/suite.h"
 
 namespace kernelgym {
@@ -99,6 +100,38 @@ class TaskLoadTest : public ::testing::Test {
 
   TempDir tmp_;
 };
+
+// The digest a job carries (core/digest.h): the same folder content anywhere has the same
+// digest; any change to what the runner reads (a tolerance, the reference, a backend's file)
+// changes it; what tools leave behind (__pycache__, dot files) does not.
+TEST_F(TaskLoadTest, TheDigestFollowsTheFolderContentOnly) {
+  const fs::path a = Write("digest_a", ValidTaskJson("tst/digest_a"));
+  const std::string digest = LoadTask(a).task.value().digest;
+  EXPECT_EQ(digest.size(), 64u);
+  EXPECT_EQ(digest, TaskFolderDigest(a));
+
+  WriteText(a / "__pycache__" / "reference.cpython-311.pyc", "bytecode");
+  WriteText(a / ".nfs0001", "editor");
+  EXPECT_EQ(LoadTask(a).task.value().digest, digest) << "left by tools: not the task's content";
+
+  json looser = ValidTaskJson("tst/digest_a");
+  looser["tolerance"]["rtol"] = 0.5;
+  Write("digest_a", looser);
+  EXPECT_NE(LoadTask(a).task.value().digest, digest) << "a looser tolerance is another task";
+  Write("digest_a", ValidTaskJson("tst/digest_a"));
+  EXPECT_EQ(LoadTask(a).task.value().digest, digest);
+
+  WriteText(a / "reference.py", std::string(kReference) + "# another reference\n");
+  EXPECT_NE(LoadTask(a).task.value().digest, digest) << "another reference is another task";
+  WriteText(a / "reference.py", kReference);
+  WriteText(a / "pallas" / "reference.py", "def reference(x): return x\n");
+  EXPECT_NE(TaskFolderDigest(a), digest) << "a backend's file is part of the task";
+  fs::remove_all(a / "pallas");
+  EXPECT_EQ(TaskFolderDigest(a), digest);
+  // Names matter, not only bytes: the same content under another file name differs.
+  fs::rename(a / "starter.cpp", a / "starter2.cpp");
+  EXPECT_NE(TaskFolderDigest(a), digest);
+}
 
 TEST_F(TaskLoadTest, ValidTaskLoadsWithEveryField) {
   const fs::path dir = Write("good", ValidTaskJson("tst/good"));

@@ -1,7 +1,7 @@
-// Text a candidate controls (tpu_runner/text_safety.h): ill-formed UTF-8 replaced by U+FFFD one
+// Text a candidate controls (core/text_safety.h): ill-formed UTF-8 replaced by U+FFFD one
 // per maximal subpart, valid text untouched, control characters shown as escapes, and every
 // string of a result covered.
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <string>
 
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace kernelgym {
 namespace {

@@ -24,7 +24,7 @@
 #include "env/security/curve_socket.h"
 #include "env/security/handshake_watch.h"
 #include "tpu_runner/machine.h"
-#include "tpu_runner/subprocess.h"
+#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {
@@ -34,6 +34,11 @@ using Clock = std::chrono::steady_clock;
 
 Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+// Enough of a digest to tell two copies apart in a message (the full one is in the job).
+std::string Abbreviated(const std::string& digest) {
+  return digest.empty() ? "none" : digest.substr(0, 16);
 }
 
 EvalResult InternalError(const runner::Job& job, std::string message) {
@@ -254,8 +259,13 @@ class RunnerHost {
     std::string refusal;
     if (std::find(options_.backends.begin(), options_.backends.end(), job.backend) == options_.backends.end())
       refusal = "this runner has no backend '" + job.backend + "' (it serves: " + Join(options_.backends) + ")";
-    else if (!tasks_.Find(job.task))
+    else if (const Task* task = tasks_.Find(job.task); !task)
       refusal = "this runner has no task '" + job.task + "' in its suites";
+    else if (task->digest != job.task_digest)
+      refusal = "task '" + job.task + "' differs between the server (digest " + Abbreviated(job.task_digest) +
+                ") and this runner (digest " + Abbreviated(task->digest) + ", " + task->dir.string() +
+                "): its shapes, tolerances or reference may differ, so this runner will not judge it; give both "
+                "the same suites";
     if (!refusal.empty()) {
       spdlog::warn("job {}: {}", job.job_id, refusal);
       SendBytes(EncodeResult(job.job_id, InternalError(job, refusal)));

@@ -1,4 +1,4 @@
-#include "env/runner_config.h"
+#include "tpu_runner/runner_config.h"
 
 #include <cstdlib>
 

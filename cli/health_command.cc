@@ -1,4 +1,4 @@
-#include "env/health_command.h"
+#include "cli/health_command.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include <set>
 #include <sstream>
 
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 namespace kernelgym {
 

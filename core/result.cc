@@ -1,4 +1,4 @@
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 #include <array>
 #include <cmath>

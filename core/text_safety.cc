@@ -1,4 +1,4 @@
-#include "tpu_runner/text_safety.h"
+#include "core/text_safety.h"
 
 #include <cstdint>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "env/keys_command.h"
+#include "cli/keys_command.h"
 
 #include <iostream>
 

@@ -22,12 +22,12 @@
 #include <sstream>
 
 #include "datasets/suite.h"
-#include "env/runner_config.h"
+#include "tpu_runner/runner_config.h"
 #include "env/episode/knobs.h"
-#include "env/keys_command.h"
-#include "env/health_command.h"
-#include "env/serve_command.h"
-#include "env/tasks_command.h"
+#include "cli/keys_command.h"
+#include "cli/health_command.h"
+#include "cli/serve_command.h"
+#include "cli/tasks_command.h"
 #include "datasets/trajectory/dataset_command.h"
 #include "policies/agent/agent_command.h"
 #include "policies/evaluate/evaluate_command.h"
@@ -36,7 +36,7 @@
 #include "policies/search/search_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
-#include "tpu_runner/result_json.h"
+#include "core/result_json.h"
 
 namespace {
 

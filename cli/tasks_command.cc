@@ -1,4 +1,4 @@
-#include "env/tasks_command.h"
+#include "cli/tasks_command.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +8,7 @@
 #include <ostream>
 
 #include "datasets/measurements.h"
-#include "env/runner_config.h"
+#include "tpu_runner/runner_config.h"
 #include "tpu_runner/backend.h"
 
 namespace kernelgym {

@@ -1,4 +1,4 @@
-#include "env/serve_command.h"
+#include "cli/serve_command.h"
 
 #include <signal.h>
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "tpu_runner/result.h"
+#include "core/result.h"
 
 namespace kernelgym {
 
