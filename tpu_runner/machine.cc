@@ -49,8 +49,18 @@ std::vector<int> TimingCpus(int threads) {
   return std::vector<int>(cpus.end() - static_cast<long>(n), cpus.end());
 }
 
+// KERNELGYM_SHARE_TIMING_CPUS=1: untimed work may use the timing CPUs too. For a host where
+// nothing is timed while other work runs, such as the test suite outside its serial timing
+// comparisons (tests/integration/CMakeLists.txt): with two CPUs, keeping one for timing left
+// every compile and correctness check of two parallel tests on the other.
+bool ShareTimingCpus() {
+  const char* share = std::getenv("KERNELGYM_SHARE_TIMING_CPUS");
+  return share && std::string(share) == "1";
+}
+
 std::vector<int> NonTimingCpus(int threads) {
   std::vector<int> cpus = AllowedCpus();
+  if (ShareTimingCpus()) return cpus;
   const std::size_t n = std::min<std::size_t>(std::max(threads, 1), cpus.size());
   if (n >= cpus.size()) return cpus;  // nothing to spare: share
   return std::vector<int>(cpus.begin(), cpus.end() - static_cast<long>(n));

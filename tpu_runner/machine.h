@@ -12,7 +12,8 @@ std::string MachineFingerprint();
 int OnlineCpus();
 
 // Timing runs on the last `threads` CPUs; compiles and everything else stay off them when the
-// machine has CPUs to spare (PLATFORM.md: a same-core busy loop multiplies wall times by 5).
+// machine has CPUs to spare (PLATFORM.md: a same-core busy loop multiplies wall times by 5),
+// unless KERNELGYM_SHARE_TIMING_CPUS=1 (a host that times nothing while other work runs).
 std::vector<int> TimingCpus(int threads);
 std::vector<int> NonTimingCpus(int threads);
 
