@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/backend_info.h"
 #include "core/digest.h"
 
 namespace kernelgym {
@@ -35,7 +36,10 @@ std::string JaxBenchStub(const std::string& case_id) {
 
 }  // namespace
 
-bool IsVariantBackend(std::string_view backend) { return backend == "pallas"; }
+bool IsVariantBackend(std::string_view backend) {
+  const BackendInfo* info = FindBackendInfo(backend);
+  return info && !info->task_folder.empty();
+}
 
 std::string LoadVariants(Task& task) {
   const std::filesystem::path dir = task.dir / "pallas";

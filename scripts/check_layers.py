@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails when a C++ file includes a module its layer may not use (docs/layers.md).
+"""Fails when a C++ file includes a module its layer may not use (docs/layers.md), or when code
+outside a backend compares a backend's name instead of reading its descriptor.
 
 The table below is the architecture, bottom first. Each module names the modules it may include
 from, and may name only modules above it in the table, so the graph it allows has no cycle. A
@@ -49,6 +50,17 @@ LAYERS = [
     ("cli", None),  # None: any module
 ]
 CHECKED_SUFFIXES = {".h", ".cc", ".cpp", ".hpp"}
+
+# Nothing outside a backend and its descriptor compares a backend's name: everyone else reads the
+# descriptor (core/backend_info.h; hello's backend_info for the clients of a server).
+BACKEND_NAMES = ("cpu", "pallas", "cuda", "null")
+NAME_COMPARISON = re.compile(r'(?:[!=]=\s*"(?:%s)"|"(?:%s)"\s*[!=]=)' % ("|".join(BACKEND_NAMES), "|".join(BACKEND_NAMES)))
+MAY_COMPARE_NAMES = (
+    "core/backend_info.",         # the descriptors
+    "tpu_runner/",                # the backends and their registry
+    "datasets/variants.",         # the pallas backend's task folder loader
+)
+NAME_CHECKED_TREES = ("core", "datasets", "env", "rewards", "tpu_runner", "policies", "cli", "python/kernelgym")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
 
 
@@ -96,6 +108,17 @@ def main() -> int:
                 if target not in allowed[own]:
                     problems.append(f"{rel}:{number}: {own} includes {match.group(1)} ({target}), "
                                     f"which it may not use (it may use: {', '.join(allowed[own]) or 'nothing'})")
+    for tree in NAME_CHECKED_TREES:
+        for file in sorted((repo / tree).rglob("*")):
+            if file.suffix not in CHECKED_SUFFIXES | {".py"} or not file.is_file():
+                continue
+            rel = file.relative_to(repo).as_posix()
+            if rel.startswith(MAY_COMPARE_NAMES):
+                continue
+            for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+                if NAME_COMPARISON.search(line):
+                    problems.append(f"{rel}:{number}: compares a backend's name; read its descriptor "
+                                    f"(core/backend_info.h) instead: {line.strip()}")
     for problem in problems:
         print(problem)
     print(f"{checked} files checked against {len(LAYERS)} modules: "

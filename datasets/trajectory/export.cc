@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "core/backend_info.h"
 #include "datasets/trajectory/record_access.h"
 #include "datasets/trajectory/record_schema.h"
 
@@ -28,11 +29,7 @@ std::string WithNewline(const std::string& text) {
   return text + "\n";
 }
 
-std::string_view FenceLanguage(std::string_view backend) {
-  if (backend == "pallas") return "python";
-  if (backend == "cuda") return "cuda";
-  return "cpp";
-}
+std::string_view FenceLanguage(std::string_view backend) { return BackendInfoOr(backend).language; }
 
 }  // namespace
 

@@ -101,12 +101,13 @@ class Reader {
 
   std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
- private:
   const json& Array(const std::string& key) const {
     const json& v = Require(key);
     if (!v.is_array()) Wrong(key, "an array", v);
     return v;
   }
+
+ private:
   [[noreturn]] void Wrong(const std::string& key, const std::string& want, const json& got) const {
     throw BadField{"field '" + Path(key) + "' must be " + want + ", not " + TypeName(got)};
   }
@@ -161,12 +162,19 @@ Observation ReadObservation(const Reader& r) {
   return o;
 }
 
+json BackendInfoWire(const std::vector<BackendInfo>& infos) {
+  json out = json::array();
+  for (const BackendInfo& info : infos) out.push_back(ToJson(info));
+  return out;
+}
+
 }  // namespace
 
 json ToWire(const HelloResult& hello) {
   return {{"protocol", hello.protocol},
           {"server", hello.server},
           {"backends", hello.backends},
+          {"backend_info", BackendInfoWire(hello.backend_info)},
           {"rewards", hello.rewards},
           {"action_kinds", hello.action_kinds},
           {"feature_names", hello.feature_names},
@@ -230,6 +238,23 @@ std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& pr
     h.protocol = static_cast<int>(protocol);
     h.server = r.String("server");
     h.backends = r.Strings("backends");
+    const json& infos = r.Array("backend_info");
+    for (std::size_t i = 0; i < infos.size(); ++i) {
+      const Reader b(infos[i], "backend_info[" + std::to_string(i) + "]");
+      BackendInfo info;
+      info.name = b.String("name");
+      info.language = b.String("language");
+      info.fence_tags = b.Strings("fence_tags");
+      info.source_file = b.String("source_file");
+      info.task_folder = b.String("task_folder");
+      info.description = b.String("description");
+      info.quotes_torch_reference = b.Bool("quotes_torch_reference");
+      info.knob_templates = b.Bool("knob_templates");
+      info.source_mutations = b.Bool("source_mutations");
+      info.times_on_any_host = b.Bool("times_on_any_host");
+      info.evaluated_by_server = b.Bool("evaluated_by_server");
+      h.backend_info.push_back(std::move(info));
+    }
     h.rewards = r.Strings("rewards");
     h.action_kinds = r.Strings("action_kinds");
     h.feature_names = r.Strings("feature_names");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/backend_info.h"
 #include "env/protocol/messages.h"
 
 namespace kernelgym::protocol {
@@ -20,6 +21,7 @@ struct HelloResult {
   int protocol = kVersion;
   std::string server;                      // "kernelgym <version>"
   std::vector<std::string> backends;       // with at least one connected runner
+  std::vector<BackendInfo> backend_info;   // the descriptor of each of `backends`, in that order
   std::vector<std::string> rewards;
   std::vector<std::string> action_kinds;
   std::vector<std::string> feature_names;  // Observation::features[i] is feature_names[i]

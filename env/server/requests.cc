@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "core/backend_info.h"
 #include "env/episode/observation.h"
 #include "env/protocol/codec.h"
 #include "env/server/server_loop.h"
@@ -106,7 +107,14 @@ void ServerLoop::Hello(const std::string& client, uint64_t id) {
   protocol::HelloResult hello;
   hello.server = std::string("kernelgym ") + KERNELGYM_VERSION;
   hello.backends = scheduler_.Backends();
-  if (options_.null_backend) hello.backends.push_back("null");
+  if (options_.null_backend)
+    for (const BackendInfo& info : KnownBackends())
+      if (info.evaluated_by_server) hello.backends.push_back(info.name);
+  // A runner's backend this build has no descriptor for is described as C++ (BackendInfoOr).
+  for (const std::string& name : hello.backends) {
+    hello.backend_info.push_back(BackendInfoOr(name));
+    hello.backend_info.back().name = name;
+  }
   hello.rewards = RewardRegistry::Global().Names();
   hello.action_kinds = {"replace", "edit", "patch", "knobs", "revert", "submit"};
   hello.feature_names = FeatureNames();
@@ -122,7 +130,8 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   if (!task) return ReplyError(client, id, ErrorCode::kUnknownTask, op, op + ": no task '" + r.task + "'", {{"task", r.task}});
   const std::vector<std::string> connected = scheduler_.Backends();
   const auto& known = options_.known_backends;
-  const bool backend_ok = (options_.null_backend && r.backend == "null") ||
+  const BackendInfo* described = FindBackendInfo(r.backend);
+  const bool backend_ok = (options_.null_backend && described && described->evaluated_by_server) ||
                           std::find(known.begin(), known.end(), r.backend) != known.end() ||
                           std::find(connected.begin(), connected.end(), r.backend) != connected.end();
   if (!backend_ok)
@@ -222,7 +231,7 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
 
 bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op) {
   Episode& episode = *session.episode;
-  if (episode.backend() == "null") {
+  if (const BackendInfo* info = FindBackendInfo(episode.backend()); info && info->evaluated_by_server) {
     const EvalResult result = NullResult(episode.task());
     Finish(pending, &result, "null");
     return true;

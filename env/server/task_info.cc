@@ -3,15 +3,19 @@
 #include <fstream>
 #include <iterator>
 
+#include "core/backend_info.h"
+
 namespace kernelgym::server {
 
 namespace {
 
-// The backends a task has a version for: the C++ one serves cpu (and the in-process null), a
-// subfolder serves its own backend.
+// The backends a task has a version for: its root (the C++ version) serves every runner backend
+// without a task folder of its own (cpu; the server's null needs no version), a subfolder serves
+// its own backend.
 std::vector<std::string> Backends(const Task& task) {
   std::vector<std::string> out;
-  if (task.has_cpu_version) out.push_back("cpu");
+  for (const BackendInfo& info : KnownBackends())
+    if (info.task_folder.empty() && !info.evaluated_by_server && task.has_cpu_version) out.push_back(info.name);
   for (const auto& [name, variant] : task.variants) out.push_back(name);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <sstream>
 
+#include "core/backend_info.h"
 #include "datasets/trajectory/record_schema.h"
 #include "policies/roles/reply_parsers.h"
 
@@ -46,7 +47,7 @@ HitlSession::HitlSession(client::Client& env, roles::Assistant* assistant, HitlO
     : env_(env), assistant_(assistant), options_(std::move(options)), in_(in), out_(out) {
   char dir_template[] = "/tmp/kernelgym-hitl-XXXXXX";
   if (mkdtemp(dir_template)) dir_ = dir_template;
-  working_ = dir_ / (options_.backend == "pallas" ? "kernel.py" : options_.backend == "cuda" ? "kernel.cu" : "kernel.cpp");
+  working_ = dir_ / BackendInfoOr(options_.backend).source_file;
   plan_file_ = dir_ / "plan.md";
 }
 

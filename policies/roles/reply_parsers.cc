@@ -7,6 +7,8 @@
 #include <set>
 #include <sstream>
 
+#include "core/backend_info.h"
+
 namespace kernelgym::roles {
 namespace {
 
@@ -37,9 +39,8 @@ bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0
 
 // The languages a backend's whole-kernel block may be tagged with ("" = untagged).
 std::set<std::string> KernelLanguages(std::string_view backend) {
-  if (backend == "pallas") return {"python", "py", "python3", ""};
-  if (backend == "cuda") return {"cuda", "cu", "cpp", "c++", ""};
-  return {"cpp", "c++", "cxx", "c", "cc", ""};
+  const std::vector<std::string>& tags = BackendInfoOr(backend).fence_tags;
+  return {tags.begin(), tags.end()};
 }
 
 std::optional<CodeBlock> LastKernelBlock(const std::vector<CodeBlock>& blocks, std::string_view backend) {
@@ -100,11 +101,7 @@ std::set<std::string> Placeholders(const std::string& text) {
 
 }  // namespace
 
-std::string_view FenceLanguage(std::string_view backend) {
-  if (backend == "pallas") return "python";
-  if (backend == "cuda") return "cuda";
-  return "cpp";
-}
+std::string_view FenceLanguage(std::string_view backend) { return BackendInfoOr(backend).language; }
 
 std::vector<CodeBlock> FencedBlocks(std::string_view reply, bool* unterminated) {
   std::vector<CodeBlock> blocks;

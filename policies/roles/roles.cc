@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/backend_info.h"
 #include "policies/roles/reply_parsers.h"
 
 namespace kernelgym::roles {
@@ -72,7 +73,7 @@ Variables TaskVariables(const nlohmann::json& task, std::string_view backend, co
   v["backend"] = std::string(backend);
   v["language"] = std::string(FenceLanguage(backend));
   v["hardware"] = roles.HardwareNotes(backend);
-  if (backend == "cpu") v["reference"] = task.value("reference_source", "");
+  if (BackendInfoOr(backend).quotes_torch_reference) v["reference"] = task.value("reference_source", "");
   else if (task.contains("variants") && task["variants"].contains(backend))
     v["reference"] = task["variants"][std::string(backend)].value("reference_source", "");
   const nlohmann::json spec = task.value("spec", nlohmann::json::object());

@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/backend_info.h"
 #include "policies/learned/knob_space.h"
 #include "policies/roles/reply_parsers.h"
 #include "policies/roles/roles.h"
@@ -210,7 +211,7 @@ std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerCo
     return std::make_unique<KnobsProposer>(context.task, context.score_knobs);
   }
   if (name == "mutate") {
-    if (context.backend != "cpu") {
+    if (!BackendInfoOr(context.backend).source_mutations) {
       error = "the mutate proposer rewrites C++ kernels: backend '" + context.backend + "' is not supported";
       return nullptr;
     }

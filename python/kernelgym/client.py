@@ -48,6 +48,7 @@ import zmq.asyncio
 import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
+from kernelgym import text
 from kernelgym.errors import AuthError, ProtocolError, TransportError
 from kernelgym.protocol import IDEMPOTENT_OPS, Reply, decode_reply, encode_request
 
@@ -214,8 +215,11 @@ class Client(_Options):
     # ---- sync calls ----
 
     def hello(self) -> dict[str, Any]:
-        """HelloResult: protocol, server, backends, rewards, action_kinds, feature_names, defaults."""
-        return self._call("hello").unwrap()
+        """HelloResult: protocol, server, backends and their backend_info, rewards, action_kinds,
+        feature_names, defaults. The backends' descriptors go to ``kernelgym.text``."""
+        result = self._call("hello").unwrap()
+        text.use_backend_info(result.get("backend_info", []))
+        return result
 
     def list_tasks(self, suite: str = "") -> list[dict[str, Any]]:
         """The task summaries of ``suite`` (all when "")."""
@@ -524,7 +528,9 @@ class AsyncClient(_Options):
         self.stray_replies = 0
 
     async def hello(self) -> dict[str, Any]:
-        return (await self._call("hello")).unwrap()
+        result = (await self._call("hello")).unwrap()
+        text.use_backend_info(result.get("backend_info", []))
+        return result
 
     async def list_tasks(self, suite: str = "") -> list[dict[str, Any]]:
         return _tasks(await self._call("tasks.list", suite=suite))

@@ -45,14 +45,18 @@ def make_spec(
     max_steps: int,
     time_budget_s: float,
     record: bool,
+    deterministic: bool = False,
 ) -> EnvSpec:
-    """The spec that ``gymnasium.make`` would give this env (``spec.make()`` makes another)."""
+    """The spec that ``gymnasium.make`` would give this env (``spec.make()`` makes another).
+
+    ``deterministic``: the backend answers the same every time (its descriptor says the server
+    evaluates it itself, as the null backend); timings differ from run to run everywhere else.
+    """
     return EnvSpec(
         id=ENV_ID,
         entry_point="kernelgym.env:KernelGymEnv",
         vector_entry_point="kernelgym.vector:KernelGymVectorEnv",
-        # Timings differ from run to run; only the null backend answers the same every time.
-        nondeterministic=backend != "null",
+        nondeterministic=not deterministic,
         kwargs={
             "task": task,
             "backend": backend,
@@ -169,8 +173,12 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
             raise
         self._env = self.env_info["env"]
         self._init_spaces(EnvSpaces(self.hello, self.task_info, self.env_info["max_steps"]))
+        deterministic = any(
+            info.get("name") == backend and info.get("evaluated_by_server") is True
+            for info in self.hello.get("backend_info", [])
+        )
         self.spec = make_spec(
-            task, backend, reward, reward_config, self._client.address, max_steps, time_budget_s, record
+            task, backend, reward, reward_config, self._client.address, max_steps, time_budget_s, record, deterministic
         )
 
     def _init_spaces(self, env_spaces: EnvSpaces) -> None:

@@ -526,6 +526,7 @@ _MAP = _Kind(frozenset({dict}), "a map")
 _MAP_OR_NIL = _Kind(frozenset({dict, type(None)}), "a map")
 _STRINGS = _Kind(frozenset({list}), "an array", frozenset({str}), "a string")
 _NUMBERS = _Kind(frozenset({list}), "an array", frozenset({int, float}), "a number")
+_MAPS = _Kind(frozenset({list}), "an array", frozenset({dict}), "a map")
 
 
 def _check_fields(m: dict[str, Any], path: str, fields: tuple[tuple[str, _Kind], ...]) -> None:
@@ -546,6 +547,7 @@ _HELLO = (
     ("protocol", _INT),
     ("server", _STRING),
     ("backends", _STRINGS),
+    ("backend_info", _MAPS),
     ("rewards", _STRINGS),
     ("action_kinds", _STRINGS),
     ("feature_names", _STRINGS),

@@ -51,6 +51,7 @@ __all__ = [
     "parse_action",
     "render_action",
     "system_prompt",
+    "use_backend_info",
 ]
 
 
@@ -80,12 +81,33 @@ _ACTION_FIELDS = {
     "submit": (),
 }
 
-_CPP_LANGUAGES = frozenset({"", "cpp", "c++", "c", "cc", "cxx"})
-_CODE_LANGUAGES = {
-    "cpu": _CPP_LANGUAGES,
-    "cuda": _CPP_LANGUAGES | {"cuda", "cu"},
-    "pallas": frozenset({"", "python", "py"}),
+# What this module knows of each backend: the language its kernels are fenced with and the tags
+# a reply's block of its source may carry. The server's descriptors (hello's ``backend_info``,
+# core/backend_info.cc) replace these whenever a client says hello (``use_backend_info``); the
+# copies here serve text handled with no server at hand, such as an export read offline. A name
+# with no descriptor is treated as C++.
+_CPP_TAGS = ("cpp", "c++", "cxx", "c", "cc", "")
+_BACKEND_INFO: dict[str, dict[str, Any]] = {
+    "cpu": {"name": "cpu", "language": "cpp", "fence_tags": list(_CPP_TAGS)},
+    "pallas": {"name": "pallas", "language": "python", "fence_tags": ["python", "py", "python3", ""]},
+    "cuda": {"name": "cuda", "language": "cuda", "fence_tags": ["cuda", "cu", "cpp", "c++", ""]},
+    "null": {"name": "null", "language": "cpp", "fence_tags": list(_CPP_TAGS)},
 }
+
+
+def use_backend_info(infos: Sequence[Mapping[str, Any]]) -> None:
+    """Describe backends as a server does (its hello's ``backend_info``); the clients call this."""
+    for info in infos:
+        if isinstance(info, Mapping) and isinstance(info.get("name"), str):
+            _BACKEND_INFO[info["name"]] = dict(info)
+
+
+def _backend_info(backend: str) -> Mapping[str, Any]:
+    return _BACKEND_INFO.get(backend, _BACKEND_INFO["cpu"])
+
+
+def _code_languages(backend: str) -> frozenset[str]:
+    return frozenset(str(tag).lower() for tag in _backend_info(backend).get("fence_tags", _CPP_TAGS))
 _DIFF_LANGUAGES = frozenset({"diff", "patch", "udiff"})
 
 _SEARCH_MARKER = re.compile(r"<{5,9} ?SEARCH")
@@ -107,12 +129,8 @@ def _expected(backend: str) -> str:
 
 
 def fence_language(backend: str) -> str:
-    """The code-block language a backend's kernels are written in (export.cc, FenceLanguage)."""
-    if backend == "pallas":
-        return "python"
-    if backend == "cuda":
-        return "cuda"
-    return "cpp"
+    """The code-block language a backend's kernels are written in (its descriptor's ``language``)."""
+    return str(_backend_info(backend).get("language", "cpp"))
 
 
 # ---- rendering (the SFT export's rules) ----
@@ -367,7 +385,7 @@ def parse_action(reply: str, backend: str = "cpu") -> dict[str, Any]:
         )
     if not text.strip():
         raise ActionParseError(f"empty reply; {_expected(backend)}")
-    languages = _CODE_LANGUAGES.get(backend, _CPP_LANGUAGES)
+    languages = _code_languages(backend)
     lines = text.split("\n")
 
     if text.strip().startswith("{"):

@@ -11,7 +11,7 @@ import pytest
 import zmq
 from fake_server import FakeServer, reply_bytes
 
-from kernelgym import Client, errors, protocol
+from kernelgym import Client, errors, protocol, text
 from kernelgym.protocol import edit, replace, revert, submit
 
 TASK = "cpu/softmax_rows"
@@ -35,6 +35,33 @@ def test_hello_says_what_the_server_offers(client):
     assert "log_speedup_gain" in hello["rewards"]
     assert hello["feature_names"] and all(isinstance(name, str) for name in hello["feature_names"])
     assert hello["max_message_bytes"] == protocol.MAX_MESSAGE_BYTES
+
+
+def test_hello_describes_each_backend_and_the_text_helpers_use_it(client):
+    # The descriptors are what clients read instead of comparing backend names.
+    hello = client.hello()
+    infos = hello["backend_info"]
+    assert [info["name"] for info in infos] == hello["backends"]
+    by_name = {info["name"]: info for info in infos}
+    assert by_name["null"]["evaluated_by_server"] is True
+    cpu = by_name.get("cpu")
+    if cpu is not None:
+        assert (cpu["language"], cpu["source_file"], cpu["task_folder"]) == ("cpp", "kernel.cpp", "")
+        assert cpu["knob_templates"] and cpu["source_mutations"] and not cpu["evaluated_by_server"]
+    try:
+        # A server that describes a backend its own way is believed: the parser follows it.
+        text.use_backend_info([{"name": "toy", "language": "toylang", "fence_tags": ["toylang"]}])
+        assert text.fence_language("toy") == "toylang"
+        action = text.parse_action("```toylang\nkernel body\n```", backend="toy")
+        assert action == {"kind": "replace", "source": "kernel body\n"}
+        try:
+            text.parse_action("```cpp\nkernel body\n```", backend="toy")
+        except text.ActionParseError:
+            pass
+        else:
+            raise AssertionError("a cpp block is not the toy backend's kernel")
+    finally:
+        text._BACKEND_INFO.pop("toy", None)
 
 
 def test_tasks_are_listed_and_described(client):
