@@ -55,6 +55,20 @@ std::optional<Stage> ParseStage(std::string_view name) {
   return std::nullopt;
 }
 
+EvalResult NullBackendResult(const std::string& task_id) {
+  EvalResult r;
+  r.task_id = task_id;
+  r.backend = "null";
+  r.status = Status::kOk;
+  r.stage = Stage::kDone;
+  r.message = "null backend: not compiled or run";
+  TimingReport timing;
+  timing.speedup = timing.speedup_ci_low = timing.speedup_ci_high = 1.0;
+  timing.converged = true;
+  r.timing = timing;
+  return r;
+}
+
 RewardableSpeedup RewardableSpeedupOf(const EvalResult& r) {
   if (r.status != Status::kOk) return {};
   auto usable = [](double s) { return std::isfinite(s) && s > 0; };

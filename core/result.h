@@ -164,4 +164,8 @@ struct RewardableSpeedup {
 RewardableSpeedup RewardableSpeedupOf(const EvalResult& result);
 std::string_view SpeedupKindName(SpeedupKind kind);  // "none", "measured", "estimated"
 
+// What the null backend answers for any kernel (tpu_runner/null_backend.h, and the server's own
+// null): ok at speedup 1, nothing compiled or run.
+EvalResult NullBackendResult(const std::string& task_id);
+
 }  // namespace kernelgym

@@ -1,6 +1,7 @@
 #include "tpu_runner/backend.h"
 
 #include "tpu_runner/cpu_backend.h"
+#include "tpu_runner/null_backend.h"
 #include "tpu_runner/pallas_backend.h"
 #include "core/text_safety.h"
 
@@ -56,10 +57,12 @@ std::vector<std::string> BackendRegistry::Names() const {
   return names;
 }
 
+// The one place that names the built-in backends (adding one: docs/adding_a_backend.md).
 void RegisterBuiltinBackends() {
   BackendRegistry::Global().Register("cpu", [](const BackendConfig& c) { return std::make_unique<CpuBackend>(c); });
   BackendRegistry::Global().Register(
       "pallas", [](const BackendConfig& c) { return std::make_unique<PallasBackend>(c, DefaultPallasSettings()); });
+  BackendRegistry::Global().Register("null", [](const BackendConfig& c) { return std::make_unique<NullBackend>(c); });
 }
 
 }  // namespace kernelgym

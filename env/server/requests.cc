@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/backend_info.h"
@@ -21,20 +22,6 @@ using protocol::ErrorCode;
 
 // The in-process `null` backend: answers at once with a neutral result, so that benchmarks
 // measure the server (decode, session, observation, reward, encode) and nothing else.
-EvalResult NullResult(const Task& task) {
-  EvalResult r;
-  r.task_id = task.id;
-  r.backend = "null";
-  r.status = Status::kOk;
-  r.stage = Stage::kDone;
-  r.message = "null backend: not compiled or run";
-  TimingReport timing;
-  timing.speedup = timing.speedup_ci_low = timing.speedup_ci_high = 1.0;
-  timing.converged = true;
-  r.timing = timing;
-  return r;
-}
-
 std::size_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
   std::size_t pages = 0, resident = 0;
@@ -109,7 +96,9 @@ void ServerLoop::Hello(const std::string& client, uint64_t id) {
   hello.backends = scheduler_.Backends();
   if (options_.null_backend)
     for (const BackendInfo& info : KnownBackends())
-      if (info.evaluated_by_server) hello.backends.push_back(info.name);
+      if (info.evaluated_by_server &&
+          std::find(hello.backends.begin(), hello.backends.end(), info.name) == hello.backends.end())
+        hello.backends.push_back(info.name);
   // A runner's backend this build has no descriptor for is described as C++ (BackendInfoOr).
   for (const std::string& name : hello.backends) {
     hello.backend_info.push_back(BackendInfoOr(name));
@@ -232,7 +221,7 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
 bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op) {
   Episode& episode = *session.episode;
   if (const BackendInfo* info = FindBackendInfo(episode.backend()); info && info->evaluated_by_server) {
-    const EvalResult result = NullResult(episode.task());
+    const EvalResult result = NullBackendResult(episode.task_id());
     Finish(pending, &result, "null");
     return true;
   }
