@@ -21,14 +21,14 @@
 #include <iostream>
 #include <sstream>
 
-#include "datasets/suite.h"
-#include "tpu_runner/runner_config.h"
-#include "env/episode/knobs.h"
-#include "cli/keys_command.h"
 #include "cli/health_command.h"
+#include "cli/keys_command.h"
 #include "cli/serve_command.h"
 #include "cli/tasks_command.h"
+#include "core/result_json.h"
+#include "datasets/suite.h"
 #include "datasets/trajectory/dataset_command.h"
+#include "env/episode/knobs.h"
 #include "policies/agent/agent_command.h"
 #include "policies/evaluate/evaluate_command.h"
 #include "policies/hitl/hitl_command.h"
@@ -36,7 +36,7 @@
 #include "policies/search/search_command.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/host/runner_host.h"
-#include "core/result_json.h"
+#include "tpu_runner/runner_config.h"
 
 namespace {
 

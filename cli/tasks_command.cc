@@ -9,8 +9,8 @@
 
 #include "core/backend_info.h"
 #include "datasets/measurements.h"
-#include "tpu_runner/runner_config.h"
 #include "tpu_runner/backend.h"
+#include "tpu_runner/runner_config.h"
 
 namespace kernelgym {
 namespace {

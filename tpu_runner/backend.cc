@@ -1,9 +1,9 @@
 #include "tpu_runner/backend.h"
 
+#include "core/text_safety.h"
 #include "tpu_runner/cpu_backend.h"
 #include "tpu_runner/null_backend.h"
 #include "tpu_runner/pallas_backend.h"
-#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

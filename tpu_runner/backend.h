@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
 #include "datasets/task.h"
 #include "tpu_runner/harness_protocol.h"
-#include "core/result.h"
 
 namespace kernelgym {
 

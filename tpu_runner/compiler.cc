@@ -9,12 +9,12 @@
 #include <sstream>
 
 #include "core/digest.h"
+#include "core/subprocess.h"
+#include "core/text_safety.h"
 #include "tpu_runner/diagnostics.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/static_check.h"
-#include "core/subprocess.h"
-#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

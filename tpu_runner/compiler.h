@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "datasets/task.h"
 #include "core/result.h"
+#include "datasets/task.h"
 
 namespace kernelgym {
 

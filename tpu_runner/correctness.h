@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <span>
 
-#include "datasets/task.h"
 #include "core/result.h"
+#include "datasets/task.h"
 
 namespace kernelgym {
 

@@ -13,13 +13,13 @@
 #include <cstring>
 #include <random>
 
+#include "core/subprocess.h"
+#include "core/text_safety.h"
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/harness_protocol.h"
 #include "tpu_runner/inputs.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
-#include "core/subprocess.h"
-#include "core/text_safety.h"
 
 namespace kernelgym {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "datasets/task.h"
-#include "tpu_runner/backend.h"
 #include "core/result.h"
 #include "core/subprocess.h"
+#include "datasets/task.h"
+#include "tpu_runner/backend.h"
 
 namespace kernelgym {
 

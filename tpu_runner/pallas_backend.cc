@@ -17,9 +17,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/subprocess.h"
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/sandbox.h"
-#include "core/subprocess.h"
 #include "tpu_runner/timing_stats.h"
 
 namespace kernelgym {

@@ -3,8 +3,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "tpu_runner/machine.h"
 #include "core/subprocess.h"
+#include "tpu_runner/machine.h"
 
 namespace kernelgym {
 

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "datasets/task.h"
 #include "core/result.h"
+#include "datasets/task.h"
 
 namespace kernelgym {
 

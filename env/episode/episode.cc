@@ -3,10 +3,10 @@
 #include <cmath>
 #include <variant>
 
+#include "core/result_json.h"
 #include "env/episode/knobs.h"
 #include "env/episode/observation.h"
 #include "env/episode/source_edits.h"
-#include "core/result_json.h"
 
 namespace kernelgym {
 namespace {

@@ -18,11 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
 #include "datasets/task.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
 #include "rewards/reward.h"
-#include "core/result.h"
 
 namespace kernelgym {
 

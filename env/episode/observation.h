@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
 #include "datasets/task.h"
 #include "env/protocol/results.h"
-#include "core/result.h"
 
 namespace kernelgym {
 

@@ -1,10 +1,10 @@
 // msgpack <-> runner protocol messages (runner_messages.h). Like the client codec, decoding
 // never throws and never trusts the bytes: every problem names the op and the field.
+#include "core/result_json.h"
+#include "core/text_safety.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/msgpack_tree.h"
 #include "env/protocol/runner_messages.h"
-#include "core/result_json.h"
-#include "core/text_safety.h"
 
 namespace kernelgym::protocol::runner {
 namespace {

@@ -3,8 +3,8 @@
 #include <chrono>
 #include <variant>
 
-#include "datasets/trajectory/record_schema.h"
 #include "core/result_json.h"
+#include "datasets/trajectory/record_schema.h"
 
 namespace kernelgym::server {
 namespace {

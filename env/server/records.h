@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "core/result.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
-#include "core/result.h"
 
 namespace kernelgym::server {
 

@@ -20,8 +20,6 @@ using nlohmann::json;
 using protocol::Error;
 using protocol::ErrorCode;
 
-// The in-process `null` backend: answers at once with a neutral result, so that benchmarks
-// measure the server (decode, session, observation, reward, encode) and nothing else.
 std::size_t ResidentBytes() {
   std::ifstream statm("/proc/self/statm");
   std::size_t pages = 0, resident = 0;
@@ -220,6 +218,8 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
 
 bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op) {
   Episode& episode = *session.episode;
+  // The server's own `null` backend answers at once with the null result (core/result.h), so that
+  // benchmarks measure the server (decode, session, observation, reward, encode) and nothing else.
   if (const BackendInfo* info = FindBackendInfo(episode.backend()); info && info->evaluated_by_server) {
     const EvalResult result = NullBackendResult(episode.task_id());
     Finish(pending, &result, "null");

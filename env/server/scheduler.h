@@ -19,8 +19,8 @@
 #include <string_view>
 #include <vector>
 
-#include "env/protocol/runner_messages.h"
 #include "core/result.h"
+#include "env/protocol/runner_messages.h"
 
 namespace kernelgym::server {
 

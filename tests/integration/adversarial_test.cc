@@ -8,10 +8,10 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-#include "eval_fixture.h"
 #include "core/result_json.h"
-#include "tpu_runner/sandbox.h"
 #include "core/text_safety.h"
+#include "eval_fixture.h"
+#include "tpu_runner/sandbox.h"
 
 namespace kernelgym::testing {
 namespace {

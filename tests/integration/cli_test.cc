@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "eval_fixture.h"
 #include "core/subprocess.h"
+#include "eval_fixture.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -11,8 +11,8 @@
 #include <unistd.h>
 
 #include "datasets/suite.h"
-#include "tpu_runner/runner_config.h"
 #include "tpu_runner/backend.h"
+#include "tpu_runner/runner_config.h"
 
 namespace kernelgym::testing {
 

@@ -5,9 +5,9 @@
 #include <sys/stat.h>
 #include <utime.h>
 
+#include "core/subprocess.h"
 #include "env/client/client.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

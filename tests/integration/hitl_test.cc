@@ -6,10 +6,10 @@
 
 #include <fstream>
 
+#include "core/subprocess.h"
 #include "datasets/trajectory/reader.h"
 #include "policies/llm/scripted_server.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

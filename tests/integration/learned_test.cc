@@ -6,10 +6,10 @@
 
 #include <map>
 
+#include "core/subprocess.h"
 #include "policies/learned/features.h"
 #include "policies/learned/model_api.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

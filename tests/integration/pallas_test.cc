@@ -10,11 +10,11 @@
 #include <cctype>
 #include <nlohmann/json.hpp>
 
+#include "core/subprocess.h"
 #include "env/client/client.h"
 #include "server_fixture.h"
 #include "tpu_runner/pallas_backend.h"
 #include "tpu_runner/sandbox.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include "core/subprocess.h"
 #include "eval_fixture.h"
 #include "tpu_runner/symbol_policy.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

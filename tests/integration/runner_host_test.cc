@@ -7,9 +7,9 @@
 #include <optional>
 #include <zmq.hpp>
 
+#include "core/subprocess.h"
 #include "env/protocol/runner_messages.h"
 #include "eval_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -9,10 +9,10 @@
 #include <map>
 #include <set>
 
+#include "core/subprocess.h"
 #include "datasets/trajectory/reader.h"
 #include "policies/llm/scripted_server.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

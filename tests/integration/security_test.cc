@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include "core/subprocess.h"
 #include "env/client/client.h"
 #include "env/security/keys.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

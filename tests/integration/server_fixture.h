@@ -17,8 +17,8 @@
 #include <thread>
 #include <vector>
 
-#include "eval_fixture.h"
 #include "core/subprocess.h"
+#include "eval_fixture.h"
 
 namespace kernelgym::testing {
 

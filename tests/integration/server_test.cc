@@ -7,11 +7,11 @@
 #include <set>
 #include <zmq.hpp>
 
+#include "core/subprocess.h"
 #include "datasets/trajectory/reader.h"
 #include "env/client/client.h"
 #include "env/protocol/codec.h"
 #include "server_fixture.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -18,12 +18,12 @@
 #include <sstream>
 #include <unistd.h>
 
+#include "core/subprocess.h"
 #include "datasets/suite.h"
 #include "tpu_runner/correctness.h"
 #include "tpu_runner/harness/reference.h"
 #include "tpu_runner/inputs.h"
 #include "tpu_runner/pallas_backend.h"
-#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {

@@ -2,11 +2,11 @@
 // the real binaries and a real evaluation rather than assumed.
 #include <gtest/gtest.h>
 
+#include "core/subprocess.h"
 #include "eval_fixture.h"
 #include "tpu_runner/harness/layout.h"
 #include "tpu_runner/harness_session.h"
 #include "tpu_runner/sandbox.h"
-#include "core/subprocess.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
+#include "core/result_json.h"
 #include "env/protocol/messages.h"
 #include "golden_runner.h"
-#include "core/result_json.h"
 
 namespace kernelgym::protocol::runner {
 namespace {

@@ -1,7 +1,7 @@
 // The task loader (datasets/task.h) and registry (datasets/suite.h): the bundled tasks load and
 // satisfy their invariants; every kind of broken task.json fails with "<file>: <field>: ...".
-#include "tests/common/temp_dir.h"
 #include "datasets/task.h"
+#include "tests/common/temp_dir.h"
 
 #include <gtest/gtest.h>
 

@@ -18,13 +18,13 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "core/subprocess.h"
 #include "datasets/suite.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/runner_messages.h"
 #include "env/security/curve_socket.h"
 #include "env/security/handshake_watch.h"
 #include "tpu_runner/machine.h"
-#include "core/subprocess.h"
 
 namespace kernelgym {
 namespace {
