@@ -108,6 +108,8 @@ def _backend_info(backend: str) -> Mapping[str, Any]:
 
 def _code_languages(backend: str) -> frozenset[str]:
     return frozenset(str(tag).lower() for tag in _backend_info(backend).get("fence_tags", _CPP_TAGS))
+
+
 _DIFF_LANGUAGES = frozenset({"diff", "patch", "udiff"})
 
 _SEARCH_MARKER = re.compile(r"<{5,9} ?SEARCH")
