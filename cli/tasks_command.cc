@@ -136,21 +136,23 @@ int RunTasksCommand(const TaskRegistry& registry, const std::filesystem::path& s
   }
   // A backend with its own task folder lists that folder's size sets; the table below is the
   // task root's (the C++ version), with its measured figures.
-  const BackendInfo& info = BackendInfoOr(options.backend);
-  if (!info.task_folder.empty()) {
-    if (options.measure) {
-      spdlog::error("--measure times starters of a backend timed on any host (cpu); {} is not", options.backend);
-      return 2;
-    }
-    return ListVariants(registry, tasks, options, out);
+  const BackendInfo* info = FindBackendInfo(options.backend);
+  if (!info) {
+    spdlog::error("no backend '{}'", options.backend);
+    return 2;
   }
+  if (options.measure && !info->times_on_any_host) {
+    spdlog::error("--measure times starters here, which backend '{}' cannot do", options.backend);
+    return 2;
+  }
+  if (!info->task_folder.empty()) return ListVariants(registry, tasks, options, out);
 
   Measurements figures;
   std::string source;  // where the figures come from, for the header line
   if (options.measure) {
     RegisterBuiltinBackends();
     BackendConfig config = DefaultBackendConfig();
-    std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(info.name, config);
+    std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(info->name, config);
     for (const Task* t : tasks) {
       spdlog::info("measuring {}", t->id);
       if (auto m = MeasureStarter(*backend, *t, options.budget_seconds)) figures.tasks[t->id] = *m;

@@ -12,7 +12,6 @@ const std::vector<BackendInfo>& KnownBackends() {
     cpu.source_file = "kernel.cpp";
     cpu.description = "C++ kernels compiled on the runner's host, timed against the task's libtorch reference";
     cpu.quotes_torch_reference = true;
-    cpu.knob_templates = true;
     cpu.source_mutations = true;
     cpu.times_on_any_host = true;
     v.push_back(cpu);
@@ -42,7 +41,6 @@ const std::vector<BackendInfo>& KnownBackends() {
     null.fence_tags = cpu.fence_tags;
     null.source_file = "kernel.cpp";
     null.description = "answered by the server itself with a fixed result: for measuring the server";
-    null.knob_templates = true;
     null.evaluated_by_server = true;
     v.push_back(null);
     return v;
@@ -69,7 +67,6 @@ nlohmann::json ToJson(const BackendInfo& info) {
           {"task_folder", info.task_folder},
           {"description", info.description},
           {"quotes_torch_reference", info.quotes_torch_reference},
-          {"knob_templates", info.knob_templates},
           {"source_mutations", info.source_mutations},
           {"times_on_any_host", info.times_on_any_host},
           {"evaluated_by_server", info.evaluated_by_server}};

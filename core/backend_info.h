@@ -1,7 +1,7 @@
 // What the rest of kernelgym knows of a backend, so that nothing outside a backend compares its
 // name: the language of its kernels and the fence tags a model may use for them (prompts, reply
 // parsing, exports), the file a person edits (hitl), where a task keeps the backend's own files
-// (the task loader), and what it can do (knob templates, source mutations, timing on this host).
+// (the task loader), and what it can do (source mutations, timing on this host).
 // One descriptor per backend, in core/backend_info.cc: the vocabulary layer, because the
 // clients (policies, the dataset export) sit above it and below nothing of the runner. The server
 // sends them in `hello` (docs/protocol.md), so a client of a remote server reads them there.
@@ -22,7 +22,6 @@ struct BackendInfo {
   std::string task_folder;              // the subfolder of a task with this backend's own files; "" = none
   std::string description;              // one line, for listings
   bool quotes_torch_reference = false;  // prompts quote task.json's TorchScript reference as its reference
-  bool knob_templates = false;          // the tasks' knob templates (C++ #define lines) build its sources
   bool source_mutations = false;        // the search's mutate proposer (C++ rewrites) applies
   bool times_on_any_host = false;       // `tasks --measure` can time its starters on this host
   bool evaluated_by_server = false;     // the server answers its steps itself, with no runner (null)

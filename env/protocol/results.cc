@@ -249,7 +249,6 @@ std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& pr
       info.task_folder = b.String("task_folder");
       info.description = b.String("description");
       info.quotes_torch_reference = b.Bool("quotes_torch_reference");
-      info.knob_templates = b.Bool("knob_templates");
       info.source_mutations = b.Bool("source_mutations");
       info.times_on_any_host = b.Bool("times_on_any_host");
       info.evaluated_by_server = b.Bool("evaluated_by_server");

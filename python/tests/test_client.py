@@ -47,7 +47,7 @@ def test_hello_describes_each_backend_and_the_text_helpers_use_it(client):
     cpu = by_name.get("cpu")
     if cpu is not None:
         assert (cpu["language"], cpu["source_file"], cpu["task_folder"]) == ("cpp", "kernel.cpp", "")
-        assert cpu["knob_templates"] and cpu["source_mutations"] and not cpu["evaluated_by_server"]
+        assert cpu["source_mutations"] and cpu["times_on_any_host"] and not cpu["evaluated_by_server"]
     try:
         # A server that describes a backend its own way is believed: the parser follows it.
         text.use_backend_info([{"name": "toy", "language": "toylang", "fence_tags": ["toylang"]}])
