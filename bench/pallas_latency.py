@@ -2,6 +2,7 @@
 """Latency of one pallas evaluation (deviceless TPU compile + interpret-mode correctness).
 
     python3 bench/pallas_latency.py [--kernelgym build/cli/kernelgym] [--repeats 3] [TASK ...]
+    python3 bench/pallas_latency.py --fork-server-comparison 3 [TASK ...]
 
 Two ways, side by side in one run:
 
@@ -44,7 +45,10 @@ def cold(kernelgym: str, task: str) -> tuple[float, dict]:
     return wall, result["stage_seconds"]
 
 
-def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[float, float]]:
+def warm(kernelgym: str, tasks: list[str], repeats: int, env: dict | None = None,
+         cpu: list | None = None) -> dict[str, tuple[float, float]]:
+    """Per task: the first step's and the median later step's wall seconds. With `cpu`, the
+    server's CPU-seconds (its runners, workers and their children included) are appended to it."""
     sys.path.insert(0, str(REPO / "python"))
     import kernelgym as kg
     with tempfile.TemporaryDirectory() as tmp:
@@ -52,7 +56,7 @@ def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[floa
         server = subprocess.Popen([kernelgym, "serve", "--bind", "tcp://127.0.0.1:*", "--runner-bind",
                                    "tcp://127.0.0.1:*", "--local-runners", "1", "--local-runner-backends", "pallas",
                                    "--endpoint-file", str(endpoint_file)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         try:
             while not endpoint_file.exists():
                 time.sleep(0.1)
@@ -78,15 +82,43 @@ def warm(kernelgym: str, tasks: list[str], repeats: int) -> dict[str, tuple[floa
             return out
         finally:
             server.terminate()
-            server.wait(timeout=60)
+            _, _, usage = os.wait4(server.pid, 0)
+            server.returncode = 0
+            if cpu is not None:
+                cpu.append(usage.ru_utime + usage.ru_stime)
+
+
+def fork_server_comparison(kernelgym: str, tasks: list[str], repeats: int, rounds: int) -> None:
+    """The same served steps with the judge and tracer forked by fork servers, and started as a
+    process per job, alternating; CPU-seconds of the whole server tree per step."""
+    steps = len(tasks) * (repeats + 1)
+    results = {"fork server": [], "process per job": []}
+    for _ in range(rounds):
+        for mode, flag in (("fork server", "1"), ("process per job", "0")):
+            cpu: list[float] = []
+            start = time.perf_counter()
+            warm(kernelgym, tasks, repeats, env=dict(os.environ, KERNELGYM_PALLAS_FORK_SERVER=flag), cpu=cpu)
+            results[mode].append((time.perf_counter() - start, cpu[0]))
+    print(f"# {os.cpu_count()} vCPU; {len(tasks)} tasks x {repeats + 1} steps = {steps} evaluations per run, "
+          f"{rounds} runs each, alternating; server start and stop included")
+    print("| judge and tracer | wall per evaluation (s) | CPU-seconds per evaluation |")
+    print("|---|---|---|")
+    for mode, runs in results.items():
+        print(f"| {mode} | {statistics.median(w for w, _ in runs) / steps:.2f} | "
+              f"{statistics.median(c for _, c in runs) / steps:.2f} |")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fork-server-comparison", type=int, metavar="ROUNDS", default=0,
+                        help="only compare served CPU-seconds with and without fork servers, ROUNDS runs each")
     parser.add_argument("tasks", nargs="*", default=DEFAULT_TASKS)
     args = parser.parse_args()
+    if args.fork_server_comparison:
+        fork_server_comparison(args.kernelgym, args.tasks, args.repeats, args.fork_server_comparison)
+        return 0
     rows = {}
     for task in args.tasks:
         walls, stages = [], []

@@ -22,6 +22,8 @@ void SetLimit(int resource, rlim_t value) {
   setrlimit(resource, &rl);
 }
 
+}  // namespace
+
 bool ReadAvailable(int fd, std::string& out) {
   char buf[65536];
   for (;;) {
@@ -36,8 +38,6 @@ bool ReadAvailable(int fd, std::string& out) {
     return errno == EAGAIN || errno == EINTR;
   }
 }
-
-}  // namespace
 
 ChildProcess::ChildProcess(ChildProcess&& other) noexcept { *this = std::move(other); }
 

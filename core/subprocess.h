@@ -94,6 +94,10 @@ struct ChildChannels {
 };
 [[nodiscard]] bool OpenChildChannels(ChildChannels& channels, std::string& error);
 
+// Appends what a non-blocking `fd` has ready to `out`, keeping the first MiB only (a child that
+// floods its output must not grow our memory); false once `fd` reached its end.
+bool ReadAvailable(int fd, std::string& out);
+
 // Runs to completion (or to the wall-clock limit, then kills the process group).
 ProcessResult RunProcess(const SpawnOptions& options, double wall_limit_seconds);
 

@@ -19,6 +19,7 @@
 
 #include "core/subprocess.h"
 #include "tpu_runner/correctness.h"
+#include "tpu_runner/pallas_worker.h"
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/timing_stats.h"
 
@@ -28,9 +29,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-constexpr int kControlFd = 3;  // runner -> judge or tracer: the job (and the judge: the traced program)
-constexpr int kReportFd = 4;   // judge or tracer -> runner: one JSON event per line
 
 double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
@@ -67,209 +65,15 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-// A started process (judge or tracer): jax imported (once `ready` has been read), waiting for
-// its one job. Owned by one thread; destroying it kills the process group and removes its job
-// folder.
-struct PallasWorker {
-  PallasWorker() = default;
-  PallasWorker(const PallasWorker&) = delete;
-  PallasWorker& operator=(const PallasWorker&) = delete;
-  ~PallasWorker() {
-    if (child.pid() > 0 && !child.exited()) child.Kill();
-    if (child.pid() > 0) child.Wait(After(5));
-    if (control_fd >= 0) close(control_fd);
-    if (report_fd >= 0) close(report_fd);
-    std::error_code ec;
-    if (!job_dir.empty()) std::filesystem::remove_all(job_dir, ec);
-  }
-
-  enum class Read { kEvent, kTimeout, kClosed, kGarbled };
-
-  // The next complete line in the buffer, if there is one.
-  std::optional<Read> Buffered(json& event) {
-    const auto newline = buffer.find('\n');
-    if (newline == std::string::npos) return std::nullopt;
-    const std::string line = buffer.substr(0, newline);
-    buffer.erase(0, newline + 1);
-    event = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (event.is_discarded() || !event.is_object() || !event.contains("event") || !event["event"].is_string()) {
-      garbled = line.substr(0, 200);
-      return Read::kGarbled;
-    }
-    return Read::kEvent;
-  }
-
-  // Reads what the report pipe holds now; false once it is closed.
-  bool Fill() {
-    char chunk[65536];
-    const ssize_t got = read(report_fd, chunk, sizeof chunk);
-    if (got > 0) {
-      buffer.append(chunk, static_cast<std::size_t>(got));
-      if (buffer.size() > (std::size_t{64} << 20)) return false;  // no event is that long
-      return true;
-    }
-    return got < 0 && (errno == EAGAIN || errno == EINTR);
-  }
-
-  // The next event line, waiting until `deadline`; drains the child's stderr meanwhile (a full
-  // pipe would stall it).
-  Read Next(Clock::time_point deadline, json& event);
-
-  bool Send(const json& message) {
-    const std::string line = message.dump() + "\n";
-    std::size_t sent = 0;
-    while (sent < line.size()) {
-      const ssize_t n = ::send(control_fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      sent += static_cast<std::size_t>(n);
-    }
-    return true;
-  }
-
-  ChildProcess child;
-  std::string role;  // "judge" or "tracer", for messages
-  int control_fd = -1, report_fd = -1;
-  std::filesystem::path job_dir;  // bound writable at the same path inside its sandbox
-  std::string buffer;
-  std::string garbled;
-  bool closed = false;        // the report pipe reached its end
-  std::optional<json> ready;  // the `ready` event, once read
-};
-
 namespace {
-
-struct Waiting {
-  PallasWorker* worker;
-  Clock::time_point deadline;
-};
-
-// The next event of whichever of `waiting` says something first: (index into `waiting`, what
-// was read). A worker whose deadline passes first is reported with kTimeout. Every worker's
-// stderr is drained meanwhile.
-std::pair<std::size_t, PallasWorker::Read> NextOf(const std::vector<Waiting>& waiting, json& event) {
-  for (;;) {
-    for (std::size_t i = 0; i < waiting.size(); ++i) {
-      PallasWorker& w = *waiting[i].worker;
-      if (auto read = w.Buffered(event)) return {i, *read};
-      if (w.closed) return {i, PallasWorker::Read::kClosed};
-    }
-    const auto now = Clock::now();
-    Clock::time_point earliest = waiting.front().deadline;
-    for (std::size_t i = 0; i < waiting.size(); ++i) {
-      if (waiting[i].deadline <= now) return {i, PallasWorker::Read::kTimeout};
-      earliest = std::min(earliest, waiting[i].deadline);
-    }
-    std::vector<pollfd> fds;
-    for (const Waiting& w : waiting) {
-      fds.push_back({w.worker->report_fd, POLLIN, 0});
-      if (w.worker->child.stderr_fd() >= 0) fds.push_back({w.worker->child.stderr_fd(), POLLIN, 0});
-    }
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(earliest - now).count();
-    const int n = poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(left, 1, 200)));
-    if (n < 0 && errno != EINTR) {
-      waiting.front().worker->closed = true;
-      continue;
-    }
-    for (const Waiting& w : waiting) {
-      w.worker->child.DrainOutput();
-      for (const pollfd& fd : fds)
-        if (fd.fd == w.worker->report_fd && (fd.revents & (POLLIN | POLLHUP | POLLERR)) && !w.worker->Fill())
-          w.worker->closed = true;
-    }
-  }
-}
-
-}  // namespace
-
-PallasWorker::Read PallasWorker::Next(Clock::time_point deadline, json& event) {
-  return NextOf({{this, deadline}}, event).second;
-}
-
-namespace {
-
-// A TPU VM's chips, as device nodes: /dev/accel* (v4, v5e, v6e) or /dev/vfio/<n> (v5p on).
-std::vector<std::string> TpuDevices() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev", ec))
-    if (entry.path().filename().string().rfind("accel", 0) == 0) out.push_back(entry.path().string());
-  if (std::filesystem::is_directory("/dev/vfio", ec)) out.push_back("/dev/vfio");
-  return out;
-}
-
-// Starts the judge or the tracer in its own sandbox, with its own job folder: the two never see
-// each other's files. The tracer gets no TPU device and runs jax on the CPU (tracing needs no
-// device); the judge gets the chips of a TPU host.
-std::unique_ptr<PallasWorker> StartWorker(const PallasSettings& settings, const std::filesystem::path& scratch,
-                                          PallasBackend::Role role, std::string& error) {
-  static std::atomic<uint64_t> counter{0};
-  const bool judge = role == PallasBackend::Role::kJudge;
-  auto worker = std::make_unique<PallasWorker>();
-  worker->role = judge ? "judge" : "tracer";
-  std::error_code ec;
-  worker->job_dir = scratch / ("pallas-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + worker->role);
-  std::filesystem::create_directories(worker->job_dir, ec);
-  if (ec) {
-    error = "cannot create the job folder " + worker->job_dir.string() + ": " + ec.message();
-    return nullptr;
-  }
-  if (!std::filesystem::exists(settings.python)) {
-    error = "no Python for the pallas backend at " + settings.python.string() +
-            " (scripts/pallas_venv.sh installs it; KERNELGYM_PALLAS_PYTHON points elsewhere)";
-    return nullptr;
-  }
-  ChildChannels channels;
-  if (!OpenChildChannels(channels, error)) return nullptr;
-  int* control = channels.control;
-  int* report = channels.report;
-  // The venv sits next to the build, outside the sandbox's /usr view: bind it, the package and
-  // the job folder at their own paths (so paths in the job mean the same on both sides).
-  const std::filesystem::path venv = settings.python.parent_path().parent_path();
-  SandboxSpec spec;
-  spec.binds = {{venv.string(), venv.string(), false},
-                {settings.package_dir.string(), settings.package_dir.string(), false},
-                {worker->job_dir.string(), worker->job_dir.string(), true}};
-  spec.cpu_info = true;
-  if (judge) spec.devices = TpuDevices();
-  std::vector<std::string> command = {settings.python.string(), "-m",
-                                      judge ? "kernelgym_pallas.judge" : "kernelgym_pallas.tracer"};
-  if (judge) command.insert(command.end(), {"--target", settings.target});
-  command.insert(command.end(), {"--control-fd", std::to_string(kControlFd), "--report-fd", std::to_string(kReportFd)});
-  SpawnOptions spawn;
-  spawn.argv = SandboxCommand(spec, command);
-  spawn.env = {"PATH=/usr/bin:/bin", "LC_ALL=C", "HOME=/tmp", "TMPDIR=/tmp", "PYTHONPATH=" + settings.package_dir.string(),
-               "PYTHONDONTWRITEBYTECODE=1", "PYTHONNOUSERSITE=1", "TF_CPP_MIN_LOG_LEVEL=2"};
-  if (!judge) spawn.env.push_back("JAX_PLATFORMS=cpu");
-  spawn.working_dir = worker->job_dir.string();
-  spawn.limits.address_space = std::size_t{32} << 30;  // XLA reserves address space generously
-  spawn.limits.cpu_seconds = 3600;
-  spawn.limits.open_files = 1024;
-  spawn.limits.file_size = std::size_t{1} << 30;
-  spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
-  worker->child = ChildProcess::Spawn(spawn);
-  close(control[0]);
-  close(report[1]);
-  worker->control_fd = control[1];
-  worker->report_fd = report[0];
-  fcntl(worker->report_fd, F_SETFL, O_NONBLOCK);
-  if (worker->child.pid() <= 0) {
-    error = "the pallas " + worker->role + " did not start: " + worker->child.error();
-    return nullptr;
-  }
-  return worker;
-}
 
 // What a process's death or silence means for the verdict.
 void Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& during) {
-  worker.child.Wait(After(5));
-  worker.child.DrainOutput();
+  worker.AwaitEnd(After(5));
+  worker.DrainOutput();
   r.stage = stage;
-  const std::string stderr_head = HeadLines(worker.child.stderr_text(), 12);
-  // Under bubblewrap the process is bwrap's child: its death by a signal reaches us as bwrap's
-  // exit code 128 + signal.
-  int signal = worker.child.signal();
-  if (signal == 0 && worker.child.exit_code() > 128 && worker.child.exit_code() < 128 + 65 && ProbeSandbox().bwrap)
-    signal = worker.child.exit_code() - 128;
+  const std::string stderr_head = HeadLines(worker.stderr_text(), 12);
+  const int signal = worker.signal();
   if (signal == SIGSYS) {
     r.status = Status::kSandboxViolation;
     r.message = "a forbidden system call (seccomp killed the " + worker.role + " with SIGSYS) " + during;
@@ -278,7 +82,7 @@ void Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& d
     r.message = "the " + worker.role + " was killed by " + SignalName(signal) + " " + during;
   } else {
     r.status = Status::kCrashed;
-    r.message = "the " + worker.role + " exited (code " + std::to_string(worker.child.exit_code()) + ") " + during;
+    r.message = "the " + worker.role + " exited (code " + std::to_string(worker.exit_code()) + ") " + during;
   }
   if (!stderr_head.empty()) r.details.push_back("stderr: " + stderr_head);
 }
@@ -482,36 +286,30 @@ PallasSettings DefaultPallasSettings() {
   s.python = python && *python ? python : KERNELGYM_PALLAS_VENV "/bin/python";
   s.package_dir = KERNELGYM_PALLAS_PACKAGE_DIR;
   if (const char* target = std::getenv("KERNELGYM_PALLAS_TARGET"); target && *target) s.target = target;
+  if (const char* fork = std::getenv("KERNELGYM_PALLAS_FORK_SERVER"); fork && std::string(fork) == "0")
+    s.fork_server = false;
   return s;
 }
 
 PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings settings)
-    : config_(config), settings_(std::move(settings)) {}
+    : config_(config),
+      settings_(std::move(settings)),
+      judges_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas", Role::kJudge)),
+      tracers_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas",
+                                                  Role::kTracer)) {}
 
 PallasBackend::~PallasBackend() = default;
 
 std::unique_ptr<PallasWorker> PallasBackend::TakeWorker(Role role, std::string& error) {
-  {
-    std::lock_guard<std::mutex> lock(spare_mutex_);
-    std::unique_ptr<PallasWorker>& spare = role == Role::kJudge ? spare_judge_ : spare_tracer_;
-    if (spare && !spare->child.exited()) return std::move(spare);
-    spare.reset();
-  }
-  return StartWorker(settings_, std::filesystem::path(config_.cache_dir) / "pallas", role, error);
+  return (role == Role::kJudge ? judges_ : tracers_)->Take(error);
 }
 
 void PallasBackend::Prestart() {
   if (!config_.prestart_harness) return;
-  const std::filesystem::path scratch = std::filesystem::path(config_.cache_dir) / "pallas";
-  std::string error;
-  // On a TPU VM one process at a time may hold the chips: the next judge starts after this one.
-  // The tracer never touches them.
-  std::unique_ptr<PallasWorker> judge =
-      TpuDevices().empty() ? StartWorker(settings_, scratch, Role::kJudge, error) : nullptr;
-  std::unique_ptr<PallasWorker> tracer = StartWorker(settings_, scratch, Role::kTracer, error);
-  std::lock_guard<std::mutex> lock(spare_mutex_);
-  if (!spare_judge_) spare_judge_ = std::move(judge);
-  if (!spare_tracer_) spare_tracer_ = std::move(tracer);
+  // On a TPU VM one process at a time may hold the chips: the next judge starts after this one
+  // (a fork server's judge opens them only in the job's process, so it may start ahead).
+  if (TpuDevices().empty() || judges_->forking()) judges_->Prestart();
+  tracers_->Prestart();
 }
 
 namespace {
@@ -529,11 +327,19 @@ bool AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
   r.message = read == PallasWorker::Read::kTimeout
                   ? "the pallas " + worker.role + " was not ready within " + Seconds(timeout_s) + " s"
                   : "the pallas " + worker.role + " failed to start: " + event.dump().substr(0, 300);
-  worker.child.Kill();
-  worker.child.Wait(After(5));
-  worker.child.DrainOutput();
-  r.details.push_back("stderr: " + HeadLines(worker.child.stderr_text(), 20));
+  worker.Kill();
+  worker.AwaitEnd(After(5));
+  worker.DrainOutput();
+  r.details.push_back("stderr: " + HeadLines(worker.stderr_text(), 20));
   return false;
+}
+
+// Where a process came from, for the record (its `ready` event says): "judge: forked by its fork
+// server (job 3)" or "tracer: a process started for this evaluation".
+std::string Origin(const PallasWorker& worker) {
+  const int job = worker.ready->value("fork_server_job", 0);
+  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")"
+                                : ": a process started for this evaluation");
 }
 
 // The reference's outputs, as the judge announced them: read here before the judge is given the
@@ -667,7 +473,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   // XLA's estimate for the reference depends on the task alone: compiled once per backend.
   std::optional<std::map<std::string, double>> cached_estimates;
   {
-    std::lock_guard<std::mutex> lock(spare_mutex_);
+    std::lock_guard<std::mutex> lock(estimates_mutex_);
     if (auto it = estimates_.find(task.id); it != estimates_.end()) cached_estimates = it->second;
   }
   job["estimates"] = options.estimates && !cached_estimates.has_value();
@@ -686,6 +492,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
                       judge->ready->value("device_kind", "?") + "), " +
                       (on_tpu ? "this host's TPU" : "deviceless compile; correctness in TPU interpret mode") +
                       ", jax " + judge->ready->value("jax", "?"));
+  r.details.push_back(Origin(*judge));
   if (!judge->Send({{"job", job}})) {
     Died(*judge, r, Stage::kStaticCheck, "before it read the job");
     r.status = Status::kInternalError;
@@ -729,6 +536,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   }
   const std::filesystem::path program_in_tracer = tracer->job_dir / "program.pkl";
   if (!AwaitReady(*tracer, settings_.start_timeout_s, r)) return finish();
+  r.details.push_back(Origin(*tracer));
   if (!tracer->Send({{"job",
                       {{"candidate_path", (tracer->job_dir / "candidate.py").string()},
                        {"size_sets", event["size_sets"]},
@@ -743,11 +551,11 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   std::map<std::pair<int, int>, Expected> expected;
   bool have_reference = false, have_program = false;
   while (!have_reference || !have_program) {
-    std::vector<Waiting> waiting;
+    std::vector<std::pair<PallasWorker*, Clock::time_point>> waiting;
     if (!have_reference) waiting.push_back({judge.get(), reference_deadline});
     if (!have_program) waiting.push_back({tracer.get(), trace_deadline});
-    const auto [index, read] = NextOf(waiting, event);
-    PallasWorker& from = *waiting[index].worker;
+    const auto [index, read] = NextOfWorkers(waiting, event);
+    PallasWorker& from = *waiting[index].first;
     if (&from == judge.get()) {
       if (read == PallasWorker::Read::kEvent && event.value("event", "") == "reference") {
         if (!ReadExpected(event, judge->job_dir, expected, r)) return finish();
@@ -757,7 +565,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
           for (const auto& [name, value] : event["estimates"].items())
             if (value.is_number()) fresh[name] = value.get<double>();
           for (const auto& [name, value] : fresh) r.estimates[name] = value;
-          std::lock_guard<std::mutex> lock(spare_mutex_);
+          std::lock_guard<std::mutex> lock(estimates_mutex_);
           estimates_[task.id] = std::move(fresh);
         }
         have_reference = true;
@@ -786,14 +594,14 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
       continue;
     }
     if (read == PallasWorker::Read::kTimeout) {
-      tracer->child.Kill();
+      tracer->Kill();
       r.status = Status::kTimeout;
       r.message = "the candidate did not finish compile within its limit (" + Seconds(compile_timeout) +
                   " s for its import and tracing)";
     } else if (read == PallasWorker::Read::kClosed) {
       Died(*tracer, r, Stage::kCompile, "while the candidate was imported and traced");
     } else if (read == PallasWorker::Read::kGarbled) {
-      tracer->child.Kill();
+      tracer->Kill();
       r.status = Status::kCrashed;
       r.message = "the tracer's report channel carried something that is not an event: " + tracer->garbled;
     } else if (event.value("event", "") == "result") {
@@ -809,9 +617,10 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     return finish();
   }
 
-  // 3. The traced program crosses into the judge's folder (the runner copies it: the two
-  // processes share no folder), and the tracer is done.
-  tracer->child.Kill();
+  // 3. The tracer is done: its process ends (or is killed) before its program is read, so that
+  // nothing of the candidate runs while the program crosses into the judge's folder (the runner
+  // copies it: the two processes share no folder).
+  tracer->Finish(After(2));
   {
     std::error_code ec;
     const auto size = std::filesystem::file_size(program_in_tracer, ec);
@@ -830,6 +639,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
       return finish();
     }
   }
+  tracer.reset();  // its fork server is free for the next evaluation
   if (!judge->Send({{"artifact", "program.pkl"}})) {
     Died(*judge, r, Stage::kCompile, "before it read the traced program");
     return finish();
@@ -841,7 +651,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   for (;;) {
     const PallasWorker::Read read = judge->Next(deadline, event);
     if (read == PallasWorker::Read::kTimeout) {
-      judge->child.Kill();
+      judge->Kill();
       r.status = Status::kTimeout;
       r.stage = stage;
       r.message = "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
@@ -854,7 +664,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
       return finish();
     }
     if (read == PallasWorker::Read::kGarbled) {
-      judge->child.Kill();
+      judge->Kill();
       r.status = Status::kInternalError;
       r.stage = stage;
       r.message = "the judge's report channel carried something that is not an event: " + judge->garbled;
@@ -867,7 +677,7 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
     } else if (kind == "result") {
       break;
     } else {
-      judge->child.Kill();
+      judge->Kill();
       r.status = Status::kInternalError;
       r.message = "unexpected judge event '" + kind + "'";
       return finish();

@@ -1,4 +1,4 @@
-// The `pallas` backend: JAX Pallas kernels for TPU. The runner side of it, in C++: it starts two
+// The `pallas` backend: JAX Pallas kernels for TPU. The runner side of it, in C++: it uses two
 // Python processes per evaluation in the sandbox, the tracer (tpu_runner/pallas/kernelgym_pallas/
 // tracer.py: imports and traces the candidate, holds no task data) and the judge (judge.py: never
 // imports candidate code; holds the task, runs the reference, then checks, compiles and runs the
@@ -25,17 +25,22 @@ struct PallasSettings {
   // The judge's static check of the source (a first filter). Tests turn it off to show that no
   // verdict rests on it.
   bool static_check = true;
+  // Each job's judge and tracer forked by a fork server that imported jax once (inside
+  // bubblewrap's namespaces only); off: a process started per job. The benchmark compares both.
+  bool fork_server = true;
 };
 
 // Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
-// pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET.
+// pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
+// KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking.
 PallasSettings DefaultPallasSettings();
 
 struct PallasWorker;
+class PallasWorkerPool;
 
 // Every evaluation gets a fresh judge and a fresh tracer (nothing a candidate leaves in an
-// interpreter or a folder reaches the next evaluation); the next pair is started while the
-// current one runs, so jax's import stays out of the evaluation's path.
+// interpreter or a folder reaches the next evaluation): each is forked for its job by a fork
+// server that imported jax once (pallas_worker.h), so jax's import stays out of the evaluation.
 class PallasBackend : public Backend {
  public:
   PallasBackend(const BackendConfig& config, PallasSettings settings);
@@ -52,10 +57,9 @@ class PallasBackend : public Backend {
 
   BackendConfig config_;
   PallasSettings settings_;
-  std::mutex spare_mutex_;
-  std::unique_ptr<PallasWorker> spare_judge_;   // guarded by spare_mutex_
-  std::unique_ptr<PallasWorker> spare_tracer_;  // guarded by spare_mutex_
-  std::map<std::string, std::map<std::string, double>> estimates_;  // by task id; guarded by spare_mutex_
+  std::unique_ptr<PallasWorkerPool> judges_, tracers_;
+  std::mutex estimates_mutex_;
+  std::map<std::string, std::map<std::string, double>> estimates_;  // by task id; guarded by estimates_mutex_
 };
 
 }  // namespace kernelgym

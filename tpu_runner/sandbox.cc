@@ -95,6 +95,8 @@ std::vector<std::string> SandboxCommand(const SandboxSpec& spec, const std::vect
   for (const BindMount& b : spec.binds)
     args.insert(args.end(), {b.writable ? "--bind" : "--ro-bind", b.source, b.target});
   for (const std::string& device : spec.devices) args.insert(args.end(), {"--dev-bind", device, device});
+  // After every mount above (a remount is not recursive: /tmp and the binds keep their modes).
+  if (spec.read_only_root) args.insert(args.end(), {"--remount-ro", "/dev", "--remount-ro", "/"});
   if (!spec.working_dir.empty()) args.insert(args.end(), {"--chdir", spec.working_dir});
   args.push_back("--");
   args.insert(args.end(), argv.begin(), argv.end());

@@ -35,6 +35,10 @@ struct SandboxSpec {
   bool keep_setuid_capability = false;
   bool cpu_info = false;              // /proc/cpuinfo and /sys/devices/system/cpu (libtorch needs them)
   std::vector<std::string> devices;   // device nodes to pass through (a TPU VM's /dev/accel*)
+  // The view's own root and /dev read-only, so that the private /tmp and the writable binds are
+  // the only places a process can write: what a process that serves several jobs in turn (the
+  // pallas fork server) must empty between them.
+  bool read_only_root = false;
 };
 
 // Wraps argv in bwrap when it works; otherwise returns argv unchanged (the caller records that

@@ -217,11 +217,33 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   EXPECT_GT(first.estimates.count("reference_flops") ? first.estimates.at("reference_flops") : 0, 0);
   const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
+  // The second tracer came from the fork server that forked the first (so this test is about a
+  // shared sandbox, not only about fresh ones).
+  const std::string text = VerdictText(second);
+  EXPECT_EQ(text.find("tracer: forked by its fork server (job 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("tracer: forked by its fork server (job "), std::string::npos) << text;
+}
+
+// Without a fork server (KERNELGYM_SANDBOX=none machines work this way) every job gets a process
+// of its own, and the same two candidates still get their verdicts.
+TEST(PallasIsolation, ProcessesStartedPerJobKeepTheCandidatesApartToo) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.fork_server = false;
+  PallasBackend backend(DefaultBackendConfig(), settings);
+  const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_isolation";
+  const EvalResult first = backend.Evaluate(*task, ReadText(dir / "leaves_marker.py"), PallasOptions());
+  EXPECT_EQ(first.status, Status::kOk) << VerdictText(first);
+  const EvalResult second = backend.Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
+  EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
+  EXPECT_NE(VerdictText(second).find("tracer: a process started for this evaluation"), std::string::npos)
+      << VerdictText(second);
 }
 
 // The seccomp layer of the judge and the tracer on its own (the adversarial cases without the
 // static check reach it from a candidate): after install(), threads still work, while a fork, an
-// exec or a socket kills the process with SIGSYS.
+// exec, a socket or a kernel object that outlives the process kills the process with SIGSYS.
 TEST(PallasConfine, ForbiddenCallsKillTheWorkerAndThreadsStillWork) {
   const PallasSettings settings = DefaultPallasSettings();
   auto run = [&](const std::string& forbidden) {
@@ -236,7 +258,14 @@ TEST(PallasConfine, ForbiddenCallsKillTheWorkerAndThreadsStillWork) {
     spawn.env = {"PATH=/usr/bin:/bin", "PYTHONPATH=" + settings.package_dir.string()};
     return RunProcess(spawn, 60);
   };
-  for (const std::string forbidden : {"os.system('true')", "socket.socket()", "os.execv('/bin/true', ['true'])"}) {
+  // The last three are kernel objects that would outlive the process (a System V segment, a
+  // message queue, a key): places an evaluation could leave something for a later one.
+  const std::string libc = "import ctypes; libc = ctypes.CDLL(None, use_errno=True); ";
+  for (const std::string forbidden :
+       {std::string("os.system('true')"), std::string("socket.socket()"), std::string("os.execv('/bin/true', ['true'])"),
+        libc + "libc.shmget(0x6b67, 4096, 0o1600)", libc + "libc.mq_open(b'/kernelgym', 0o100, 0o600, None)",
+        libc + "import platform; libc.syscall(248 if platform.machine() == 'x86_64' else 217, b'user', "
+               "b'kernelgym', b'x', 1, -4)"}) {
     const ProcessResult r = run(forbidden);
     EXPECT_EQ(r.signal, SIGSYS) << forbidden << ": " << r.Describe(60) << "\n" << r.stderr_text;
     EXPECT_NE(r.stdout_text.find("threads ok"), std::string::npos) << forbidden << ": " << r.stderr_text;

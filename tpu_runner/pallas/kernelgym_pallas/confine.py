@@ -4,8 +4,8 @@ reference has run and before the candidate is imported.
 The process sandbox (bubblewrap: no network namespace to speak of, a read-only view) already
 holds the candidate; the filter takes away what a kernel never needs and an escape always does:
 new programs (execve), new processes (fork; threads stay allowed), sockets (a local one is refused
-rather than killed: glibc asks nscd through one), tracing other
-processes. A forbidden call kills the worker with SIGSYS, which the runner reports as a sandbox
+rather than killed: glibc asks nscd through one), tracing other processes, and kernel objects that
+outlive the process (System V IPC, message queues, keyrings). A forbidden call kills the worker with SIGSYS, which the runner reports as a sandbox
 violation naming the signal. The filter is inherited by every thread and cannot be lifted.
 """
 from __future__ import annotations
@@ -23,7 +23,11 @@ AF_UNIX = 1
 CLONE_THREAD = 0x00010000
 KILLED_CALLS = ("execve", "execveat", "fork", "vfork", "socketpair", "ptrace",
                 "process_vm_writev", "process_vm_readv", "kexec_load", "mount", "unshare", "setns",
-                "bpf", "perf_event_open", "userfaultfd")
+                "bpf", "perf_event_open", "userfaultfd",
+                # Kernel objects that outlive the process (System V IPC and POSIX message queues
+                # live as long as the IPC namespace, keys as long as their keyring): a place one
+                # evaluation could leave something for a later one.
+                "shmget", "semget", "msgget", "mq_open", "add_key", "request_key", "keyctl")
 
 
 class _ArgCmp(ctypes.Structure):

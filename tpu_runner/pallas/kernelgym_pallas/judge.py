@@ -12,7 +12,8 @@ program and nothing else. The C++ runner (tpu_runner/pallas_backend.cc) drives i
   judge -> runner  {"event": "progress", ...}, then {"event": "result", ...}
 
 The candidate's outputs are compared by the runner. A judge serves `--max-jobs` evaluations
-(default 1); it is started ahead of time, so jax's import stays out of the evaluation's path.
+(default 1). The runner starts judges through a fork server (forkserver.py), which has done
+`prepare` once: each judge is a fresh fork of it, so jax's import stays out of the evaluation.
 """
 from __future__ import annotations
 
@@ -26,19 +27,14 @@ import traceback
 from . import channel
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--target", default="v5e", help="TPU generation to compile for (v5e, v6e)")
-    parser.add_argument("--max-jobs", type=int, default=1)
-    channel.add_arguments(parser)
-    args = parser.parse_args()
-    channel.open_channels(args.control_fd, args.report_fd)
+def prepare(target_name: str) -> dict:
+    """What a judge does before any job, and before the backend (and its threads) exists: the
+    environment libtpu reads, the imports, the primitive table. A fork server does it once."""
     from . import tpu_target
-    if args.target not in tpu_target.TARGETS:
-        channel.send({"event": "fatal", "message": f"unknown TPU target {args.target!r}; known: {sorted(tpu_target.TARGETS)}"})
-        return 2
+    if target_name not in tpu_target.TARGETS:
+        raise SystemExit(f"unknown TPU target {target_name!r}; known: {sorted(tpu_target.TARGETS)}")
     if not tpu_target.host_has_tpu():
-        for key, value in tpu_target.deviceless_environment(args.target).items():
+        for key, value in tpu_target.deviceless_environment(target_name).items():
             os.environ.setdefault(key, value)
     # Before libtpu loads: its logs bounded, and the static LLO profile (the estimated device
     # time) dumped into the judge's own folder (its working folder: on disk, not a tmpfs).
@@ -47,24 +43,53 @@ def main() -> int:
         dump_dir = tpu_estimate.apply_environment(pathlib.Path.cwd() / "tpu_scratch")
     except OSError:
         dump_dir = None
+    from . import artifact, evaluation  # noqa: F401  (imported here, paid once)
+    artifact._ensure_modules()
+    artifact._primitives()
+    return {"target": target_name, "dump_dir": dump_dir}
+
+
+def serve(prepared: dict, control_fd, report_fd, seccomp: bool, max_jobs: int = 1, facts: dict | None = None) -> int:
+    """Opens the target, says `ready`, and evaluates up to `max_jobs` jobs."""
+    channel.open_channels(control_fd, report_fd)
+    dump_dir = prepared["dump_dir"]
+    if dump_dir is not None:  # a fork server's job folder is emptied between jobs
+        from . import tpu_estimate
+        tpu_estimate.bounded_log_environment(dump_dir.parent)
+        dump_dir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     from . import evaluation
-    target = evaluation.warm_up(args.target)
+    target = evaluation.warm_up(prepared["target"])
     import jax
     channel.send({"event": "ready", "target": target.name, "on_tpu": target.on_tpu, "device_kind": target.device_kind,
-                  "jax": jax.__version__, "start_seconds": time.perf_counter() - start})
-    for _ in range(args.max_jobs):
+                  "jax": jax.__version__, "start_seconds": time.perf_counter() - start, **(facts or {})})
+    for _ in range(max_jobs):
         message = channel.receive()
         if message is None:
             return 0
         try:
-            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=not args.no_seccomp,
+            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=seccomp,
                                dump_dir=dump_dir)
         except Exception as error:  # a bug of ours or of the task: say so, as a value
             channel.send({"event": "result", "status": "internal_error", "stage": "correctness",
                           "message": f"judge: {type(error).__name__}: {error}",
                           "details": traceback.format_exc().splitlines()[-12:]})
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="v5e", help="TPU generation to compile for (v5e, v6e)")
+    parser.add_argument("--max-jobs", type=int, default=1)
+    channel.add_arguments(parser)
+    args = parser.parse_args()
+    try:
+        prepared = prepare(args.target)
+    except SystemExit as error:
+        channel.open_channels(args.control_fd, args.report_fd)
+        channel.send({"event": "fatal", "message": str(error)})
+        return 2
+    return serve(prepared, args.control_fd, args.report_fd, seccomp=not args.no_seccomp, max_jobs=args.max_jobs)
 
 
 if __name__ == "__main__":

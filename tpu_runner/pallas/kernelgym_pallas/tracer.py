@@ -75,25 +75,31 @@ def trace(job: dict, seccomp: bool) -> dict:
     return {"event": "traced", "file": path.name, "bytes": len(data), **facts}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    channel.add_arguments(parser)
-    args = parser.parse_args()
-    channel.open_channels(args.control_fd, args.report_fd)
-    started = time.perf_counter()
-    warm_up()
+def serve(control_fd, report_fd, seccomp: bool, facts: dict | None = None) -> int:
+    """Says `ready` (warm_up done before), traces one job, reports."""
+    channel.open_channels(control_fd, report_fd)
     import jax
-    channel.send({"event": "ready", "jax": jax.__version__, "start_seconds": time.perf_counter() - started})
+    channel.send({"event": "ready", "jax": jax.__version__, **(facts or {})})
     message = channel.receive()
     if message is None:
         return 0
     try:
-        channel.send(trace(message["job"], seccomp=not args.no_seccomp))
+        channel.send(trace(message["job"], seccomp=seccomp))
     except Exception as error:  # ours, or the candidate's doing: a value either way
         channel.send({"event": "result", "status": "crashed", "stage": "compile",
                       "message": f"tracer: {type(error).__name__}: {error}"[:500],
                       "details": traceback.format_exc().splitlines()[-12:]})
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    channel.add_arguments(parser)
+    args = parser.parse_args()
+    started = time.perf_counter()
+    warm_up()
+    return serve(args.control_fd, args.report_fd, seccomp=not args.no_seccomp,
+                 facts={"start_seconds": time.perf_counter() - started})
 
 
 if __name__ == "__main__":

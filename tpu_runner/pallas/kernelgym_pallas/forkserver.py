@@ -1,0 +1,151 @@
+"""The fork server: a judge's or a tracer's start-up paid once per sandbox, and a fresh process
+forked from it for every job.
+
+Starting Python and importing jax, Pallas and the primitive table costs about 1.2 CPU-seconds; a
+fork costs milliseconds. The server does that work once (`judge.prepare`, `tracer.warm_up`: no
+backend, so no threads yet) and then waits. For each job the runner sends it the job's three
+descriptors, and it forks a child that becomes the judge or tracer of that job alone: the child's
+channels and stderr are the job's, it says `ready` and serves exactly as a process started for
+the job would (judge.serve, tracer.serve), then exits.
+
+Why a child holds nothing of an earlier job: every child is forked from the server, whose memory
+no job ever touched (a child's writes stay in the child); the server forks the next child only
+after the last one has ended; and what a child can leave behind in the sandbox is emptied before
+the next: the runner starts the server with a read-only root, so /tmp and the job folder are the
+only writable places; the server empties /tmp and the runner the job folder, and either refuses
+to go on if something stays. Kernel objects that outlive a process (System V IPC, POSIX message
+queues, keyrings) are calls the seccomp filter kills (confine.py). The runner uses a fork server
+only inside bubblewrap's namespaces; without them each job gets a process of its own as before.
+
+  runner -> server   one byte, with the job's control socket, report pipe and stderr pipe
+                     attached (SCM_RIGHTS); the child gets them as descriptors 3, 4 and 2
+  server -> runner   {"event": "exited", "job": N, "exit_code": C or "signal": S, "clean": B},
+                     once the child has ended and /tmp is emptied; clean false: something
+                     stayed, and the server exits rather than fork again
+  server -> runner   {"event": "fatal", "message": ...}, then it exits, if it cannot start
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+import traceback
+
+CONTROL_FD, REPORT_FD = 3, 4
+SANDBOX_MARK = "KERNELGYM_FORK_SERVER_SANDBOX"  # the runner's word that /tmp is the sandbox's own
+
+
+def _empty(folder: str) -> bool:
+    """Removes everything in `folder`; True when it is empty afterwards."""
+    for entry in os.scandir(folder):
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            pass
+    return not any(os.scandir(folder))
+
+
+def _become_job(server: socket.socket, fds: list[int], role: str, prepared, seccomp: bool, facts: dict) -> None:
+    """In the child: the job's descriptors in place of the server's, then the role's own loop."""
+    code = 70
+    try:
+        server.close()
+        # Through high numbers first, so that no descriptor is overwritten before it is copied.
+        high = [os.dup2(fd, 100 + i) for i, fd in enumerate(fds)]
+        for fd in fds:
+            os.close(fd)
+        control, report, stderr = high
+        os.dup2(stderr, 1)
+        os.dup2(stderr, 2)
+        os.dup2(control, CONTROL_FD)
+        os.dup2(report, REPORT_FD)
+        for fd in high:
+            os.close(fd)
+        if role == "judge":
+            from . import judge
+            code = judge.serve(prepared, CONTROL_FD, REPORT_FD, seccomp=seccomp, facts=facts)
+        else:
+            from . import tracer
+            code = tracer.serve(CONTROL_FD, REPORT_FD, seccomp=seccomp, facts=facts)
+    except BaseException:  # noqa: BLE001 — whatever it was, the runner reads it on stderr
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _send(server: socket.socket, message: dict) -> bool:
+    try:
+        server.sendall((json.dumps(message) + "\n").encode())
+        return True
+    except OSError:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--role", choices=("judge", "tracer"), required=True)
+    parser.add_argument("--target", default="v5e", help="the judge's TPU generation (v5e, v6e)")
+    parser.add_argument("--server-fd", type=int, default=CONTROL_FD)
+    parser.add_argument("--no-seccomp", action="store_true", help="for debugging only")
+    args = parser.parse_args()
+    server = socket.socket(fileno=args.server_fd)
+    if os.environ.get(SANDBOX_MARK) != "1":
+        _send(server, {"event": "fatal", "message": f"the fork server empties /tmp between jobs: it runs only in "
+                                                    f"the runner's sandbox ({SANDBOX_MARK}=1)"})
+        return 2
+    started = time.perf_counter()
+    try:
+        if args.role == "judge":
+            from . import judge
+            prepared = judge.prepare(args.target)
+        else:
+            from . import tracer
+            tracer.warm_up()
+            prepared = None
+    except BaseException as error:  # noqa: BLE001
+        _send(server, {"event": "fatal", "message": f"{args.role} start-up: {type(error).__name__}: {error}"[:500]})
+        return 2
+    start_seconds = time.perf_counter() - started
+    jobs = 0
+    while True:
+        try:
+            _, fds, _, _ = socket.recv_fds(server, 1, 3)
+        except OSError:
+            return 0
+        if len(fds) != 3:  # the runner closed its end (no descriptors), or sent something else
+            for fd in fds:
+                os.close(fd)
+            return 0
+        jobs += 1
+        facts = {"fork_server_job": jobs, "fork_server_start_seconds": start_seconds}
+        pid = os.fork()
+        if pid == 0:
+            _become_job(server, fds, args.role, prepared, not args.no_seccomp, facts)
+        for fd in fds:
+            os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        ended = {"event": "exited", "job": jobs}
+        if os.WIFSIGNALED(status):
+            ended["signal"] = os.WTERMSIG(status)
+        else:
+            ended["exit_code"] = os.WEXITSTATUS(status)
+        # Nothing forked after this child may see what it left; the runner empties the job folder.
+        ended["clean"] = _empty("/tmp")
+        if not _send(server, ended) or not ended["clean"]:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+// The judge's and the tracer's processes as the pallas backend drives them: JSON events on a
+// report pipe, messages on a control socket, stderr kept for the verdict, and how the process
+// ended. A worker serves one evaluation. It is either forked for that job by a fork server
+// (tpu_runner/pallas/kernelgym_pallas/forkserver.py: a sandboxed Python that imported jax once
+// and forks a fresh process per job, one job at a time) or, without bubblewrap's namespaces, a
+// process started for the job in a sandbox of its own.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/subprocess.h"
+#include "tpu_runner/pallas_backend.h"
+
+namespace kernelgym {
+
+class PallasForkServer;
+class PallasWorkerPool;
+
+struct PallasWorker {
+  using Clock = std::chrono::steady_clock;
+  PallasWorker() = default;
+  PallasWorker(const PallasWorker&) = delete;
+  PallasWorker& operator=(const PallasWorker&) = delete;
+  // Ends the process (a forked one is let finish and its server goes back to the pool when the
+  // server says the job left nothing behind) and empties or removes the job folder.
+  ~PallasWorker();
+
+  enum class Read { kEvent, kTimeout, kClosed, kGarbled };
+  // The next event line, waiting until `deadline`; drains stderr meanwhile (a full pipe would
+  // stall the process).
+  Read Next(Clock::time_point deadline, nlohmann::json& event);
+  bool Send(const nlohmann::json& message);
+  // The next complete line already buffered, if there is one; Fill reads what the report pipe
+  // holds now (false once it is closed).
+  std::optional<Read> Buffered(nlohmann::json& event);
+  bool Fill();
+
+  // SIGKILL now. A forked process goes with its fork server (and its sandbox).
+  void Kill();
+  // The job is over: lets the process end by itself (its control channel closes), killing it if
+  // it has not by `deadline`. After this nothing of it runs.
+  void Finish(Clock::time_point deadline);
+  // Waits until the process has ended (false if `deadline` passed first).
+  bool AwaitEnd(Clock::time_point deadline);
+  void DrainOutput();
+  int stderr_fd() const;
+  const std::string& stderr_text() const;
+  // How it ended: the signal that killed it (0 if none), else its exit code.
+  int signal() const;
+  int exit_code() const;
+
+  std::string role;  // "judge" or "tracer", for messages
+  int control_fd = -1, report_fd = -1;
+  std::filesystem::path job_dir;  // bound writable at the same path inside its sandbox
+  std::string buffer;
+  std::string garbled;
+  bool closed = false;                   // the report pipe reached its end
+  std::optional<nlohmann::json> ready;   // the `ready` event, once read
+
+ private:
+  friend class PallasWorkerPool;
+
+  ChildProcess child_;                          // a process of its own
+  std::unique_ptr<PallasForkServer> server_;    // or: the server that forked it, ours until it ends
+  PallasWorkerPool* pool_ = nullptr;            // where that server goes back to
+  int stderr_fd_ = -1;                          // a forked process's stderr
+  std::string stderr_text_;
+  bool ended_ = false;
+  bool clean_ = false;                          // its server emptied /tmp after it
+  int exit_code_ = -1, signal_ = 0;
+};
+
+// The next event of whichever worker says something first: (index, what was read). A worker
+// whose deadline passes first is reported with kTimeout; every worker's stderr is drained.
+std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
+    const std::vector<std::pair<PallasWorker*, PallasWorker::Clock::time_point>>& waiting, nlohmann::json& event);
+
+// The workers of one role (judge or tracer) for one backend: idle fork servers, at most one job
+// each at a time. Outlives every worker it gives out.
+class PallasWorkerPool {
+ public:
+  PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role);
+  ~PallasWorkerPool();
+
+  // A worker for one job, forked by an idle server (or a new one), or started on its own.
+  std::unique_ptr<PallasWorker> Take(std::string& error);
+  // Starts a fork server ahead of time when none is idle, so that the next job finds one.
+  void Prestart();
+  // Whether jobs are forked by a fork server (inside bubblewrap's namespaces) here.
+  bool forking() const { return forking_; }
+
+ private:
+  friend struct PallasWorker;
+  // A lent server comes back: kept for the next job when `reusable`, else ended.
+  void Return(std::unique_ptr<PallasForkServer> server, bool reusable);
+
+
+  PallasSettings settings_;
+  std::filesystem::path scratch_;
+  PallasBackend::Role role_;
+  bool forking_ = false;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<PallasForkServer>> idle_;  // guarded by mutex_
+  std::size_t lent_ = 0;                                 // servers serving a job; guarded
+  std::unique_ptr<PallasWorker> spare_;                  // without forking: one started ahead; guarded
+};
+
+// A TPU VM's chips, as device nodes: /dev/accel* (v4, v5e, v6e) or /dev/vfio (v5p on).
+std::vector<std::string> TpuDevices();
+
+}  // namespace kernelgym
