@@ -18,7 +18,9 @@
 #include <atomic>
 #include <csignal>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "cli/health_command.h"
@@ -101,6 +103,21 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
     std::cout << ResultToJson(result, samples).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else std::cout << RenderResult(result, ss.str());
   return result.status == Status::kOk ? 0 : 1;
+}
+
+// A subcommand whose options live in a struct of its own (`Command`, with its CLI::App* `app`):
+// `add` puts it on the command line, `run` runs it once it was the one parsed.
+struct Subcommand {
+  std::function<void(CLI::App&)> add;
+  std::function<bool()> parsed;
+  std::function<int()> run;
+};
+
+template <typename Command>
+Subcommand Listed(void (*add)(CLI::App&, Command&), int (*run)(Command&)) {
+  auto command = std::make_shared<Command>();
+  return {[command, add](CLI::App& app) { add(app, *command); },
+          [command] { return command->app && command->app->parsed(); }, [command, run] { return run(*command); }};
 }
 
 // Set by SIGTERM/SIGINT: the runner finishes its current job, sends the result and exits 0.
@@ -210,31 +227,25 @@ int main(int argc, char** argv) {
   dataset_stats->add_option("--store", store, "the trajectory store folder")->required();
   dataset_stats->add_flag("--json", as_json, "print JSON");
 
-  // The policy commands are clients of a server (their own local one unless --connect is given).
-  agent::AgentCommand agent_command;
-  agent::AddAgentCommand(app, agent_command);
-  hitl::HitlCommand hitl_command;
-  hitl::AddHitlCommand(app, hitl_command);
-  search::SearchCommand search_command;
-  search::AddSearchCommand(app, search_command);
-  evaluate::EvaluateCommand evaluate_command;
-  evaluate::AddEvaluateCommand(app, evaluate_command);
-  evaluate::CollectCommand collect_command;
-  evaluate::AddCollectCommand(app, collect_command);
-  learned::TrainCommand train_command;
-  learned::AddTrainCommand(app, train_command);
+  // The policy commands are clients of a server (their own local one unless --connect is given);
+  // each is an Add/Run pair over its own options, listed here once.
+  std::vector<Subcommand> policy_commands = {
+      Listed<agent::AgentCommand>(agent::AddAgentCommand, agent::RunAgentCommand),
+      Listed<hitl::HitlCommand>(hitl::AddHitlCommand, hitl::RunHitlCommand),
+      Listed<search::SearchCommand>(search::AddSearchCommand, search::RunSearchCommand),
+      Listed<evaluate::EvaluateCommand>(evaluate::AddEvaluateCommand, evaluate::RunEvaluateCommand),
+      Listed<evaluate::CollectCommand>(evaluate::AddCollectCommand, evaluate::RunCollectCommand),
+      Listed<learned::TrainCommand>(learned::AddTrainCommand, learned::RunTrainCommand),
+  };
+  for (Subcommand& command : policy_commands) command.add(app);
 
   CLI11_PARSE(app, argc, argv);
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
   if (keys.app->parsed()) return RunKeysCommand(keys);
   if (health.app->parsed()) return RunHealthCommand(health, std::cout);
-  if (agent_command.app->parsed()) return agent::RunAgentCommand(agent_command);
-  if (hitl_command.app->parsed()) return hitl::RunHitlCommand(hitl_command);
-  if (search_command.app->parsed()) return search::RunSearchCommand(search_command);
-  if (evaluate_command.app->parsed()) return evaluate::RunEvaluateCommand(evaluate_command);
-  if (collect_command.app->parsed()) return evaluate::RunCollectCommand(collect_command);
-  if (train_command.app->parsed()) return learned::RunTrainCommand(train_command);
+  for (Subcommand& command : policy_commands)
+    if (command.parsed()) return command.run();
   if (dataset_export->parsed()) return RunDatasetExport(store, format, out, std::cerr, export_options);
   if (dataset_stats->parsed()) return RunDatasetStats(store, as_json, std::cout);
   if (runner->parsed()) {

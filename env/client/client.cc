@@ -61,6 +61,10 @@ protocol::EnvInfo AsEnvInfo(const Reply& reply) { return Typed(reply, &protocol:
 protocol::ResetResult AsResetResult(const Reply& reply) { return Typed(reply, &protocol::ResetResultFromWire); }
 protocol::StepResult AsStepResult(const Reply& reply) { return Typed(reply, &protocol::StepResultFromWire); }
 protocol::HealthResult AsHealthResult(const Reply& reply) { return Typed(reply, &protocol::HealthResultFromWire); }
+std::vector<protocol::TaskSummary> AsTaskSummaries(const Reply& reply) {
+  return Typed(reply, &protocol::TaskListFromWire);
+}
+protocol::TaskInfo AsTaskInfo(const Reply& reply) { return Typed(reply, &protocol::TaskInfoFromWire); }
 
 bool IsIdempotent(std::string_view op) {
   return op == "hello" || op == "tasks.list" || op == "tasks.get" || op == "stats" || op == "health";
@@ -324,18 +328,13 @@ Client::~Client() = default;
 
 protocol::HelloResult Client::Hello() { return AsHelloResult(impl_->Call(protocol::HelloRequest{})); }
 
-json Client::ListTasks(const std::string& suite) {
-  const Reply reply = impl_->Call(protocol::TasksListRequest{suite});
-  const json& result = ResultOf(reply);
-  auto tasks = result.find("tasks");
-  if (tasks == result.end() || !tasks->is_array())
-    throw ProtocolError(
-        "tasks.list reply " + std::to_string(reply.id) + " has a malformed result: field 'tasks' must be an array",
-        reply.id);
-  return *tasks;
+std::vector<protocol::TaskSummary> Client::ListTasks(const std::string& suite) {
+  return AsTaskSummaries(impl_->Call(protocol::TasksListRequest{suite}));
 }
 
-json Client::GetTask(const std::string& task) { return ResultOf(impl_->Call(protocol::TasksGetRequest{task})); }
+protocol::TaskInfo Client::GetTask(const std::string& task) {
+  return AsTaskInfo(impl_->Call(protocol::TasksGetRequest{task}));
+}
 
 protocol::EnvInfo Client::Make(const protocol::EnvMakeRequest& request) { return AsEnvInfo(impl_->Call(request)); }
 

@@ -40,6 +40,7 @@
 #include "env/client/errors.h"
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
+#include "env/protocol/task_info.h"
 #include "env/security/keys.h"
 
 namespace kernelgym::client {
@@ -73,6 +74,8 @@ protocol::EnvInfo AsEnvInfo(const Reply& reply);  // env.make, env.fork
 protocol::ResetResult AsResetResult(const Reply& reply);
 protocol::StepResult AsStepResult(const Reply& reply);
 protocol::HealthResult AsHealthResult(const Reply& reply);
+std::vector<protocol::TaskSummary> AsTaskSummaries(const Reply& reply);  // tasks.list
+protocol::TaskInfo AsTaskInfo(const Reply& reply);                       // tasks.get
 
 // hello, tasks.list, tasks.get, stats and health: the ops a sync call retries after a timeout.
 bool IsIdempotent(std::string_view op);
@@ -88,8 +91,8 @@ class Client {
 
   // ---- sync: each throws ServerError, TransportError or ProtocolError (errors.h) ----
   protocol::HelloResult Hello();
-  nlohmann::json ListTasks(const std::string& suite = "");  // the `tasks` array
-  nlohmann::json GetTask(const std::string& task);          // the task's map
+  std::vector<protocol::TaskSummary> ListTasks(const std::string& suite = "");  // "": every suite
+  protocol::TaskInfo GetTask(const std::string& task);
   protocol::EnvInfo Make(const protocol::EnvMakeRequest& request);
   protocol::ResetResult Reset(const std::string& env, std::optional<uint64_t> seed = std::nullopt);
   // `meta`: kept with the step in the trajectory store (EnvStepRequest::meta); a map.

@@ -67,14 +67,14 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
         if constexpr (std::is_same_v<B, protocol::HelloRequest>) Hello(client, id);
         else if constexpr (std::is_same_v<B, protocol::TasksListRequest>) {
           json list = json::array();
-          for (const Task* task : tasks_.InSuite(body.suite)) list.push_back(TaskSummary(*task));
+          for (const Task* task : tasks_.InSuite(body.suite)) list.push_back(task_info_.at(task->id).summary);
           ReplyResult(client, id, {{"tasks", list}});
         } else if constexpr (std::is_same_v<B, protocol::TasksGetRequest>) {
-          const Task* task = tasks_.Find(body.task);
-          if (!task)
+          const auto info = task_info_.find(body.task);
+          if (info == task_info_.end())
             return ReplyError(client, id, ErrorCode::kUnknownTask, op, op + ": no task '" + body.task + "'",
                               {{"task", body.task}});
-          ReplyResult(client, id, TaskDetails(*task));
+          ReplyResult(client, id, info->second.details);
         } else if constexpr (std::is_same_v<B, protocol::EnvMakeRequest>) Make(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::EnvResetRequest>) Reset(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::EnvStepRequest>) Step(client, id, body);

@@ -156,6 +156,10 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
   // Tasks.
   tasks_ = TaskRegistry::LoadFrom(options_.suites_root);
   for (const std::string& e : tasks_.errors()) spdlog::warn("task not loaded: {}", e);
+  for (const Task* task : tasks_.All()) {
+    const protocol::TaskInfo info = TaskInfoOf(*task);
+    task_info_[task->id] = {protocol::ToWire(info.summary), protocol::ToWire(info)};
+  }
   RegisterBuiltinRewards();
 
   for (zmq::socket_t* s : {&clients_, &runners_}) {

@@ -20,6 +20,7 @@
 #include "env/protocol/messages.h"
 #include "env/protocol/results.h"
 #include "env/server/local_runners.h"
+#include "env/server/task_info.h"
 #include "env/server/records.h"
 #include "env/server/scheduler.h"
 #include "env/security/zap.h"
@@ -123,6 +124,11 @@ class ServerLoop {
   zmq::socket_t clients_, runners_;
   Scheduler scheduler_;
   TaskRegistry tasks_;
+  // Per task id, tasks.list's and tasks.get's answers as wire trees, built once at load.
+  struct TaskInfoWire {
+    nlohmann::json summary, details;
+  };
+  std::unordered_map<std::string, TaskInfoWire> task_info_;
   std::unique_ptr<LocalRunners> local_runners_;
   std::unique_ptr<TrajectoryRecorder> recorder_;
   std::mt19937_64 rng_;

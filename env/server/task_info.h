@@ -1,16 +1,15 @@
-// What tasks.list and tasks.get answer about a task.
+// What tasks.list and tasks.get answer about a task (env/protocol/task_info.h), built from the
+// loaded task: once per task when the server loads the suites, never from disk in the event loop.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include "datasets/task.h"
+#include "env/protocol/task_info.h"
 
 namespace kernelgym::server {
 
-// id, suite, category, description, signature, flops, bytes, threads.
-nlohmann::json TaskSummary(const Task& task);
-// The summary plus the task's own task.json ("spec", docs/task_format.md), the starter and the
-// reference source: everything a policy may know about the task.
-nlohmann::json TaskDetails(const Task& task);
+protocol::TaskSummary TaskSummaryOf(const Task& task);
+// The summary, the task's sizes, tensors, tolerance and knobs, and per backend its version (each
+// version's reference file is read here).
+protocol::TaskInfo TaskInfoOf(const Task& task);
 
 }  // namespace kernelgym::server

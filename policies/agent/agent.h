@@ -92,7 +92,7 @@ class Agent {
   std::ostream& log_;
   std::ostream* transcript_;
 
-  nlohmann::json task_;                      // tasks.get
+  protocol::TaskInfo task_;                  // tasks.get
   std::string env_id_;
   protocol::Observation current_;            // the latest observation
   Kernel best_;

@@ -120,15 +120,9 @@ std::string CardMarkdown(const json& card) {
 void AddCollectCommand(CLI::App& app, CollectCommand& c) {
   c.app = app.add_subcommand("collect", "run a policy on a suite with recording; write a dataset folder with its card");
   CLI::App& a = *c.app;
-  a.add_option("--policy", c.policy, "starter, random-knobs, knob-search, mutate-search, agent")->capture_default_str();
-  a.add_option("--suite", c.run.suite, "the suite")->capture_default_str();
-  a.add_option("--backend", c.run.backend, "runner backend")->capture_default_str();
-  a.add_option("--task", c.run.tasks, "only this task of the suite (repeatable)");
-  a.add_option("--episodes", c.run.episodes, "episodes per task")->capture_default_str()->check(CLI::Range(1, 1000));
-  a.add_option("--budget", c.run.budget, "evaluations per episode (steps for the agent)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  a.add_option("--seed", c.run.seed, "episode e of every task uses seed + e")->capture_default_str();
+  RegisterBuiltinPolicies();
+  a.add_option("--policy", c.policy, PolicyRegistry::Global().NameList())->capture_default_str();
+  AddSuiteRunFlags(a, c.run);
   a.add_option("--out", c.out, "the dataset folder (must not exist yet)")->required();
   a.add_option("--local-runners", c.env.local_runners, "runners of the server collect starts")
       ->capture_default_str()
@@ -144,20 +138,17 @@ int RunCollectCommand(CollectCommand& c) {
     std::cerr << "kernelgym collect: " << out.string() << " exists; collect writes a new folder\n";
     return 2;
   }
-  std::unique_ptr<EpisodePolicy> policy = CreatePolicy(c.policy, error);
-  if (!policy) {
-    std::cerr << "kernelgym collect: " << error << "\n";
-    return 2;
-  }
   policies::Model model;
   if (!policies::LoadModel(c.chat, c.prompts, /*repairs=*/1, model, error)) {
     std::cerr << "kernelgym collect: " << error << "\n";
     return 2;
   }
-  if (c.policy == "agent" && !model.assistant) {
-    std::cerr << "kernelgym collect: the agent policy needs a model: --endpoint URL --model NAME\n";
+  c.run.assistant = model.assistant.get();
+  if (!PoliciesReady({c.policy}, c.run, error)) {
+    std::cerr << "kernelgym collect: " << error << "\n";
     return 2;
   }
+  std::unique_ptr<EpisodePolicy> policy = PolicyRegistry::Global().Create(c.policy, error);
   std::filesystem::create_directories(out);
   c.run.record = true;
   c.run.assistant = model.assistant.get();

@@ -5,21 +5,21 @@
 #include <sstream>
 
 #include "policies/agent/agent.h"
+#include "policies/evaluate/episode_steps.h"
+#include "policies/evaluate/learned_policy.h"
 #include "policies/search/proposer.h"
 #include "policies/search/search.h"
 
 namespace kernelgym::evaluate {
-namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// Make + reset with the context's settings; the env id.
-std::string Start(client::Client& env, const EpisodeContext& c, int max_steps, protocol::Observation& first) {
+std::string StartEpisode(client::Client& env, const EpisodeContext& c, int max_steps, protocol::Observation& first) {
   protocol::EnvMakeRequest make;
-  make.task = c.task.value("id", "");
+  make.task = c.task.summary.id;
   make.backend = c.backend;
   make.max_steps = max_steps;
   make.record = c.record;
@@ -28,8 +28,12 @@ std::string Start(client::Client& env, const EpisodeContext& c, int max_steps, p
   return id;
 }
 
-// The submit's verdict into the outcome.
-void Finish(client::Client& env, const std::string& id, TaskOutcome& out, const std::string& policy) {
+void SubmitBest(client::Client& env, const std::string& id, int64_t current_step, int64_t best_step, TaskOutcome& out,
+                const std::string& policy) {
+  if (current_step != best_step) {
+    env.Step(id, protocol::RevertAction{best_step}, {{"policy", policy}});
+    ++out.steps;
+  }
   const protocol::StepResult submit = env.Step(id, protocol::SubmitAction{}, {{"policy", policy}});
   ++out.steps;
   out.status = submit.observation.status;
@@ -38,19 +42,25 @@ void Finish(client::Client& env, const std::string& id, TaskOutcome& out, const 
   env.Close(id);
 }
 
+TaskOutcome SubmitStarter(client::Client& env, const EpisodeContext& c, const std::string& policy) {
+  const auto start = Clock::now();
+  TaskOutcome out;
+  out.task = c.task.summary.id;
+  protocol::Observation first;
+  const std::string id = StartEpisode(env, c, 2, first);
+  out.starter_speedup = out.best_speedup = first.speedup;
+  SubmitBest(env, id, 0, 0, out, policy);
+  out.seconds = SecondsSince(start);
+  return out;
+}
+
+namespace {
+
 class StarterPolicy final : public EpisodePolicy {
  public:
   std::string_view name() const override { return "starter"; }
   TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream&) override {
-    const auto start = Clock::now();
-    TaskOutcome out;
-    out.task = c.task.value("id", "");
-    protocol::Observation first;
-    const std::string id = Start(env, c, 2, first);
-    out.starter_speedup = out.best_speedup = first.speedup;
-    Finish(env, id, out, "starter");
-    out.seconds = Since(start);
-    return out;
+    return SubmitStarter(env, c, "starter");
   }
 };
 
@@ -60,10 +70,10 @@ class RandomKnobsPolicy final : public EpisodePolicy {
   TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
     const auto start = Clock::now();
     TaskOutcome out;
-    out.task = c.task.value("id", "");
+    out.task = c.task.summary.id;
     const auto domains = search::KnobDomains(c.task);
     protocol::Observation first;
-    const std::string id = Start(env, c, c.budget + 3, first);
+    const std::string id = StartEpisode(env, c, c.budget + 3, first);
     out.starter_speedup = out.best_speedup = first.speedup;
     int64_t best_step = 0, current_step = 0;
     std::mt19937_64 rng(c.seed);
@@ -80,12 +90,8 @@ class RandomKnobsPolicy final : public EpisodePolicy {
       }
     }
     if (domains.empty()) log << "random-knobs: " << out.task << " has no knob template: submitting the starter\n";
-    if (current_step != best_step) {
-      env.Step(id, protocol::RevertAction{best_step}, {{"policy", "random-knobs"}});
-      ++out.steps;
-    }
-    Finish(env, id, out, "random-knobs");
-    out.seconds = Since(start);
+    SubmitBest(env, id, current_step, best_step, out, "random-knobs");
+    out.seconds = SecondsSince(start);
     return out;
   }
 };
@@ -98,7 +104,7 @@ class SearchPolicy final : public EpisodePolicy {
   TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
     const auto start = Clock::now();
     TaskOutcome out;
-    out.task = c.task.value("id", "");
+    out.task = c.task.summary.id;
     search::ProposerContext context;
     context.task = c.task;
     context.backend = c.backend;
@@ -106,10 +112,7 @@ class SearchPolicy final : public EpisodePolicy {
     std::unique_ptr<search::Proposer> proposer = search::CreateProposer(proposer_, context, error);
     if (!proposer) {
       log << name_ << ": " << error << ": submitting the starter\n";
-      StarterPolicy starter;
-      out = starter.Run(env, c, log);
-      out.seconds = Since(start);
-      return out;
+      return SubmitStarter(env, c, name_);
     }
     search::SearchGraph graph(out.task, c.backend, {{"proposer", proposer_}, {"algorithm", "beam"}});
     search::SearchOptions options;
@@ -134,7 +137,7 @@ class SearchPolicy final : public EpisodePolicy {
     out.status = final.empty() ? "no correct kernel" : final.value("status", "");
     out.correct = out.status == "ok";
     out.speedup = out.correct ? final.value("speedup", 0.0) : 0;
-    out.seconds = Since(start);
+    out.seconds = SecondsSince(start);
     return out;
   }
 
@@ -147,7 +150,7 @@ class AgentPolicy final : public EpisodePolicy {
   std::string_view name() const override { return "agent"; }
   TaskOutcome Run(client::Client& env, const EpisodeContext& c, std::ostream& log) override {
     TaskOutcome out;
-    out.task = c.task.value("id", "");
+    out.task = c.task.summary.id;
     agent::AgentOptions options;
     options.task = out.task;
     options.backend = c.backend;
@@ -174,19 +177,74 @@ class AgentPolicy final : public EpisodePolicy {
 
 }  // namespace
 
-const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"starter", "random-knobs", "knob-search", "mutate-search", "agent"};
-  return names;
+PolicyRegistry& PolicyRegistry::Global() {
+  static PolicyRegistry registry;
+  return registry;
 }
 
-std::unique_ptr<EpisodePolicy> CreatePolicy(std::string_view name, std::string& error) {
-  if (name == "starter") return std::make_unique<StarterPolicy>();
-  if (name == "random-knobs") return std::make_unique<RandomKnobsPolicy>();
-  if (name == "knob-search") return std::make_unique<SearchPolicy>("knob-search", "knobs");
-  if (name == "mutate-search") return std::make_unique<SearchPolicy>("mutate-search", "mutate");
-  if (name == "agent") return std::make_unique<AgentPolicy>();
-  error = "unknown policy '" + std::string(name) + "' (starter, random-knobs, knob-search, mutate-search, agent)";
+void PolicyRegistry::Register(Entry entry) {
+  for (Entry& e : entries_)
+    if (e.name == entry.name) {
+      e = std::move(entry);
+      return;
+    }
+  entries_.push_back(std::move(entry));
+}
+
+const PolicyRegistry::Entry* PolicyRegistry::Find(std::string_view name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return &e;
   return nullptr;
+}
+
+std::vector<std::string> PolicyRegistry::Names() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+std::string PolicyRegistry::NameList() const {
+  std::string out;
+  for (const Entry& e : entries_) out += (out.empty() ? "" : ", ") + e.name;
+  return out;
+}
+
+std::unique_ptr<EpisodePolicy> PolicyRegistry::Create(std::string_view name, std::string& error) const {
+  if (const Entry* e = Find(name)) return e->factory();
+  error = "unknown policy '" + std::string(name) + "' (" + NameList() + ")";
+  return nullptr;
+}
+
+bool PolicyRegistry::Ready(std::string_view name, const EpisodeContext& context, std::string& error) const {
+  const Entry* e = Find(name);
+  if (!e) {
+    error = "unknown policy '" + std::string(name) + "' (" + NameList() + ")";
+    return false;
+  }
+  if (e->needs.chat_model && !context.assistant) {
+    error = "the " + e->name + " policy needs a model: --endpoint URL --model NAME";
+    return false;
+  }
+  if (e->needs.policy_model && context.policy_model.empty()) {
+    error = "the " + e->name + " policy needs a trained knob policy: --policy-model FILE (kernelgym train ppo|bc)";
+    return false;
+  }
+  return true;
+}
+
+void RegisterBuiltinPolicies() {
+  PolicyRegistry& r = PolicyRegistry::Global();
+  r.Register({"starter", "submits the starter unchanged: the floor", {}, [] { return std::make_unique<StarterPolicy>(); }});
+  r.Register({"random-knobs", "random settings of the task's knob template, then submits the best", {},
+              [] { return std::make_unique<RandomKnobsPolicy>(); }});
+  r.Register({"knob-search", "beam search over the knob template", {},
+              [] { return std::make_unique<SearchPolicy>("knob-search", "knobs"); }});
+  r.Register({"mutate-search", "beam search with source mutations (no model)", {},
+              [] { return std::make_unique<SearchPolicy>("mutate-search", "mutate"); }});
+  r.Register({"learned-knobs", "a trained knob policy acting greedily (--policy-model)", {.policy_model = true},
+              [] { return MakeLearnedKnobsPolicy(); }});
+  r.Register({"agent", "the LLM agent (--endpoint, --model)", {.chat_model = true},
+              [] { return std::make_unique<AgentPolicy>(); }});
 }
 
 }  // namespace kernelgym::evaluate

@@ -20,17 +20,6 @@ bool WriteText(const std::filesystem::path& file, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-void AddRunFlags(CLI::App& a, SuiteRunOptions& run) {
-  a.add_option("--suite", run.suite, "the suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")->capture_default_str();
-  a.add_option("--backend", run.backend, "runner backend")->capture_default_str();
-  a.add_option("--task", run.tasks, "only this task of the suite (repeatable)");
-  a.add_option("--episodes", run.episodes, "episodes per task")->capture_default_str()->check(CLI::Range(1, 1000));
-  a.add_option("--budget", run.budget, "evaluations per episode (steps for the agent)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 10000));
-  a.add_option("--seed", run.seed, "episode e of every task uses seed + e")->capture_default_str();
-}
-
 std::string FileName(std::string policy) {
   for (char& ch : policy)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
@@ -42,8 +31,9 @@ std::string FileName(std::string policy) {
 void AddEvaluateCommand(CLI::App& app, EvaluateCommand& c) {
   c.app = app.add_subcommand("evaluate", "run policies on a suite; write reports (Markdown, JSON), a comparison and a plot");
   CLI::App& a = *c.app;
-  a.add_option("--policy", c.policies, "a policy (repeatable): starter, random-knobs, knob-search, mutate-search, agent");
-  AddRunFlags(a, c.run);
+  RegisterBuiltinPolicies();
+  a.add_option("--policy", c.policies, "a policy (repeatable): " + PolicyRegistry::Global().NameList());
+  AddSuiteRunFlags(a, c.run);
   a.add_option("--out", c.out, "the folder for <policy>.json/.md, comparison.md and speedups.svg")->capture_default_str();
   a.add_option("--compare", c.compare, "report JSON files to compare (no policy is run)");
   a.add_flag("--record", c.run.record, "record every episode in the server's trajectory store (implied by --record-dir)");
@@ -79,18 +69,13 @@ int RunEvaluateCommand(EvaluateCommand& c) {
       std::cerr << "kernelgym evaluate: " << error << "\n";
       return 2;
     }
-    std::vector<std::unique_ptr<EpisodePolicy>> policies;
-    for (const std::string& name : c.policies) {
-      policies.push_back(CreatePolicy(name, error));
-      if (!policies.back()) {
-        std::cerr << "kernelgym evaluate: " << error << "\n";
-        return 2;
-      }
-      if (name == "agent" && !model.assistant) {
-        std::cerr << "kernelgym evaluate: the agent policy needs a model: --endpoint URL --model NAME\n";
-        return 2;
-      }
+    c.run.assistant = model.assistant.get();
+    if (!PoliciesReady(c.policies, c.run, error)) {
+      std::cerr << "kernelgym evaluate: " << error << "\n";
+      return 2;
     }
+    std::vector<std::unique_ptr<EpisodePolicy>> policies;
+    for (const std::string& name : c.policies) policies.push_back(PolicyRegistry::Global().Create(name, error));
     c.run.record = c.run.record || !c.env.record_dir.empty();  // --record-dir: keep every episode in that store
     c.run.assistant = model.assistant.get();
     c.run.model = c.chat.model;

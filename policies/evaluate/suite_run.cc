@@ -42,6 +42,27 @@ void Progress::Done() {
   if (terminal_) out_ << "\n" << std::flush;
 }
 
+void AddSuiteRunFlags(CLI::App& a, SuiteRunOptions& run) {
+  a.add_option("--suite", run.suite, "the suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")->capture_default_str();
+  a.add_option("--backend", run.backend, "runner backend")->capture_default_str();
+  a.add_option("--task", run.tasks, "only this task of the suite (repeatable)");
+  a.add_option("--episodes", run.episodes, "episodes per task")->capture_default_str()->check(CLI::Range(1, 1000));
+  a.add_option("--budget", run.budget, "evaluations per episode (steps for the agent and learned-knobs)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 10000));
+  a.add_option("--seed", run.seed, "episode e of every task uses seed + e")->capture_default_str();
+  a.add_option("--policy-model", run.policy_model, "learned-knobs: the trained knob policy (kernelgym train ppo|bc)");
+}
+
+bool PoliciesReady(const std::vector<std::string>& names, const SuiteRunOptions& run, std::string& error) {
+  EpisodeContext given;  // what the command line gives the policies
+  given.assistant = run.assistant;
+  given.policy_model = run.policy_model;
+  for (const std::string& name : names)
+    if (!PolicyRegistry::Global().Ready(name, given, error)) return false;
+  return true;
+}
+
 Report RunSuite(client::Client& env, EpisodePolicy& policy, const SuiteRunOptions& options, std::ostream* progress_out,
                 bool terminal, std::ostream& log) {
   Report report;
@@ -53,12 +74,11 @@ Report RunSuite(client::Client& env, EpisodePolicy& policy, const SuiteRunOption
   report.provenance = {{"server", hello.server},     {"protocol", hello.protocol}, {"budget", options.budget},
                        {"episodes", options.episodes}, {"seed", options.seed},       {"model", options.model}};
   std::vector<std::string> tasks;
-  for (const nlohmann::json& t : env.ListTasks(options.suite)) {
-    const nlohmann::json backends = t.value("backends", nlohmann::json::array());
-    const std::string id = t.value("id", "");
+  for (const protocol::TaskSummary& t : env.ListTasks(options.suite)) {
     const bool chosen = options.tasks.empty() ||
-                        std::find(options.tasks.begin(), options.tasks.end(), id) != options.tasks.end();
-    if (chosen && std::find(backends.begin(), backends.end(), options.backend) != backends.end()) tasks.push_back(id);
+                        std::find(options.tasks.begin(), options.tasks.end(), t.id) != options.tasks.end();
+    if (chosen && std::find(t.backends.begin(), t.backends.end(), options.backend) != t.backends.end())
+      tasks.push_back(t.id);
   }
   std::optional<Progress> progress;
   if (progress_out)
@@ -73,6 +93,7 @@ Report RunSuite(client::Client& env, EpisodePolicy& policy, const SuiteRunOption
       context.budget = options.budget;
       context.assistant = options.assistant;
       context.model = options.model;
+      context.policy_model = options.policy_model;
       TaskOutcome outcome;
       try {
         outcome = policy.Run(env, context, log);

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "env/client/client.h"
+#include <CLI/CLI.hpp>
+
 #include "policies/evaluate/episode_policy.h"
 #include "policies/evaluate/report.h"
 
@@ -22,7 +24,16 @@ struct SuiteRunOptions {
   bool record = false;
   roles::Assistant* assistant = nullptr;
   std::string model;
+  std::filesystem::path policy_model;  // learned-knobs: the trained policy file
 };
+
+// The flags that fill SuiteRunOptions (--suite, --backend, --task, --episodes, --budget, --seed,
+// --policy-model), shared by `evaluate` and `collect`.
+void AddSuiteRunFlags(CLI::App& app, SuiteRunOptions& run);
+
+// Whether every policy of `names` is registered and has what it needs from `run` (a chat model,
+// a policy file); false with `error` naming the flag that is missing.
+bool PoliciesReady(const std::vector<std::string>& names, const SuiteRunOptions& run, std::string& error);
 
 // A progress bar on a terminal ("\r[#####.....] 3/6 cpu/conv2d"), one line per item otherwise.
 class Progress {

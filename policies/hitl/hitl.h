@@ -56,7 +56,7 @@ class HitlSession {
   HitlOptions options_;
   std::istream& in_;
   std::ostream& out_;
-  nlohmann::json task_;
+  protocol::TaskInfo task_;
   std::string env_id_;
   protocol::Observation current_;
   double best_speedup_ = 0;

@@ -5,11 +5,16 @@
 #include <stdexcept>
 
 namespace kernelgym::learned {
-namespace {
 
 double LogRatio(double speedup, double starter) {
   return speedup > 0 && starter > 0 ? std::log(speedup / starter) : 0.0;
 }
+
+int GreedyValue(const std::vector<float>& probs) {
+  return static_cast<int>(std::max_element(probs.begin(), probs.end()) - probs.begin());
+}
+
+namespace {
 
 int Sample(const std::vector<float>& probs, std::mt19937_64& rng) {
   // Drawn from the model's probabilities with our own generator, so the draw depends only on the
@@ -88,9 +93,7 @@ std::vector<Episode> RunEpisodes(PolicyModel* policy, Evaluator& evaluator, cons
           step[e].value = out.value;
           for (std::size_t k = 0; k < space.knobs(); ++k) {
             const auto& p = out.probs[k];
-            const int v = chooser == Chooser::kSample
-                              ? Sample(p, rng)
-                              : static_cast<int>(std::max_element(p.begin(), p.end()) - p.begin());
+            const int v = chooser == Chooser::kSample ? Sample(p, rng) : GreedyValue(p);
             action.push_back(v);
             step[e].logp += std::log(std::max(p[v], 1e-12f));
           }

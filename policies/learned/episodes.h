@@ -14,10 +14,16 @@
 
 namespace kernelgym::learned {
 
+// log(speedup / the starter's): the progress features' scale; 0 when either is not positive (a
+// failed step).
+double LogRatio(double speedup, double starter);
+// The index of a knob's most likely value (the greedy choice).
+int GreedyValue(const std::vector<float>& probs);
+
 // What the learned side knows of a task: its template, features and the starter's evaluation.
 struct TaskInfo {
   std::string id;
-  nlohmann::json task;  // tasks.get
+  protocol::TaskInfo task;  // tasks.get
   KnobSpace space;
   std::vector<float> features;  // TaskFeatures
   Measurement starter;

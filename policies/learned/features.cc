@@ -27,13 +27,14 @@ bool IsHistoryFeature(const std::string& name) {
   return history.count(name) > 0;
 }
 
-FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names, const std::vector<nlohmann::json>& tasks) {
+FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names,
+                          const std::vector<protocol::TaskInfo>& tasks) {
   FeatureLayout layout;
   for (const std::string& name : server_feature_names)
     if (!IsHistoryFeature(name)) layout.observation.push_back(name);
   std::set<std::string> categories, knobs, tokens;
-  for (const nlohmann::json& task : tasks) {
-    categories.insert(task.value("category", ""));
+  for (const protocol::TaskInfo& task : tasks) {
+    categories.insert(task.summary.category);
     const KnobSpace space = KnobSpace::FromTask(task);
     for (std::size_t k = 0; k < space.knobs(); ++k) {
       knobs.insert(space.name(k));
@@ -66,11 +67,11 @@ NamedFeatures NameFeatures(const std::vector<std::string>& names, const std::vec
   return out;
 }
 
-std::vector<float> TaskFeatures(const FeatureLayout& layout, const nlohmann::json& task, const KnobSpace& space) {
+std::vector<float> TaskFeatures(const FeatureLayout& layout, const protocol::TaskInfo& task, const KnobSpace& space) {
   std::vector<float> out;
   out.reserve(layout.task_size());
-  OneHot(out, layout.categories, task.value("category", ""));
-  const double flops = task.value("flops", 0.0), bytes = task.value("bytes", 0.0);
+  OneHot(out, layout.categories, task.summary.category);
+  const double flops = task.summary.flops, bytes = task.summary.bytes;
   out.push_back(Clamp(Log10AtLeast1(flops) / 12, 0, 2));
   out.push_back(Clamp(Log10AtLeast1(bytes) / 12, 0, 2));
   out.push_back(Clamp(bytes > 0 ? std::log10(std::max(flops / bytes, 1e-3)) / 3 : 0, -1, 1));

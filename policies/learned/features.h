@@ -20,7 +20,8 @@ bool IsHistoryFeature(const std::string& name);
 
 // The layout of a new model: the server's observation features minus the history ones, and the
 // categories, knob names and string values of the training tasks (sorted).
-FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names, const std::vector<nlohmann::json>& tasks);
+FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names,
+                          const std::vector<protocol::TaskInfo>& tasks);
 
 // Every observation feature the layout reads must be one the server announces; otherwise an
 // error naming the first missing one (the server's feature layout changed since the model was
@@ -39,7 +40,7 @@ struct EpisodeProgress {
   double log_gain_last = 0;  // log(last speedup / the starter's); 0 when the last step failed
 };
 
-std::vector<float> TaskFeatures(const FeatureLayout& layout, const nlohmann::json& task, const KnobSpace& space);
+std::vector<float> TaskFeatures(const FeatureLayout& layout, const protocol::TaskInfo& task, const KnobSpace& space);
 // Row for knob k set to value v, with `current` the setting in effect (is_current flag).
 std::vector<float> ChoiceFeatures(const FeatureLayout& layout, const KnobSpace& space, std::size_t k, std::size_t v,
                                   const Setting& current);

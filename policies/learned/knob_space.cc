@@ -2,25 +2,16 @@
 
 namespace kernelgym::learned {
 
-KnobSpace KnobSpace::FromTask(const nlohmann::json& task) {
+KnobSpace KnobSpace::FromTask(const protocol::TaskInfo& task) {
   KnobSpace space;
-  const nlohmann::json* knobs = nullptr;
-  if (task.contains("spec") && task["spec"].is_object() && task["spec"].contains("knobs") &&
-      task["spec"]["knobs"].is_object())
-    knobs = &task["spec"]["knobs"];
-  if (!knobs) return space;
-  // nlohmann's object iterates in key order: the knob order is the name order on every machine.
-  for (const auto& [name, knob] : knobs->items()) {
-    std::vector<protocol::KnobValue> values;
-    for (const nlohmann::json& v : knob.value("values", nlohmann::json::array()))
-      if (auto value = protocol::KnobValueFromJson(v)) values.push_back(std::move(*value));
-    if (values.empty()) continue;
+  // A std::map iterates in key order: the knob order is the name order on every machine.
+  for (const auto& [name, knob] : task.knobs) {
+    if (knob.values.empty()) continue;
     int default_index = 0;
-    if (auto d = protocol::KnobValueFromJson(knob.value("default", nlohmann::json())))
-      for (std::size_t i = 0; i < values.size(); ++i)
-        if (values[i] == *d) default_index = static_cast<int>(i);
+    for (std::size_t i = 0; i < knob.values.size(); ++i)
+      if (knob.values[i] == knob.default_value) default_index = static_cast<int>(i);
     space.names_.push_back(name);
-    space.values_.push_back(std::move(values));
+    space.values_.push_back(knob.values);
     space.defaults_.push_back(default_index);
   }
   return space;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "env/protocol/messages.h"
+#include "env/protocol/task_info.h"
 
 namespace kernelgym::learned {
 
@@ -20,8 +21,8 @@ using KnobMap = std::map<std::string, protocol::KnobValue>;
 
 class KnobSpace {
  public:
-  // From a tasks.get map (its spec.knobs); empty() when the task has no template.
-  static KnobSpace FromTask(const nlohmann::json& task);
+  // From tasks.get's knobs; empty() when the task has no template.
+  static KnobSpace FromTask(const protocol::TaskInfo& task);
 
   bool empty() const { return names_.empty(); }
   std::size_t knobs() const { return names_.size(); }

@@ -188,7 +188,7 @@ Evaluator::~Evaluator() {
       }
 }
 
-const json& Evaluator::Task(const std::string& task) {
+const protocol::TaskInfo& Evaluator::Task(const std::string& task) {
   auto it = tasks_.find(task);
   if (it == tasks_.end()) it = tasks_.emplace(task, client_.GetTask(task)).first;
   return it->second;

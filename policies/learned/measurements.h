@@ -91,7 +91,7 @@ class Evaluator {
 
   const std::vector<std::string>& feature_names() const { return feature_names_; }
   // tasks.get, cached.
-  const nlohmann::json& Task(const std::string& task);
+  const protocol::TaskInfo& Task(const std::string& task);
   // The starter's evaluation (the env's reset observation), from the store or measured.
   const Measurement& Starter(const std::string& task);
 
@@ -120,7 +120,7 @@ class Evaluator {
   MeasurementStore& store_;
   EvaluatorOptions options_;
   std::vector<std::string> feature_names_;
-  std::map<std::string, nlohmann::json> tasks_;
+  std::map<std::string, protocol::TaskInfo> tasks_;
   std::map<std::string, std::vector<Env>> envs_;
   std::size_t evaluations_ = 0, reused_ = 0;
 };

@@ -6,7 +6,7 @@
 
 namespace kernelgym::learned {
 
-std::unique_ptr<KnobRanker> KnobRanker::Load(const std::filesystem::path& file, const nlohmann::json& task,
+std::unique_ptr<KnobRanker> KnobRanker::Load(const std::filesystem::path& file, const protocol::TaskInfo& task,
                                              std::string& error) {
   const ModelPlugin* plugin = LoadModelPlugin(error);
   if (!plugin) return nullptr;
@@ -15,7 +15,7 @@ std::unique_ptr<KnobRanker> KnobRanker::Load(const std::filesystem::path& file, 
   if (!ranker->model_) return nullptr;
   ranker->space_ = KnobSpace::FromTask(task);
   if (ranker->space_.empty()) {
-    error = "task " + task.value("id", "?") + " has no knob template: a cost model has nothing to rank";
+    error = "task " + task.summary.id + " has no knob template: a cost model has nothing to rank";
     return nullptr;
   }
   ranker->task_features_ = TaskFeatures(ranker->model_->layout(), task, ranker->space_);

@@ -17,7 +17,7 @@ class KnobRanker {
  public:
   // nullptr with `error`: the plugin or the file cannot be loaded, the file is not a cost model,
   // or the task has no knob template.
-  static std::unique_ptr<KnobRanker> Load(const std::filesystem::path& file, const nlohmann::json& task,
+  static std::unique_ptr<KnobRanker> Load(const std::filesystem::path& file, const protocol::TaskInfo& task,
                                           std::string& error);
   // Predicted log-speedup per setting; a setting outside the task's template gets -infinity.
   std::vector<double> Score(const std::vector<KnobMap>& settings);

@@ -47,9 +47,9 @@ std::vector<std::string> TrainingTasks(Evaluator& evaluator, client::Client& cli
     return out;
   }
   for (const std::string& suite : c.selection.suites)
-    for (const json& summary : client.ListTasks(suite)) {
-      const std::string id = summary.value("id", "");
-      const json backends = summary.value("backends", json::array());
+    for (const protocol::TaskSummary& summary : client.ListTasks(suite)) {
+      const std::string& id = summary.id;
+      const std::vector<std::string>& backends = summary.backends;
       if (holdout.count(id) || std::find(backends.begin(), backends.end(), c.backend) == backends.end()) continue;
       if (!KnobSpace::FromTask(evaluator.Task(id)).empty()) out.push_back(id);
     }
@@ -69,8 +69,8 @@ std::vector<const TaskInfo*> Pointers(const std::vector<TaskInfo>& infos) {
   return out;
 }
 
-std::vector<json> TaskJsons(Evaluator& evaluator, const std::vector<std::string>& ids) {
-  std::vector<json> out;
+std::vector<protocol::TaskInfo> TaskInfos(Evaluator& evaluator, const std::vector<std::string>& ids) {
+  std::vector<protocol::TaskInfo> out;
   for (const std::string& id : ids) out.push_back(evaluator.Task(id));
   return out;
 }
@@ -157,7 +157,7 @@ int RunPpo(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   }
   std::string error;
   std::unique_ptr<PolicyModel> policy =
-      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskJsons(*s.evaluator, tasks)), c.model)
+      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks)), c.model)
                      : plugin.load_policy(c.init, c.model.learning_rate, error);
   if (!policy || !CheckServerFeatures(policy->layout(), s.evaluator->feature_names(), error)) {
     std::cerr << "kernelgym train ppo: " << error << "\n";
@@ -228,7 +228,7 @@ int RunBc(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   const KnobDataset* data = &data_set;
   std::string error;
   std::unique_ptr<PolicyModel> policy =
-      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskJsons(*s.evaluator, tasks)), c.model)
+      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks)), c.model)
                      : plugin.load_policy(c.init, c.model.learning_rate, error);
   if (!policy || !CheckServerFeatures(policy->layout(), s.evaluator->feature_names(), error)) {
     std::cerr << "kernelgym train bc: " << error << "\n";
@@ -256,7 +256,7 @@ int RunCostModel(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   const auto& [data_set, tasks] = *selected;
   const KnobDataset* data = &data_set;
   std::string error;
-  const FeatureLayout layout = BuildLayout(s.evaluator->feature_names(), TaskJsons(*s.evaluator, tasks));
+  const FeatureLayout layout = BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks));
   std::unique_ptr<CostModel> model = plugin.create_cost_model(layout, c.model);
   const std::vector<TaskInfo> infos = LoadInfos(*s.evaluator, layout, tasks, false);
   std::size_t samples = 0;

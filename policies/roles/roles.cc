@@ -65,25 +65,24 @@ std::string RoleSet::HardwareNotes(std::string_view backend) const {
   return it == hardware_.end() ? "" : it->second;
 }
 
-Variables TaskVariables(const nlohmann::json& task, std::string_view backend, const RoleSet& roles) {
+Variables TaskVariables(const protocol::TaskInfo& task, std::string_view backend, const RoleSet& roles) {
   Variables v;
-  v["task_id"] = task.value("id", "");
-  v["task_description"] = task.value("description", "");
-  v["signature"] = task.value("signature", "");
+  v["task_id"] = task.summary.id;
+  v["task_description"] = task.summary.description;
+  v["signature"] = task.summary.signature;
   v["backend"] = std::string(backend);
   v["language"] = std::string(FenceLanguage(backend));
   v["hardware"] = roles.HardwareNotes(backend);
-  if (BackendInfoOr(backend).quotes_torch_reference) v["reference"] = task.value("reference_source", "");
-  else if (task.contains("variants") && task["variants"].contains(backend))
-    v["reference"] = task["variants"][std::string(backend)].value("reference_source", "");
-  const nlohmann::json spec = task.value("spec", nlohmann::json::object());
-  if (spec.is_object() && spec.contains("knobs") && spec["knobs"].is_object()) {
+  // The backend's own version of the task: its reference is what the kernel must match.
+  if (const auto version = task.versions.find(std::string(backend)); version != task.versions.end())
+    v["reference"] = version->second.reference_source;
+  if (!task.knobs.empty()) {
     std::string knobs;
-    for (const auto& [name, knob] : spec["knobs"].items()) {
+    for (const auto& [name, knob] : task.knobs) {
       std::string values;
-      for (const nlohmann::json& value : knob.value("values", nlohmann::json::array()))
-        values += (values.empty() ? "" : ", ") + value.dump();
-      knobs += "- " + name + ": " + values + " (default " + knob.value("default", nlohmann::json()).dump() + ")\n";
+      for (const protocol::KnobValue& value : knob.values)
+        values += (values.empty() ? "" : ", ") + protocol::KnobValueToJson(value).dump();
+      knobs += "- " + name + ": " + values + " (default " + protocol::KnobValueToJson(knob.default_value).dump() + ")\n";
     }
     v["knobs"] = knobs;
   }

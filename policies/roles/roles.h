@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "env/protocol/task_info.h"
 #include "policies/llm/chat_client.h"
 #include "policies/roles/prompt_template.h"
 
@@ -57,7 +58,7 @@ class RoleSet {
 // The variables that describe a task, from its tasks.get map: task_id, task_description,
 // signature, backend, language, hardware (the backend's notes), reference (the backend's
 // reference source) and knobs ("- NAME: values (default d)" per knob of its template; "" without).
-Variables TaskVariables(const nlohmann::json& task, std::string_view backend, const RoleSet& roles);
+Variables TaskVariables(const protocol::TaskInfo& task, std::string_view backend, const RoleSet& roles);
 
 // $KERNELGYM_PROMPTS when set, else the source tree's policies/roles/prompts.
 std::filesystem::path DefaultPromptsDir();

@@ -32,7 +32,7 @@ bool SettingInGraph(const SearchGraph& graph, const std::map<std::string, protoc
 // measures the settings it predicts fastest first and never measures the rest.
 class KnobsProposer final : public Proposer {
  public:
-  KnobsProposer(const json& task, decltype(ProposerContext::score_knobs) score)
+  KnobsProposer(const protocol::TaskInfo& task, decltype(ProposerContext::score_knobs) score)
       : domains_(KnobDomains(task)), defaults_(KnobDefaults(task)), space_(learned::KnobSpace::FromTask(task)),
         score_(std::move(score)) {}
   std::string_view name() const override { return "knobs"; }
@@ -179,14 +179,14 @@ std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {
 
 }  // namespace
 
-std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const json& task) {
+std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const protocol::TaskInfo& task) {
   const learned::KnobSpace space = learned::KnobSpace::FromTask(task);
   std::map<std::string, std::vector<protocol::KnobValue>> out;
   for (std::size_t k = 0; k < space.knobs(); ++k) out[space.name(k)] = space.values(k);
   return out;
 }
 
-std::map<std::string, protocol::KnobValue> KnobDefaults(const json& task) {
+std::map<std::string, protocol::KnobValue> KnobDefaults(const protocol::TaskInfo& task) {
   const learned::KnobSpace space = learned::KnobSpace::FromTask(task);
   return space.ToKnobs(space.defaults());
 }
@@ -202,7 +202,7 @@ const std::vector<std::string>& ProposerNames() {
 }
 
 std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerContext& context, std::string& error) {
-  const std::string task = context.task.value("id", "?");
+  const std::string task = context.task.summary.id;
   if (name == "knobs") {
     if (KnobDomains(context.task).empty()) {
       error = "task " + task + " has no knob template: the knobs proposer has nothing to move (try mutate or llm)";

@@ -33,7 +33,7 @@ struct Proposal {
 };
 
 struct ProposerContext {
-  nlohmann::json task;  // tasks.get
+  protocol::TaskInfo task;  // tasks.get
   std::string backend = "cpu";
   roles::Assistant* assistant = nullptr;  // required by `llm`
   std::filesystem::path strategies_dir;   // `llm`: holds <backend>.md
@@ -61,7 +61,7 @@ std::filesystem::path DefaultStrategiesDir();
 std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerContext& context, std::string& error);
 
 // The task's knob template: name -> its values, and the defaults (empty when it has none).
-std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const nlohmann::json& task);
-std::map<std::string, protocol::KnobValue> KnobDefaults(const nlohmann::json& task);
+std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const protocol::TaskInfo& task);
+std::map<std::string, protocol::KnobValue> KnobDefaults(const protocol::TaskInfo& task);
 
 }  // namespace kernelgym::search

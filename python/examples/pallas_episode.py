@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", default="cpu/silu_mul", help="a task with a Pallas version")
     args = parser.parse_args(argv)
     with Client(args.address) as client:
-        starter = client.get_task(args.task)["variants"]["pallas"]["starter_source"]
+        starter = client.get_task(args.task)["versions"]["pallas"]["starter_source"]
         env = client.make(args.task, backend="pallas", max_steps=4)["env"]
         try:
             first = client.reset(env, seed=0)

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     best: tuple[float, int, dict[str, Any]] | None = None  # speedup, step, values
     with Client(args.address) as client:
         task = client.get_task(args.task)
-        knobs = (task.get("spec") or {}).get("knobs") or {}
+        knobs = task.get("knobs") or {}
         if not knobs:
             print(f"{args.task} declares no knobs (task.json 'knobs'); pick a task that does", file=sys.stderr)
             return 2

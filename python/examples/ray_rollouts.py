@@ -54,7 +54,7 @@ class RolloutWorker:
                  timeout_s: float = 600.0) -> None:  # fmt: skip
         self.router = Router(list(addresses), timeout_s=timeout_s)
         self.task, self.backend, self.steps, self.worker = task, backend, steps, worker
-        self.knobs: dict[str, Any] = (self.router.get_task(task).get("spec") or {}).get("knobs") or {}
+        self.knobs: dict[str, Any] = self.router.get_task(task).get("knobs") or {}
 
     def run(self, seeds: Sequence[int]) -> list[dict[str, Any]]:
         return [asdict(self.episode(seed)) for seed in seeds]

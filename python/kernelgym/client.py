@@ -226,7 +226,8 @@ class Client(_Options):
         return _tasks(self._call("tasks.list", suite=suite))
 
     def get_task(self, task: str) -> dict[str, Any]:
-        """The task's summary, spec, starter_source and reference_source."""
+        """What a policy may know about the task (``tasks.get``): its summary, sizes, tensors, tolerance,
+        knobs, and ``versions``: per backend its starter_source, reference_source and build rules."""
         return self._call("tasks.get", task=task).unwrap()
 
     def make(

@@ -585,6 +585,26 @@ _OBSERVATION = (
     ("features", _NUMBERS),
 )
 _RESET = (("info", _MAP),)
+_TASK_SUMMARY = (
+    ("id", _STRING),
+    ("suite", _STRING),
+    ("category", _STRING),
+    ("description", _STRING),
+    ("signature", _STRING),
+    ("flops", _NUMBER),
+    ("bytes", _NUMBER),
+    ("threads", _INT),
+    ("backends", _STRINGS),
+)
+_TASK_INFO = _TASK_SUMMARY + (
+    ("sizes", _MAP),
+    ("check_sizes", _MAPS),
+    ("inputs", _MAPS),
+    ("outputs", _MAPS),
+    ("tolerance", _MAP),
+    ("knobs", _MAP),
+    ("versions", _MAP),
+)
 _HEALTH = (
     ("status", _STRING),
     ("uptime_s", _NUMBER),
@@ -610,11 +630,14 @@ def _check_health(result: dict[str, Any]) -> None:
 def _check_tasks(result: dict[str, Any]) -> None:
     if type(result.get("tasks")) is not list:
         raise _BadField("field 'tasks' must be an array")
+    for i, summary in enumerate(result["tasks"]):
+        _check_fields(_check_map(summary, f"tasks[{i}]"), f"tasks[{i}]", _TASK_SUMMARY)
 
 
 _RESULT_CHECKS = {
     "hello": lambda r: _check_fields(r, "", _HELLO),
     "tasks.list": _check_tasks,
+    "tasks.get": lambda r: _check_fields(r, "", _TASK_INFO),
     "env.make": lambda r: _check_fields(r, "", _ENV_INFO),
     "env.fork": lambda r: _check_fields(r, "", _ENV_INFO),
     "env.reset": lambda r: _check_episode_result(r, _RESET),

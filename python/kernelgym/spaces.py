@@ -176,9 +176,8 @@ class EnvSpaces:
         # Kinds the server offers and this client can fill from a sample, in hello's order; a kind
         # only a newer server knows is still usable as a wire-form dict.
         self.action_kinds: tuple[str, ...] = tuple(k for k in hello["action_kinds"] if k in ACTION_SAMPLE_KEYS)
-        spec = task.get("spec") or {}
         self.knobs: dict[str, tuple[Any, ...]] = {
-            name: tuple(knob["values"]) for name, knob in sorted((spec.get("knobs") or {}).items())
+            name: tuple(knob["values"]) for name, knob in sorted((task.get("knobs") or {}).items())
         }
         self.observation_space = self._observation_space()
         self.action_space = self._action_space()

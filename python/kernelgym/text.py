@@ -442,9 +442,12 @@ def parse_action(reply: str, backend: str = "cpu") -> dict[str, Any]:
 # ---- prompts ----
 
 
-def _spec(task_info: Mapping[str, Any]) -> Mapping[str, Any]:
-    spec = task_info.get("spec")
-    return spec if isinstance(spec, Mapping) else {}
+def _version(task_info: Mapping[str, Any] | None, backend: str) -> Mapping[str, Any]:
+    """The backend's version of the task in a ``tasks.get`` answer (its starter, reference and
+    build rules); empty when the answer has none for it."""
+    versions = (task_info or {}).get("versions")
+    version = versions.get(backend) if isinstance(versions, Mapping) else None
+    return version if isinstance(version, Mapping) else {}
 
 
 def _tensor_line(tensors: Any) -> str:
@@ -453,7 +456,8 @@ def _tensor_line(tensors: Any) -> str:
     parts = []
     for t in tensors:
         if isinstance(t, Mapping):
-            shape = ", ".join(str(d) for d in t.get("shape", []))
+            # The shape as the task writes it (size names), else resolved at the timed sizes.
+            shape = ", ".join(str(d) for d in (t.get("dims") or t.get("shape") or []))
             parts.append(f"{t.get('name', '?')} {t.get('dtype', '?')} [{shape}]")
     return "; ".join(parts)
 
@@ -461,43 +465,41 @@ def _tensor_line(tensors: Any) -> str:
 def system_prompt(task_info: Mapping[str, Any], backend: str = "cpu") -> str:
     """The system message for a task: what to compute, the rules, and how to answer.
 
-    ``task_info`` is ``Client.get_task``'s answer (``tasks.get``: description, signature, spec, ...).
+    ``task_info`` is ``Client.get_task``'s answer (``tasks.get``: description, signature, sizes,
+    tensors, tolerance, knobs, and per backend its version).
     """
-    spec = _spec(task_info)
-    task_id = task_info.get("id") or spec.get("id", "?")
+    version = _version(task_info, backend)
+    task_id = task_info.get("id", "?")
     language = fence_language(backend)
     category = f" ({task_info['category']})" if task_info.get("category") else ""
     out = [f"You are optimizing a compute kernel for the kernelgym task `{task_id}`{category}."]
     out.append("")
     out.append("## Task")
-    out.append(str(task_info.get("description") or spec.get("description") or "(no description)"))
+    out.append(str(task_info.get("description") or "(no description)"))
     out.append("")
-    signature = task_info.get("signature") or spec.get("signature", "?")
+    signature = task_info.get("signature", "?")
     out.append(f'Entry point: `extern "C" {signature}`')
-    sizes = spec.get("sizes")
-    if isinstance(sizes, list) and sizes:
-        out.append(
-            "Sizes: " + ", ".join(f"{s.get('name')} = {s.get('value')}" for s in sizes if isinstance(s, Mapping))
-        )
-    if _tensor_line(spec.get("inputs")):
-        out.append("Inputs (row-major, contiguous): " + _tensor_line(spec.get("inputs")))
-    if _tensor_line(spec.get("outputs")):
-        out.append("Outputs: " + _tensor_line(spec.get("outputs")))
-    tolerance = spec.get("tolerance")
+    sizes = task_info.get("sizes")
+    if isinstance(sizes, Mapping) and sizes:
+        out.append("Sizes: " + ", ".join(f"{name} = {value}" for name, value in sizes.items()))
+    if _tensor_line(task_info.get("inputs")):
+        out.append("Inputs (row-major, contiguous): " + _tensor_line(task_info.get("inputs")))
+    if _tensor_line(task_info.get("outputs")):
+        out.append("Outputs: " + _tensor_line(task_info.get("outputs")))
+    tolerance = task_info.get("tolerance")
     if isinstance(tolerance, Mapping):
         out.append(
             f"Tolerance: |actual - expected| <= {tolerance.get('atol')} + {tolerance.get('rtol')} * |expected| per element"
         )
-    threads = task_info.get("threads", spec.get("threads", 1))
-    flops, nbytes = task_info.get("flops", spec.get("flops")), task_info.get("bytes", spec.get("bytes"))
+    threads = task_info.get("threads", 1)
+    flops, nbytes = task_info.get("flops"), task_info.get("bytes")
     if flops is not None and nbytes is not None:
         out.append(f"Work per call: {flops} flops, {nbytes} bytes of compulsory memory traffic; threads: {threads}")
 
     headers = list(DEFAULT_ALLOWED_HEADERS)
-    policy = spec.get("policy")
-    if isinstance(policy, Mapping) and isinstance(policy.get("allowed_headers"), list):
-        headers += [str(h) for h in policy["allowed_headers"]]
-    flags = spec.get("compile_flags") if isinstance(spec.get("compile_flags"), list) else list(_DEFAULT_COMPILE_FLAGS)
+    if isinstance(version.get("extra_allowed_headers"), list):
+        headers += [str(h) for h in version["extra_allowed_headers"]]
+    flags = version.get("compile_flags") or list(_DEFAULT_COMPILE_FLAGS)
     threading = (
         f"it may use {threads} threads (OpenMP)"
         if isinstance(threads, int) and threads > 1
@@ -514,7 +516,7 @@ def system_prompt(task_info: Mapping[str, Any], backend: str = "cpu") -> str:
         + "only a correct kernel is timed, and reward grows with its speedup over the reference.",
         "- Each reply is one action; it is evaluated and the result shown before your next turn.",
     ]
-    knobs = spec.get("knobs")
+    knobs = task_info.get("knobs")
     if isinstance(knobs, Mapping) and knobs:
         described = "; ".join(
             f"{name} in {json.dumps(k.get('values'))} (default {json.dumps(k.get('default'))})"
@@ -571,7 +573,7 @@ def observation_message(
         include_source = step == 0
     if not include_source:
         return {"role": "user", "content": text}
-    source = observation.get("source") or (task_info or {}).get("starter_source") or ""
+    source = observation.get("source") or _version(task_info, backend).get("starter_source") or ""
     label = "The starter kernel (the current source)" if step == 0 else "The current source"
     content = f"{_with_newline(text)}\n{label}:\n```{fence_language(backend)}\n{_with_newline(str(source))}```\n"
     return {"role": "user", "content": content}

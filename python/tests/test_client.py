@@ -72,7 +72,11 @@ def test_tasks_are_listed_and_described(client):
     assert client.list_tasks("no-such-suite") == []
     task = client.get_task(TASK)
     assert task["id"] == TASK
-    assert "kernel" in task["starter_source"] and task["reference_source"] and isinstance(task["spec"], dict)
+    cpu = task["versions"]["cpu"]
+    assert "kernel" in cpu["starter_source"] and "def reference" in cpu["reference_source"]
+    assert task["sizes"] and task["inputs"] and task["outputs"] and set(task["tolerance"]) == {"atol", "rtol"}
+    assert all(t["shape"] and len(t["shape"]) == len(t["dims"]) for t in task["inputs"] + task["outputs"])
+    assert "spec" not in task, "the raw task file is not part of the answer"
     with pytest.raises(errors.UnknownTask) as caught:
         client.get_task("cpu/no_such_task")
     assert caught.value.op == "tasks.get"

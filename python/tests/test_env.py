@@ -81,7 +81,7 @@ def test_action_space_covers_every_kind_and_the_task_knobs(env):
     assert env.action_kinds == tuple(env.hello["action_kinds"])
     assert space["kind"] == spaces.Discrete(len(env.action_kinds))
     assert space["to_step"] == spaces.Discrete(5)
-    declared = env.task_info["spec"]["knobs"]
+    declared = env.task_info["knobs"]
     assert set(space["knobs"]) == set(declared)
     for name, knob in declared.items():
         assert space["knobs"][name] == spaces.Discrete(len(knob["values"]))
@@ -90,7 +90,7 @@ def test_action_space_covers_every_kind_and_the_task_knobs(env):
 
 def test_a_task_without_knobs_has_no_knobs_member(server):
     with Client(server.address, timeout_s=30) as client:
-        plain = [t["id"] for t in client.list_tasks() if not client.get_task(t["id"])["spec"].get("knobs")]
+        plain = [t["id"] for t in client.list_tasks() if not client.get_task(t["id"])["knobs"]]
         assert plain, "every task has knobs now: pick another way to test this"
         with make(plain[0], backend="null", client=client) as e:
             assert "knobs" not in e.action_space
@@ -110,7 +110,7 @@ def test_samples_of_every_kind_become_their_wire_action(env):
     assert wire["revert"] == {"kind": "revert", "to_step": int(sample["to_step"])}
     assert type(wire["revert"]["to_step"]) is int
     assert wire["submit"] == {"kind": "submit"}
-    declared = env.task_info["spec"]["knobs"]
+    declared = env.task_info["knobs"]
     assert wire["knobs"] == {
         "kind": "knobs",
         "values": {name: declared[name]["values"][int(i)] for name, i in sample["knobs"].items()},
@@ -131,7 +131,7 @@ def test_step_takes_wire_dicts_and_plain_strings(env):
     obs, *_ = env.step("// a new kernel\n")
     assert obs["source"] == "// a new kernel\n"
     obs, *_ = env.step({"kind": "revert", "to_step": 0})
-    assert obs["source"] == env.task_info["starter_source"]
+    assert obs["source"] == env.task_info["versions"]["cpu"]["starter_source"]
     assert obs["reused"] == 1
 
 
@@ -153,14 +153,14 @@ def test_an_inapplicable_action_is_an_observation(env):
     env.reset(seed=1)
     obs, _, terminated, truncated, _ = env.step({"kind": "edit", "edits": [{"search": "no such", "replace": ""}]})
     assert obs["status"] == "invalid_action" and obs["action_error"] != ""
-    assert obs["source"] == env.task_info["starter_source"]
+    assert obs["source"] == env.task_info["versions"]["cpu"]["starter_source"]
     assert obs in env.observation_space
     assert (terminated, truncated) == (False, False)
 
 
 def test_non_ascii_sources_are_in_the_space(env):
     env.reset(seed=1)
-    source = "// µs → ✓, 日本語, emoji 🚀, NUL-free \t\x0b\x0c\r\n" + env.task_info["starter_source"]
+    source = "// µs → ✓, 日本語, emoji 🚀, NUL-free \t\x0b\x0c\r\n" + env.task_info["versions"]["cpu"]["starter_source"]
     obs, *_ = env.step(source)
     assert obs["source"] == source
     assert obs in env.observation_space
@@ -277,7 +277,7 @@ def test_cpu_backend_evaluates_the_softmax_starter(start_server):
         obs, info = env.reset(seed=5)
         assert obs["status"] == "ok", obs["text"]
         assert float(obs["speedup"]) > 0
-        obs, _, terminated, truncated, info = env.step(env.task_info["starter_source"] + "\n// same code\n")
+        obs, _, terminated, truncated, info = env.step(env.task_info["versions"]["cpu"]["starter_source"] + "\n// same code\n")
         assert obs["status"] == "ok", obs["text"]
         assert obs["reused"] == 0 and info["runner"] != "null"
         assert obs in env.observation_space

@@ -330,6 +330,9 @@ def golden_result(name: str) -> dict[str, Any]:
         ("hello", "reply_hello", lambda r: r.update(max_message_bytes=-1), "field 'max_message_bytes' must be a non-negative integer"),
         ("hello", "reply_hello", lambda r: r.update(protocol=2**63), "field 'protocol' is out of range"),
         ("tasks.list", "reply_tasks_list", lambda r: r.pop("tasks"), "field 'tasks' must be an array"),
+        ("tasks.list", "reply_tasks_list", lambda r: r["tasks"][1].pop("backends"), "missing field 'tasks[1].backends'"),
+        ("tasks.get", "reply_tasks_get", lambda r: r.pop("versions"), "missing field 'versions'"),
+        ("tasks.get", "reply_tasks_get", lambda r: r.update(knobs=[]), "field 'knobs' must be a map, not an array"),
         ("health", "reply_health", lambda r: r.pop("status"), "missing field 'status'"),
         ("health", "reply_health", lambda r: r.update(runners=[]), "field 'runners' must be a map, not an array"),
         ("health", "reply_health", lambda r: r["runners"].update(cpu="two"), "field 'runners.cpu' must be an integer, not a string"),
@@ -355,7 +358,7 @@ def test_results_accept_integers_for_numbers_nil_reports_and_unknown_fields():
     reply.op = "env.step"
     assert reply.unwrap()["reward"] == 2
     # Ops whose results are free-form maps are not checked.
-    for op in ("tasks.get", "env.close", "stats"):
+    for op in ("env.close", "stats"):
         reply.op = op
         reply.result = {"anything": [1]}
         assert reply.unwrap() == {"anything": [1]}

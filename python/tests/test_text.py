@@ -369,18 +369,8 @@ def test_prose_is_refused_with_what_was_expected_and_found():
 
 
 def softmax_task_info() -> dict:
-    spec = json.loads((SOFTMAX / "task.json").read_text())
-    return {
-        "id": spec["id"],
-        "category": spec["category"],
-        "description": spec["description"],
-        "signature": spec["signature"],
-        "flops": spec["flops"],
-        "bytes": spec["bytes"],
-        "threads": 1,
-        "spec": spec,
-        "starter_source": (SOFTMAX / "starter.cpp").read_text(),
-    }
+    """The golden tasks.get answer (what the C++ server's typed TaskInfo writes)."""
+    return json.loads((REPO / "tests" / "fixtures" / "protocol" / "reply_tasks_get.json").read_text())["result"]
 
 
 def test_system_prompt_states_the_task_the_rules_and_the_formats():
@@ -389,16 +379,19 @@ def test_system_prompt_states_the_task_the_rules_and_the_formats():
     assert "`cpu/softmax_rows`" in prompt
     assert info["description"] in prompt
     assert 'extern "C" void kernel(const float* x, float* y, int64_t R, int64_t C)' in prompt
-    assert "R = 512, C = 1024" in prompt
+    assert "C = 1024, R = 256" in prompt
+    assert "x float32 [R, C]" in prompt and "y float32 [R, C]" in prompt
+    assert "Tolerance: |actual - expected| <= 1e-05 + 0.0001 * |expected|" in prompt
+    assert "-O3 -march=native -fopenmp" in prompt
     assert all(f"<{h}>" in prompt for h in DEFAULT_ALLOWED_HEADERS)
     assert "```cpp" in prompt and "<<<<<<< SEARCH" in prompt and "```diff" in prompt and "SUBMIT" in prompt
     assert "SIMD in [0, 1] (default 0)" in prompt
-    assert '{"kind":"knobs","values":{"EXP":"std::exp","RECOMPUTE":0,"SIMD":0}}' in prompt
+    assert '{"kind":"knobs","values":{"EXP":"std::exp","SIMD":0}}' in prompt
 
 
 def test_system_prompt_adds_a_tasks_extra_headers_and_reads_a_bare_summary():
     info = softmax_task_info()
-    info["spec"]["policy"] = {"allowed_headers": ["arm_neon.h"]}
+    info["versions"]["cpu"]["extra_allowed_headers"] = ["arm_neon.h"]
     assert "<arm_neon.h>" in system_prompt(info)
     bare = {"id": "x/y", "description": "d", "signature": "void kernel(float* y, int64_t n)"}
     prompt = system_prompt(bare)
@@ -421,17 +414,18 @@ def observation(step: int, **fields) -> dict:
 
 def test_the_first_observation_message_carries_the_starter():
     info = softmax_task_info()
-    message = observation_message(observation(0, source=info["starter_source"]), info)
+    starter = info["versions"]["cpu"]["starter_source"]
+    message = observation_message(observation(0, source=starter), info)
     assert message["role"] == "user"
     assert message["content"].startswith("## cpu/softmax_rows | step 0\nstatus: ok\n")
     # The starter is shown the way a replace would be written, so the model can copy from it.
-    assert render_action({"kind": "replace", "source": info["starter_source"]}) in message["content"]
+    assert render_action({"kind": "replace", "source": starter}) in message["content"]
 
 
 def test_the_first_observation_message_falls_back_on_the_tasks_starter():
     info = softmax_task_info()
     message = observation_message(observation(0, source=""), info)
-    assert info["starter_source"] in message["content"]
+    assert info["versions"]["cpu"]["starter_source"] in message["content"]
 
 
 def test_later_observation_messages_are_the_recorded_prompt():

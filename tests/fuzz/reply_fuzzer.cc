@@ -1,5 +1,5 @@
-// What a client reads (env/protocol/codec.h DecodeReply, DecodeResultTree, and the results.h
-// *FromWire readers, health's included) on arbitrary bytes: a broken or hostile server must not
+// What a client reads (env/protocol/codec.h DecodeReply, DecodeResultTree, and the results.h and
+// task_info.h *FromWire readers, health's and tasks.get's included) on arbitrary bytes: a broken or hostile server must not
 // crash a policy.
 //
 // Properties: no crash, leak or UB; an invalid reply says why; an error reply re-encodes to the
@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "env/protocol/codec.h"
+#include "env/protocol/task_info.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace kernelgym::protocol {
@@ -77,6 +78,8 @@ void CheckResultTree(uint64_t id, const std::string& result_bytes) {
     FUZZ_CHECK(EncodeReply(id, *step) == EncodeResultReply(id, ToWire(*step)),
                "EncodeReply(StepResult) differs from EncodeResultReply of its wire tree");
   CheckReader<HealthResult>(*tree, HealthResultFromWire, "HealthResultFromWire");
+  CheckReader<TaskSummary>(*tree, TaskSummaryFromWire, "TaskSummaryFromWire");
+  CheckReader<TaskInfo>(*tree, TaskInfoFromWire, "TaskInfoFromWire");
   if (const auto hello = DecodeHelloResult(reply.result))
     FUZZ_CHECK(EncodeHelloReply(id, *hello) == EncodeResultReply(id, ToWire(*hello)), "EncodeHelloReply");
 }

@@ -81,6 +81,24 @@ TEST(LearnedTest, PpoOnARealTaskImprovesTheMeanRewardAndReplaysExactly) {
   EXPECT_GT(row["greedy_first"].get<double>(), 2 * row["starter"].get<double>()) << row.dump(2);
   EXPECT_GE(row["best_known"].get<double>(), row["greedy_best"].get<double>());
 
+  // The trained policy as an episode policy: `evaluate` runs it like any other (the registry's
+  // learned-knobs), and its greedy steps find a setting well above the starter's speed. Without
+  // the file it is refused before any episode, naming the flag.
+  const fs::path through = server.dir() / "evaluate";
+  const ProcessResult evaluate =
+      RunCli({"evaluate", "--policy", "learned-knobs", "--policy-model", (first / "policy.pt").string(), "--suite", "cpu",
+              "--task", "cpu/softmax_rows", "--budget", "2", "--connect", server.clients(), "--out", through.string()});
+  ASSERT_TRUE(evaluate.ok()) << evaluate.Describe() << evaluate.stderr_text;
+  const json outcomes = json::parse(ReadText(through / "learned-knobs.json"))["outcomes"];
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0]["correct"].get<bool>()) << outcomes.dump(2);
+  EXPECT_GT(outcomes[0]["best_speedup"].get<double>(), 2 * outcomes[0]["starter_speedup"].get<double>())
+      << outcomes.dump(2);
+  const ProcessResult without = RunCli({"evaluate", "--policy", "learned-knobs", "--suite", "cpu", "--connect",
+                                        server.clients(), "--out", (server.dir() / "refused").string()});
+  EXPECT_EQ(without.exit_code, 2) << without.Describe();
+  EXPECT_NE(without.stderr_text.find("--policy-model"), std::string::npos) << without.stderr_text;
+
   // A cost model fitted to the whole template (the sweep measures only what PPO did not) ranks
   // it: `search --cost-model` evaluates the setting the model ranks first before anything else,
   // and that is (nearly) the fastest one.

@@ -359,8 +359,8 @@ TEST(ServerTest, AStepsMetaIsRecordedWithItsTransition) {
 TEST(ServerTest, KnobsActionsAreValidatedAgainstTheTemplate) {
   ServerProcess server({"--local-runners", "0", "--null-backend"});
   Client c(Options(server));
-  const nlohmann::json task = c.GetTask("cpu/softmax_rows");
-  ASSERT_TRUE(task["spec"].contains("knobs"));
+  const protocol::TaskInfo task = c.GetTask("cpu/softmax_rows");
+  ASSERT_TRUE(task.knobs.count("SIMD"));
   const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
   c.Reset(env.env, 1);
   const protocol::StepResult good = c.Step(env.env, protocol::KnobsAction{{{"SIMD", int64_t{1}}}});
@@ -370,6 +370,34 @@ TEST(ServerTest, KnobsActionsAreValidatedAgainstTheTemplate) {
   EXPECT_EQ(bad.observation.status, "invalid_action");
   EXPECT_NE(bad.observation.action_error.find("SIMD"), std::string::npos) << bad.observation.action_error;
   EXPECT_EQ(bad.observation.source, good.observation.source);  // unchanged
+}
+
+// tasks.get is built from the tasks the server loaded: typed, with each backend's version and the
+// tensors' shapes resolved at the timed sizes, so that a client needs no task file.
+TEST(ServerTest, TasksGetDescribesEveryVersionOfATask) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::TaskInfo task = c.GetTask("cpu/silu_mul");
+  EXPECT_EQ(task.summary.backends, (std::vector<std::string>{"cpu", "pallas"}));
+  ASSERT_EQ(task.versions.size(), 2u);
+  EXPECT_NE(task.versions.at("cpu").reference_source.find("def reference"), std::string::npos);
+  EXPECT_NE(task.versions.at("pallas").reference_source.find("jax"), std::string::npos);
+  EXPECT_NE(task.versions.at("pallas").starter_source.find("pallas_call"), std::string::npos);
+  EXPECT_FALSE(task.versions.at("pallas").size_sets.empty());
+  EXPECT_FALSE(task.versions.at("cpu").compile_flags.empty());
+  EXPECT_TRUE(task.versions.at("pallas").compile_flags.empty());
+  ASSERT_FALSE(task.inputs.empty());
+  ASSERT_FALSE(task.outputs.empty());
+  for (const std::vector<protocol::TensorInfo>* tensors : {&task.inputs, &task.outputs})
+    for (const protocol::TensorInfo& t : *tensors) {
+      ASSERT_EQ(t.dims.size(), t.shape.size()) << t.name;
+      for (std::size_t i = 0; i < t.dims.size(); ++i)
+        if (task.sizes.count(t.dims[i])) EXPECT_EQ(t.shape[i], task.sizes.at(t.dims[i])) << t.name;
+    }
+  EXPECT_GT(task.outputs[0].atol + task.outputs[0].rtol, 0);
+  const std::vector<protocol::TaskSummary> all = c.ListTasks();
+  EXPECT_GE(all.size(), 60u);
+  EXPECT_EQ(std::count_if(all.begin(), all.end(), [](const protocol::TaskSummary& s) { return s.id == "cpu/silu_mul"; }), 1);
 }
 
 // Past the evaluation queue's bound, a request is refused at once with OVERLOADED and a retry

@@ -17,17 +17,31 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
-json SoftmaxTask() {
-  return json::parse(R"({"id": "cpu/softmax_rows", "category": "normalization", "flops": 4.2e6, "bytes": 8.4e6,
-    "spec": {"knobs": {"SIMD": {"values": [0, 1], "default": 0},
-                       "EXP": {"values": ["std::exp", "exp_poly"], "default": "std::exp"},
-                       "RECOMPUTE": {"values": [0, 1], "default": 0}}}})");
+// A tasks.get answer with the fields the learned side reads: category, work, knobs.
+protocol::TaskInfo Task(const std::string& id, const std::string& category, double flops, double bytes,
+                        std::map<std::string, protocol::KnobDomain> knobs) {
+  protocol::TaskInfo task;
+  task.summary.id = id;
+  task.summary.category = category;
+  task.summary.flops = flops;
+  task.summary.bytes = bytes;
+  task.knobs = std::move(knobs);
+  return task;
 }
 
-json GemmTask() {
-  return json::parse(R"({"id": "x/gemm", "category": "gemm", "flops": 2e9, "bytes": 1.2e7,
-    "spec": {"knobs": {"NB": {"values": [16, 64, 256], "default": 64}, "PACK": {"values": [0, 1], "default": 0},
-                       "TILE_Z": {"values": [1, 2], "default": 1}}}})");
+std::vector<protocol::KnobValue> Ints(std::initializer_list<int64_t> values) { return {values.begin(), values.end()}; }
+
+protocol::TaskInfo SoftmaxTask() {
+  return Task("cpu/softmax_rows", "normalization", 4.2e6, 8.4e6,
+              {{"SIMD", {Ints({0, 1}), int64_t{0}}},
+               {"EXP", {{std::string("std::exp"), std::string("exp_poly")}, std::string("std::exp")}},
+               {"RECOMPUTE", {Ints({0, 1}), int64_t{0}}}});
+}
+
+protocol::TaskInfo GemmTask() {
+  return Task("x/gemm", "gemm", 2e9, 1.2e7,
+              {{"NB", {Ints({16, 64, 256}), int64_t{64}}}, {"PACK", {Ints({0, 1}), int64_t{0}}},
+               {"TILE_Z", {Ints({1, 2}), int64_t{1}}}});
 }
 
 const std::vector<std::string> kServerFeatures = {"status_ok", "log_speedup", "steps_left_fraction",
@@ -64,7 +78,7 @@ TEST(KnobSpaceTest, KnobsInNameOrderWithDefaultsAndEveryCombination) {
   EXPECT_FALSE(space.FromKnobs(outside));
   outside.erase("SIMD");
   EXPECT_FALSE(space.FromKnobs(outside));
-  EXPECT_TRUE(KnobSpace::FromTask(json{{"id", "t"}}).empty());
+  EXPECT_TRUE(KnobSpace::FromTask(Task("t", "", 0, 0, {})).empty());
 }
 
 TEST(FeaturesTest, LayoutLeavesOutHistoryFeaturesAndSizesMatchTheEncoding) {
@@ -115,7 +129,7 @@ TEST(FeatureLayoutTest, JsonRoundTripAndAnotherVersionIsRefused) {
 
 std::vector<PolicyState> States(const FeatureLayout& layout) {
   std::vector<PolicyState> states;
-  for (const json& task : {SoftmaxTask(), GemmTask()}) {
+  for (const protocol::TaskInfo& task : {SoftmaxTask(), GemmTask()}) {
     const KnobSpace space = KnobSpace::FromTask(task);
     states.push_back(EncodeState(layout, TaskFeatures(layout, task, space), {{"log_speedup", -1.2}}, {0, 2, 0, 0}, space,
                                  space.defaults()));
@@ -214,7 +228,7 @@ TEST(CostModelTest, FitsASmallTableAndRanksThroughTheRanker) {
   const std::vector<double> scores = ranker->Score({worst, best, outside});
   EXPECT_GT(scores[1], scores[0] + 2);
   EXPECT_TRUE(std::isinf(scores[2]) && scores[2] < 0);
-  EXPECT_FALSE(KnobRanker::Load(dir / "cost.pt", json{{"id", "no/template"}}, error));
+  EXPECT_FALSE(KnobRanker::Load(dir / "cost.pt", Task("no/template", "", 0, 0, {}), error));
   EXPECT_NE(error.find("no knob template"), std::string::npos) << error;
 }
 

@@ -95,12 +95,12 @@ TEST(SearchGraph, TheReportShowsTheBestPathAndTheGraph) {
   EXPECT_NE(report.find("compile_error 1"), std::string::npos);
 }
 
-nlohmann::json TaskWithKnobs() {
-  return {{"id", "cpu/softmax_rows"},
-          {"spec",
-           {{"knobs",
-             {{"SIMD", {{"values", {0, 1}}, {"default", 0}}},
-              {"EXP", {{"values", {"std::exp", "exp_poly"}}, {"default", "std::exp"}}}}}}}};
+protocol::TaskInfo TaskWithKnobs() {
+  protocol::TaskInfo task;
+  task.summary.id = "cpu/softmax_rows";
+  task.knobs["SIMD"] = {{int64_t{0}, int64_t{1}}, int64_t{0}};
+  task.knobs["EXP"] = {{std::string("std::exp"), std::string("exp_poly")}, std::string("std::exp")};
+  return task;
 }
 
 TEST(KnobsProposer, MovesOneKnobAndNeverRepeatsASetting) {
