@@ -14,8 +14,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tpu_runner/harness/doorbell.h"
-#include "tpu_runner/harness/side.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/side.h"
 
 namespace {
 

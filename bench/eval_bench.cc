@@ -19,11 +19,11 @@
 #include <thread>
 
 #include "datasets/suite.h"
-#include "tpu_runner/compiler.h"
+#include "tpu_runner/cpu/compiler.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/runner_config.h"
-#include "tpu_runner/static_check.h"
-#include "tpu_runner/symbol_policy.h"
+#include "tpu_runner/cpu/static_check.h"
+#include "tpu_runner/cpu/symbol_policy.h"
 #include "tpu_runner/timing_stats.h"
 
 namespace {

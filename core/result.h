@@ -164,7 +164,7 @@ struct RewardableSpeedup {
 RewardableSpeedup RewardableSpeedupOf(const EvalResult& result);
 std::string_view SpeedupKindName(SpeedupKind kind);  // "none", "measured", "estimated"
 
-// What the null backend answers for any kernel (tpu_runner/null_backend.h, and the server's own
+// What the null backend answers for any kernel (tpu_runner/null/null_backend.h, and the server's own
 // null): ok at speedup 1, nothing compiled or run.
 EvalResult NullBackendResult(const std::string& task_id);
 

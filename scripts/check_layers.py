@@ -22,8 +22,14 @@ LAYERS = [
     ("env/protocol", ["core"]),
     ("env/security", ["core"]),
     # 2. What judges and pays: backends and their stages, rewards; the trajectory store.
-    ("tpu_runner", ["core", "datasets"]),
-    ("tpu_runner/harness", ["core", "datasets", "tpu_runner"]),
+    ("tpu_runner", ["core", "datasets"]),  # shared: the interface, sandbox, machine, timing statistics
+    ("tpu_runner/cpu", ["core", "datasets", "tpu_runner"]),  # one folder per backend
+    ("tpu_runner/cpu/harness", ["core", "datasets", "tpu_runner", "tpu_runner/cpu"]),
+    ("tpu_runner/pallas", ["core", "datasets", "tpu_runner"]),
+    ("tpu_runner/null", ["core", "datasets", "tpu_runner"]),
+    # The one file that names every built-in backend.
+    ("tpu_runner/builtin_backends.cc", ["core", "datasets", "tpu_runner", "tpu_runner/cpu", "tpu_runner/pallas",
+                                        "tpu_runner/null"]),
     ("rewards", ["core"]),
     (TRAJECTORY, ["core", "datasets"]),
     # 3. Processes and sessions: the runner host, the episode, the server, the client library.

@@ -1,9 +1,6 @@
 #include "tpu_runner/backend.h"
 
 #include "core/text_safety.h"
-#include "tpu_runner/cpu_backend.h"
-#include "tpu_runner/null_backend.h"
-#include "tpu_runner/pallas_backend.h"
 
 namespace kernelgym {
 namespace {
@@ -55,14 +52,6 @@ std::vector<std::string> BackendRegistry::Names() const {
   std::vector<std::string> names;
   for (const auto& [n, f] : factories_) names.push_back(n);
   return names;
-}
-
-// The one place that names the built-in backends (adding one: docs/adding_a_backend.md).
-void RegisterBuiltinBackends() {
-  BackendRegistry::Global().Register("cpu", [](const BackendConfig& c) { return std::make_unique<CpuBackend>(c); });
-  BackendRegistry::Global().Register(
-      "pallas", [](const BackendConfig& c) { return std::make_unique<PallasBackend>(c, DefaultPallasSettings()); });
-  BackendRegistry::Global().Register("null", [](const BackendConfig& c) { return std::make_unique<NullBackend>(c); });
 }
 
 }  // namespace kernelgym

@@ -11,7 +11,7 @@
 
 #include "core/result.h"
 #include "datasets/task.h"
-#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/timing_options.h"
 
 namespace kernelgym {
 

@@ -59,7 +59,7 @@ class ActionParseError(ValueError):
     """A reply that holds no action in any of the documented formats, or a malformed one."""
 
 
-# tpu_runner/static_check.cc, DefaultAllowedHeaders(): the runner's list is the authority (a
+# tpu_runner/cpu/static_check.cc, DefaultAllowedHeaders(): the runner's list is the authority (a
 # header outside it fails the static check with the list in the message); this copy only words
 # the prompt. A task adds to it with task.json's policy.allowed_headers.
 DEFAULT_ALLOWED_HEADERS: tuple[str, ...] = (

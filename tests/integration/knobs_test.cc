@@ -10,7 +10,7 @@
 #include <cstdlib>
 
 #include "eval_fixture.h"
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/harness_session.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -13,7 +13,7 @@
 #include "core/subprocess.h"
 #include "env/client/client.h"
 #include "server_fixture.h"
-#include "tpu_runner/pallas_backend.h"
+#include "tpu_runner/pallas/pallas_backend.h"
 #include "tpu_runner/sandbox.h"
 
 namespace kernelgym::testing {

@@ -5,7 +5,7 @@
 
 #include "core/subprocess.h"
 #include "eval_fixture.h"
-#include "tpu_runner/symbol_policy.h"
+#include "tpu_runner/cpu/symbol_policy.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "eval_fixture.h"
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/harness_session.h"
 
 namespace kernelgym::testing {
 namespace {

@@ -21,9 +21,9 @@
 #include "core/subprocess.h"
 #include "datasets/suite.h"
 #include "tpu_runner/correctness.h"
-#include "tpu_runner/harness/reference.h"
-#include "tpu_runner/inputs.h"
-#include "tpu_runner/pallas_backend.h"
+#include "tpu_runner/cpu/harness/reference.h"
+#include "tpu_runner/cpu/inputs.h"
+#include "tpu_runner/pallas/pallas_backend.h"
 
 namespace kernelgym {
 namespace {

@@ -4,8 +4,8 @@
 
 #include "core/subprocess.h"
 #include "eval_fixture.h"
-#include "tpu_runner/harness/layout.h"
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/harness/layout.h"
+#include "tpu_runner/cpu/harness_session.h"
 #include "tpu_runner/sandbox.h"
 
 namespace kernelgym::testing {

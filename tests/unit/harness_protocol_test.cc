@@ -1,5 +1,5 @@
-// The runner <-> harness wire format (tpu_runner/harness_protocol.h): frames and the job.
-#include "tpu_runner/harness_protocol.h"
+// The runner <-> harness wire format (tpu_runner/cpu/harness_protocol.h): frames and the job.
+#include "tpu_runner/cpu/harness_protocol.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

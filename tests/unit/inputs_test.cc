@@ -1,5 +1,5 @@
-// Input generation (tpu_runner/inputs.h): deterministic per seed, distributed as the task says.
-#include "tpu_runner/inputs.h"
+// Input generation (tpu_runner/cpu/inputs.h): deterministic per seed, distributed as the task says.
+#include "tpu_runner/cpu/inputs.h"
 
 #include <gtest/gtest.h>
 

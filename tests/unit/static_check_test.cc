@@ -1,7 +1,7 @@
-// Stage 1, the text check of a candidate's source (tpu_runner/static_check.h): allowed includes
+// Stage 1, the text check of a candidate's source (tpu_runner/cpu/static_check.h): allowed includes
 // pass; every way of writing a forbidden include is rejected at the line the author wrote it;
 // includes inside comments and string literals are ignored.
-#include "tpu_runner/static_check.h"
+#include "tpu_runner/cpu/static_check.h"
 
 #include <gtest/gtest.h>
 

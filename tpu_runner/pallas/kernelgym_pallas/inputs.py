@@ -1,6 +1,6 @@
 """Input tensors drawn from a task's initializers, in numpy, deterministic given a seed.
 
-The same kinds as the C++ runner's (tpu_runner/inputs.h): normal, uniform (optionally on a dyadic
+The same kinds as the C++ runner's (tpu_runner/cpu/inputs.h): normal, uniform (optionally on a dyadic
 grid), randint, permutation, partition. The values are not bit-identical to the C++ draws (a
 different generator); what matters is that the server's seed fixes them, and that the candidate's
 process cannot choose them: they are drawn before the candidate is imported.

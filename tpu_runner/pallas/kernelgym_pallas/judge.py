@@ -1,7 +1,7 @@
 """The judge: the trusted side of a pallas evaluation. It never imports candidate code. It holds
 the task (a copy of its files), draws the inputs from the server's seeds, runs the task's
 reference, and then checks, compiles and runs the program the tracer traced (artifact.py) — that
-program and nothing else. The C++ runner (tpu_runner/pallas_backend.cc) drives it:
+program and nothing else. The C++ runner (tpu_runner/pallas/pallas_backend.cc) drives it:
 
   judge -> runner  {"event": "ready", ...}             jax imported, the TPU target opened
   runner -> judge  {"job": ...}                         one evaluation (see evaluation.run_job)

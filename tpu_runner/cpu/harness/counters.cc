@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/counters.h"
+#include "tpu_runner/cpu/harness/counters.h"
 
 #include <linux/perf_event.h>
 #include <sys/ioctl.h>

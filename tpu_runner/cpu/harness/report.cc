@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/report.h"
+#include "tpu_runner/cpu/harness/report.h"
 
 namespace kernelgym::report {
 namespace {

@@ -1,4 +1,4 @@
-#include "tpu_runner/cpu_backend.h"
+#include "tpu_runner/cpu/cpu_backend.h"
 
 #include <sys/file.h>
 #include <fcntl.h>
@@ -9,11 +9,11 @@
 #include <cstring>
 #include <optional>
 
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/harness_session.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/static_check.h"
-#include "tpu_runner/symbol_policy.h"
+#include "tpu_runner/cpu/static_check.h"
+#include "tpu_runner/cpu/symbol_policy.h"
 #include "tpu_runner/timing_stats.h"
 
 namespace kernelgym {

@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "tpu_runner/backend.h"
-#include "tpu_runner/compiler.h"
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/compiler.h"
+#include "tpu_runner/cpu/harness_session.h"
 #include "tpu_runner/peaks.h"
 
 namespace kernelgym {

@@ -1,4 +1,4 @@
-#include "tpu_runner/inputs.h"
+#include "tpu_runner/cpu/inputs.h"
 
 #include <algorithm>
 #include <cmath>

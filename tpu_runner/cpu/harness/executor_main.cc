@@ -22,11 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tpu_runner/harness/doorbell.h"
-#include "tpu_runner/harness/executor_confine.h"
-#include "tpu_runner/harness/kernel_call.h"
-#include "tpu_runner/harness/layout.h"
-#include "tpu_runner/harness/read_to_end.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/executor_confine.h"
+#include "tpu_runner/cpu/harness/kernel_call.h"
+#include "tpu_runner/cpu/harness/layout.h"
+#include "tpu_runner/cpu/harness/read_to_end.h"
 
 namespace kernelgym {
 namespace {

@@ -1,4 +1,4 @@
-#include "tpu_runner/pallas_backend.h"
+#include "tpu_runner/pallas/pallas_backend.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 
 #include "core/subprocess.h"
 #include "tpu_runner/correctness.h"
-#include "tpu_runner/pallas_worker.h"
+#include "tpu_runner/pallas/pallas_worker.h"
 #include "tpu_runner/sandbox.h"
 #include "tpu_runner/timing_stats.h"
 

@@ -1,4 +1,4 @@
-#include "tpu_runner/harness_session.h"
+#include "tpu_runner/cpu/harness_session.h"
 
 #include <cxxabi.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 #include "core/subprocess.h"
 #include "core/text_safety.h"
 #include "tpu_runner/correctness.h"
-#include "tpu_runner/harness_protocol.h"
-#include "tpu_runner/inputs.h"
+#include "tpu_runner/cpu/harness_protocol.h"
+#include "tpu_runner/cpu/inputs.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
 

@@ -43,15 +43,15 @@
 #include <vector>
 
 #include "tpu_runner/correctness.h"
-#include "tpu_runner/harness/counters.h"
-#include "tpu_runner/harness/doorbell.h"
-#include "tpu_runner/harness/file_view.h"
-#include "tpu_runner/harness/kernel_call.h"
-#include "tpu_runner/harness/layout.h"
-#include "tpu_runner/harness/report.h"
-#include "tpu_runner/harness/side.h"
-#include "tpu_runner/harness_protocol.h"
-#include "tpu_runner/inputs.h"
+#include "tpu_runner/cpu/harness/counters.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/file_view.h"
+#include "tpu_runner/cpu/harness/kernel_call.h"
+#include "tpu_runner/cpu/harness/layout.h"
+#include "tpu_runner/cpu/harness/report.h"
+#include "tpu_runner/cpu/harness/side.h"
+#include "tpu_runner/cpu/harness_protocol.h"
+#include "tpu_runner/cpu/inputs.h"
 #include "tpu_runner/timing_stats.h"
 
 extern char** environ;

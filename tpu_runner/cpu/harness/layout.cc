@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/layout.h"
+#include "tpu_runner/cpu/harness/layout.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
 
 #include <linux/futex.h>
 #include <sys/syscall.h>

@@ -1,4 +1,4 @@
-#include "tpu_runner/symbol_policy.h"
+#include "tpu_runner/cpu/symbol_policy.h"
 
 #include <fcntl.h>
 #include <gelf.h>

@@ -1,4 +1,4 @@
-#include "tpu_runner/static_check.h"
+#include "tpu_runner/cpu/static_check.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "tpu_runner/pallas_worker.h"
+#include "tpu_runner/pallas/pallas_worker.h"
 
 #include <fcntl.h>
 #include <poll.h>

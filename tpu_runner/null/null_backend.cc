@@ -1,4 +1,4 @@
-#include "tpu_runner/null_backend.h"
+#include "tpu_runner/null/null_backend.h"
 
 namespace kernelgym {
 

@@ -1,4 +1,4 @@
-#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/cpu/harness_protocol.h"
 
 #include <sys/socket.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/executor_confine.h"
+#include "tpu_runner/cpu/harness/executor_confine.h"
 
 #include <fcntl.h>
 #include <seccomp.h>

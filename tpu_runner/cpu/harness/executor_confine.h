@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tpu_runner/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
 
 namespace kernelgym::executor {
 

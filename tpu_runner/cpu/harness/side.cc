@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/side.h"
+#include "tpu_runner/cpu/harness/side.h"
 
 #include <signal.h>
 #include <sys/wait.h>

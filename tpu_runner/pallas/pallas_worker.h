@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/subprocess.h"
-#include "tpu_runner/pallas_backend.h"
+#include "tpu_runner/pallas/pallas_backend.h"
 
 namespace kernelgym {
 

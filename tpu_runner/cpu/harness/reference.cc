@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/reference.h"
+#include "tpu_runner/cpu/harness/reference.h"
 
 #include <omp.h>
 #include <torch/script.h>

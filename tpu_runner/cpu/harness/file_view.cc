@@ -1,4 +1,4 @@
-#include "tpu_runner/harness/file_view.h"
+#include "tpu_runner/cpu/harness/file_view.h"
 
 #include <dirent.h>
 #include <fcntl.h>

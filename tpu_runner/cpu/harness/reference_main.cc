@@ -22,11 +22,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tpu_runner/harness/doorbell.h"
-#include "tpu_runner/harness/layout.h"
-#include "tpu_runner/harness/read_to_end.h"
-#include "tpu_runner/harness/reference.h"
-#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/cpu/harness/doorbell.h"
+#include "tpu_runner/cpu/harness/layout.h"
+#include "tpu_runner/cpu/harness/read_to_end.h"
+#include "tpu_runner/cpu/harness/reference.h"
+#include "tpu_runner/cpu/harness_protocol.h"
 
 namespace kernelgym {
 namespace {

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "datasets/task.h"
+#include "tpu_runner/timing_options.h"
 
 namespace kernelgym {
 
@@ -64,15 +65,6 @@ class FrameDecoder {
 // Blocking write of a whole buffer; false on error (EPIPE when the peer died — on a socket
 // without raising SIGPIPE).
 bool WriteAll(int fd, const std::string& bytes);
-
-struct TimingOptions {
-  double budget_seconds = 1.0;        // wall time for the timing loop (after warm-up)
-  int min_rounds = 20;
-  int max_rounds = 5000;
-  double target_relative_ci = 0.03;   // stop when the 95% CI of the speedup is within +-3%
-  int warmup_rounds = 3;
-  bool refresh_inputs = true;         // draw every input afresh before every round (test-only switch)
-};
 
 // One assignment of the task's sizes and the correctness trials run on it. The first shape set
 // of a job is the timed one.

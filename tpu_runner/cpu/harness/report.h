@@ -3,7 +3,7 @@
 // needs (every trial's outputs) all arrived.
 #pragma once
 
-#include "tpu_runner/harness_protocol.h"
+#include "tpu_runner/cpu/harness_protocol.h"
 
 namespace kernelgym::report {
 

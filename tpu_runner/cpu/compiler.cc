@@ -1,4 +1,4 @@
-#include "tpu_runner/compiler.h"
+#include "tpu_runner/cpu/compiler.h"
 
 #include <unistd.h>
 
@@ -14,7 +14,7 @@
 #include "tpu_runner/diagnostics.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
-#include "tpu_runner/static_check.h"
+#include "tpu_runner/cpu/static_check.h"
 
 namespace kernelgym {
 namespace {
