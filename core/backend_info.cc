@@ -59,6 +59,41 @@ const BackendInfo& BackendInfoOr(std::string_view name) {
   return info ? *info : KnownBackends().front();
 }
 
+std::optional<BackendInfo> BackendInfoFromJson(const nlohmann::json& json, std::string& problem) {
+  if (!json.is_object()) {
+    problem = "a backend descriptor must be a map";
+    return std::nullopt;
+  }
+  BackendInfo info;
+  auto field = [&](const char* key, auto& out) {
+    using T = std::decay_t<decltype(out)>;
+    const auto it = json.find(key);
+    bool ok = it != json.end();
+    if (ok) {
+      if constexpr (std::is_same_v<T, bool>) ok = it->is_boolean();
+      else if constexpr (std::is_same_v<T, std::string>) ok = it->is_string();
+      else {
+        ok = it->is_array();
+        for (std::size_t i = 0; ok && i < it->size(); ++i) ok = (*it)[i].is_string();
+      }
+    }
+    if (ok) out = it->template get<T>();
+    else if (problem.empty()) problem = std::string("field '") + key + "' is missing or not of its type";
+  };
+  field("name", info.name);
+  field("language", info.language);
+  field("fence_tags", info.fence_tags);
+  field("source_file", info.source_file);
+  field("task_folder", info.task_folder);
+  field("description", info.description);
+  field("quotes_torch_reference", info.quotes_torch_reference);
+  field("source_mutations", info.source_mutations);
+  field("times_on_any_host", info.times_on_any_host);
+  field("evaluated_by_server", info.evaluated_by_server);
+  if (!problem.empty()) return std::nullopt;
+  return info;
+}
+
 nlohmann::json ToJson(const BackendInfo& info) {
   return {{"name", info.name},
           {"language", info.language},

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,5 +39,8 @@ const BackendInfo& BackendInfoOr(std::string_view name);
 
 // The wire form (hello's `backend_info`): a map of the fields above.
 nlohmann::json ToJson(const BackendInfo& info);
+// ToJson's inverse: nullopt with `problem` naming the field when `json` lacks one or has it with
+// another type (fields beyond these are ignored).
+std::optional<BackendInfo> BackendInfoFromJson(const nlohmann::json& json, std::string& problem);
 
 }  // namespace kernelgym

@@ -113,19 +113,10 @@ std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& pr
     h.backends = r.Strings("backends");
     const json& infos = r.Array("backend_info");
     for (std::size_t i = 0; i < infos.size(); ++i) {
-      const Reader b(infos[i], "backend_info[" + std::to_string(i) + "]");
-      BackendInfo info;
-      info.name = b.String("name");
-      info.language = b.String("language");
-      info.fence_tags = b.Strings("fence_tags");
-      info.source_file = b.String("source_file");
-      info.task_folder = b.String("task_folder");
-      info.description = b.String("description");
-      info.quotes_torch_reference = b.Bool("quotes_torch_reference");
-      info.source_mutations = b.Bool("source_mutations");
-      info.times_on_any_host = b.Bool("times_on_any_host");
-      info.evaluated_by_server = b.Bool("evaluated_by_server");
-      h.backend_info.push_back(std::move(info));
+      std::string problem;
+      std::optional<BackendInfo> info = BackendInfoFromJson(infos[i], problem);
+      if (!info) throw BadField{"field 'backend_info[" + std::to_string(i) + "]': " + problem};
+      h.backend_info.push_back(std::move(*info));
     }
     h.rewards = r.Strings("rewards");
     h.action_kinds = r.Strings("action_kinds");

@@ -59,6 +59,20 @@ FromRunner DecodeFromRunnerBody(const std::string& op, int v, const msgpack::obj
     if (hello.runner_id.empty()) f.Fail("field 'runner_id' must not be empty");
     hello.backends = f.Strings("backends");
     if (hello.backends.empty()) f.Fail("field 'backends' must name at least one backend");
+    const msgpack::object& infos = f.Require("backend_info");
+    if (infos.type != msgpack::type::ARRAY) f.FieldType("backend_info", "an array", infos);
+    const nlohmann::json descriptors = ToJson(infos, op + ".backend_info");
+    if (descriptors.size() != hello.backends.size())
+      f.Fail("field 'backend_info' must describe each of 'backends', in order");
+    for (std::size_t i = 0; i < descriptors.size(); ++i) {
+      std::string problem;
+      std::optional<BackendInfo> info = BackendInfoFromJson(descriptors[i], problem);
+      if (!info) f.Fail("field 'backend_info[" + std::to_string(i) + "]': " + problem);
+      if (info->name != hello.backends[i])
+        f.Fail("field 'backend_info[" + std::to_string(i) + "]' describes '" + info->name + "', not '" +
+               hello.backends[i] + "'");
+      hello.backend_info.push_back(std::move(*info));
+    }
     hello.fingerprint = f.StringMap("fingerprint");
     hello.slots = static_cast<int>(f.Int("slots", 1, 4096));
     hello.pid = f.Int("pid", 0, INT64_MAX);
@@ -130,8 +144,12 @@ std::string Encode(const FromRunner& message) {
       [&](const auto& m) {
         using M = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<M, RunnerHello>) {
-          Header(pk, m.v, "runner.hello", 5);
+          Header(pk, m.v, "runner.hello", 6);
           pk.pack("runner_id"), pk.pack(m.runner_id), pk.pack("backends"), pk.pack(m.backends);
+          nlohmann::json infos = nlohmann::json::array();
+          for (const BackendInfo& info : m.backend_info) infos.push_back(ToJson(info));
+          pk.pack("backend_info");
+          PackJson(pk, infos);
           pk.pack("fingerprint"), pk.pack(m.fingerprint), pk.pack("slots"), pk.pack(m.slots);
           pk.pack("pid"), pk.pack(m.pid);
         } else if constexpr (std::is_same_v<M, Heartbeat>) {

@@ -18,6 +18,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/backend_info.h"
 #include "core/result.h"
 
 namespace kernelgym::protocol::runner {
@@ -29,6 +30,7 @@ struct RunnerHello {
   int v = kRunnerProtocolVersion;
   std::string runner_id;                          // unique per runner process (host:pid:random)
   std::vector<std::string> backends;              // backends this runner evaluates
+  std::vector<BackendInfo> backend_info;          // the descriptor of each of `backends`, in that order
   std::map<std::string, std::string> fingerprint; // host, cpu model, cores, compiler, kernel, peaks...
   int slots = 1;                                  // jobs it evaluates at once
   int64_t pid = 0;

@@ -97,9 +97,10 @@ void ServerLoop::Hello(const std::string& client, uint64_t id) {
       if (info.evaluated_by_server &&
           std::find(hello.backends.begin(), hello.backends.end(), info.name) == hello.backends.end())
         hello.backends.push_back(info.name);
-  // A runner's backend this build has no descriptor for is described as C++ (BackendInfoOr).
+  // Each backend as its runners describe it (runner.hello); the server's own `null` as this build
+  // does; a backend described by neither as C++ (BackendInfoOr).
   for (const std::string& name : hello.backends) {
-    hello.backend_info.push_back(BackendInfoOr(name));
+    hello.backend_info.push_back(scheduler_.Descriptor(name).value_or(BackendInfoOr(name)));
     hello.backend_info.back().name = name;
   }
   hello.rewards = RewardRegistry::Global().Names();

@@ -204,6 +204,13 @@ void Scheduler::Tick(Clock::time_point now, std::vector<JobOutcome>& done) {
   Dispatch(now);
 }
 
+std::optional<BackendInfo> Scheduler::Descriptor(const std::string& backend) const {
+  for (const auto& [identity, runner] : runners_)
+    for (const BackendInfo& info : runner.hello.backend_info)
+      if (info.name == backend) return info;
+  return std::nullopt;
+}
+
 std::vector<std::string> Scheduler::Backends() const {
   std::set<std::string> names;
   for (const auto& [identity, runner] : runners_)

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -61,6 +62,8 @@ class Scheduler {
   void Tick(Clock::time_point now, std::vector<JobOutcome>& done);
 
   std::vector<std::string> Backends() const;  // served by at least one connected runner
+  // How a connected runner serving `backend` describes it (its runner.hello); nullopt when none does.
+  std::optional<BackendInfo> Descriptor(const std::string& backend) const;
   std::size_t queued() const;
   std::size_t running() const;
   std::size_t runner_count() const { return runners_.size(); }

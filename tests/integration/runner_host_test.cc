@@ -129,6 +129,10 @@ class RunnerHostTest : public ::testing::Test {
     ASSERT_TRUE(hello) << "no hello; runner stderr:\n" << child_.stderr_text();
     identity_ = hello->first;
     hello_ = hello->second;
+    // Each backend it serves, described as this build describes it (the server passes it on).
+    EXPECT_EQ(hello_.backend_info.size(), hello_.backends.size());
+    for (std::size_t i = 0; i < hello_.backend_info.size() && i < hello_.backends.size(); ++i)
+      EXPECT_EQ(hello_.backend_info[i], *FindBackendInfo(hello_.backends[i]));
     server_->Send(identity_, runner::Welcome{0.1});
   }
 

@@ -11,6 +11,7 @@
 #include "datasets/trajectory/reader.h"
 #include "env/client/client.h"
 #include "env/protocol/codec.h"
+#include "env/protocol/runner_messages.h"
 #include "server_fixture.h"
 
 namespace kernelgym::testing {
@@ -370,6 +371,36 @@ TEST(ServerTest, KnobsActionsAreValidatedAgainstTheTemplate) {
   EXPECT_EQ(bad.observation.status, "invalid_action");
   EXPECT_NE(bad.observation.action_error.find("SIMD"), std::string::npos) << bad.observation.action_error;
   EXPECT_EQ(bad.observation.source, good.observation.source);  // unchanged
+}
+
+// A runner describes its backends in runner.hello, and the server's hello passes that on: a
+// backend this server's build has never heard of reaches clients as its runner describes it.
+TEST(ServerTest, HelloDescribesEachBackendAsItsRunnerDoes) {
+  ServerProcess server({"--local-runners", "0"});
+  zmq::context_t context;
+  zmq::socket_t runner(context, zmq::socket_type::dealer);
+  runner.set(zmq::sockopt::linger, 0);
+  runner.connect(server.runners());
+  protocol::runner::RunnerHello hello;
+  hello.runner_id = "fake:1:1";
+  hello.backends = {"toy"};
+  BackendInfo toy;
+  toy.name = "toy";
+  toy.language = "toylang";
+  toy.fence_tags = {"toy"};
+  toy.source_file = "kernel.toy";
+  toy.description = "a backend only its runner knows";
+  hello.backend_info = {toy};
+  runner.send(zmq::buffer(protocol::runner::Encode(protocol::runner::FromRunner{hello})));
+  Client c(Options(server));
+  protocol::HelloResult seen;
+  ASSERT_TRUE(WaitFor([&] {
+    seen = c.Hello();
+    return std::find(seen.backends.begin(), seen.backends.end(), "toy") != seen.backends.end();
+  }, 10));
+  ASSERT_EQ(seen.backend_info.size(), seen.backends.size());
+  const auto at = std::find(seen.backends.begin(), seen.backends.end(), "toy") - seen.backends.begin();
+  EXPECT_EQ(seen.backend_info[at], toy);
 }
 
 // tasks.get is built from the tasks the server loaded: typed, with each backend's version and the

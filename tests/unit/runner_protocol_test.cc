@@ -106,6 +106,7 @@ TEST(RunnerProtocol, EveryMessageKindRoundTrips) {
   RunnerHello bare;
   bare.runner_id = "h:1:2";
   bare.backends = {"cpu"};
+  bare.backend_info = {*FindBackendInfo("cpu")};
   const std::vector<FromRunner> from_runner{bare, Heartbeat{0}, Heartbeat{3}, JobDone{0, failed},
                                             JobDone{UINT64_MAX, golden::Result()}};
   for (const FromRunner& m : from_runner) {
@@ -224,18 +225,43 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
                     pk.pack("fingerprint"), pk.pack_map(0), pk.pack("slots"), pk.pack(1), pk.pack("pid"), pk.pack(1);
                   }),
       {"runner.hello", "backends[0]", "string"});
+  // The backends' descriptors, as msgpack: `name` in place of each descriptor's own.
+  auto descriptors = [](auto& pk, const std::string& name) {
+    BackendInfo info = *FindBackendInfo("cpu");
+    info.name = name;
+    const std::vector<std::uint8_t> bytes = nlohmann::json::to_msgpack(nlohmann::json::array({ToJson(info)}));
+    const msgpack::object_handle h = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    pk.pack("backend_info"), pk.pack(h.get());
+  };
   ExpectFromRunnerProblem(
       from_runner("runner.hello", 5,
                   [](auto& pk) {
                     pk.pack("runner_id"), pk.pack("a"), pk.pack("backends"), pk.pack_array(1), pk.pack("cpu");
+                    pk.pack("fingerprint"), pk.pack_map(0), pk.pack("slots"), pk.pack(1), pk.pack("pid"), pk.pack(1);
+                  }),
+      {"runner.hello", "'backend_info'"});
+  ExpectFromRunnerProblem(
+      from_runner("runner.hello", 6,
+                  [&](auto& pk) {
+                    pk.pack("runner_id"), pk.pack("a"), pk.pack("backends"), pk.pack_array(1), pk.pack("cpu");
+                    descriptors(pk, "pallas");
+                    pk.pack("fingerprint"), pk.pack_map(0), pk.pack("slots"), pk.pack(1), pk.pack("pid"), pk.pack(1);
+                  }),
+      {"runner.hello", "backend_info[0]", "'pallas'", "'cpu'"});
+  ExpectFromRunnerProblem(
+      from_runner("runner.hello", 6,
+                  [&](auto& pk) {
+                    pk.pack("runner_id"), pk.pack("a"), pk.pack("backends"), pk.pack_array(1), pk.pack("cpu");
+                    descriptors(pk, "cpu");
                     pk.pack("fingerprint"), pk.pack_map(1), pk.pack("cores"), pk.pack(8), pk.pack("slots"), pk.pack(1);
                     pk.pack("pid"), pk.pack(1);
                   }),
       {"runner.hello.fingerprint", "'cores'", "string", "integer"});
   ExpectFromRunnerProblem(
-      from_runner("runner.hello", 5,
-                  [](auto& pk) {
+      from_runner("runner.hello", 6,
+                  [&](auto& pk) {
                     pk.pack("runner_id"), pk.pack("a"), pk.pack("backends"), pk.pack_array(1), pk.pack("cpu");
+                    descriptors(pk, "cpu");
                     pk.pack("fingerprint"), pk.pack_map(0), pk.pack("slots"), pk.pack(0), pk.pack("pid"), pk.pack(1);
                   }),
       {"runner.hello", "'slots'"});

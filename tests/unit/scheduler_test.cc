@@ -29,6 +29,10 @@ class SchedulerTest : public ::testing::Test {
     RunnerHello hello;
     hello.runner_id = runner_id;
     hello.backends = std::move(backends);
+    for (const std::string& name : hello.backends) {
+      hello.backend_info.push_back(BackendInfoOr(name));
+      hello.backend_info.back().name = name;
+    }
     hello.slots = slots;
     hello.pid = 1234;
     hello.fingerprint = {{"host", "test"}};

@@ -123,6 +123,12 @@ class RunnerHost {
         results_endpoint_("inproc://runner-host-results-" + std::to_string(reinterpret_cast<uintptr_t>(this))) {
     hello_.runner_id = options.runner_id.empty() ? DefaultRunnerId() : options.runner_id;
     hello_.backends = options.backends;
+    // Each backend as this build describes it: the server passes it on in its own hello, so that
+    // clients talk about a runner's backend the way the runner's build does.
+    for (const std::string& name : hello_.backends) {
+      hello_.backend_info.push_back(BackendInfoOr(name));
+      hello_.backend_info.back().name = name;
+    }
     hello_.fingerprint = HostFingerprint(options.backend_config.cache_dir);
     hello_.slots = options.slots;
     hello_.pid = getpid();
