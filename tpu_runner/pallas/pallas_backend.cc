@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -334,6 +335,43 @@ bool AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
   return false;
 }
 
+// The traced program the tracer wrote to `file`, read without following a link and only when it
+// is a regular file of at most `limit` bytes; false with `why_not` (the candidate's doing) otherwise.
+bool ReadTracedProgram(const std::filesystem::path& file, std::size_t limit, std::string& program,
+                       std::string& why_not) {
+  const int fd = open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why_not = errno == ELOOP ? "the traced program is not a regular file (a symbolic link)"
+                             : "the tracer announced a traced program it did not write";
+    return false;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    why_not = "the traced program is not a regular file";
+    return false;
+  }
+  if (static_cast<std::size_t>(st.st_size) > limit) {
+    close(fd);
+    why_not = "the traced program is " + std::to_string(st.st_size) + " bytes (the limit is " +
+              std::to_string(limit >> 20) + " MiB)";
+    return false;
+  }
+  program.clear();
+  char chunk[65536];
+  for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || program.size() + static_cast<std::size_t>(n) > limit) {
+      close(fd);
+      why_not = "the traced program could not be read whole";
+      return false;
+    }
+    program.append(chunk, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return true;
+}
+
 // Where a process came from, for the record (its `ready` event says): "judge: forked by its fork
 // server (job 3)" or "tracer: a process started for this evaluation".
 std::string Origin(const PallasWorker& worker) {
@@ -622,20 +660,21 @@ EvalResult PallasBackend::Evaluate(const Task& task, const std::string& source, 
   // copies it: the two processes share no folder).
   tracer->Finish(After(2));
   {
-    std::error_code ec;
-    const auto size = std::filesystem::file_size(program_in_tracer, ec);
-    if (ec || size > (std::size_t{256} << 20)) {
+    // Read through a descriptor opened without following links: the tracer's folder is the
+    // candidate's to write, and a link there would point this process (outside every sandbox) at
+    // a file of the host of the candidate's choosing.
+    std::string program, why_not;
+    if (!ReadTracedProgram(program_in_tracer, std::size_t{256} << 20, program, why_not)) {
       r.status = Status::kRejected;
       r.stage = Stage::kCompile;
-      r.message = ec ? "the tracer announced a traced program it did not write"
-                     : "the traced program is " + std::to_string(size) + " bytes (the limit is 256 MiB)";
+      r.message = why_not;
       return finish();
     }
-    std::filesystem::copy_file(program_in_tracer, judge->job_dir / "program.pkl",
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) {
+    std::ofstream out(judge->job_dir / "program.pkl", std::ios::binary | std::ios::trunc);
+    out << program;
+    if (!out.flush()) {
       r.status = Status::kInternalError;
-      r.message = "cannot copy the traced program to the judge: " + ec.message();
+      r.message = "cannot copy the traced program to the judge's folder";
       return finish();
     }
   }
