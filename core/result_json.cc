@@ -362,14 +362,7 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
                    {"discarded", t.discarded},
                    {"seconds", t.seconds},
                    {"reference_alone_median_ns", t.reference_alone_median_ns}};
-    if (include_samples) {
-      json rows = json::array();
-      for (const TimingSample& s : t.samples)
-        rows.push_back({{"reference_ns", s.reference_ns}, {"candidate_ns", s.candidate_ns},
-                        {"reference_cpu_ns", s.reference_cpu_ns}, {"candidate_cpu_ns", s.candidate_cpu_ns},
-                        {"input_set", s.input_set}, {"candidate_first", s.candidate_first}, {"discarded", s.discarded}});
-      j["timing"]["samples"] = rows;
-    }
+    if (include_samples) j["timing"]["samples"] = TimingSamplesToJson(t.samples);
   }
   if (r.profile) {
     const ProfileReport& p = *r.profile;
@@ -387,6 +380,15 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
 }
 
 }  // namespace
+
+json TimingSamplesToJson(const std::vector<TimingSample>& samples) {
+  json rows = json::array();
+  for (const TimingSample& s : samples)
+    rows.push_back({{"reference_ns", s.reference_ns}, {"candidate_ns", s.candidate_ns},
+                    {"reference_cpu_ns", s.reference_cpu_ns}, {"candidate_cpu_ns", s.candidate_cpu_ns},
+                    {"input_set", s.input_set}, {"candidate_first", s.candidate_first}, {"discarded", s.discarded}});
+  return rows;
+}
 
 json ResultToJson(const EvalResult& r, bool include_samples) {
   // nlohmann's dump() throws on invalid UTF-8 and msgpack strings must be UTF-8: a result that

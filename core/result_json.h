@@ -14,6 +14,9 @@ namespace kernelgym {
 // `include_samples`: the raw timing samples (large) are included only when asked. Every string
 // in the JSON is valid UTF-8 (MakeResultTextValid), so dump() cannot throw on it.
 nlohmann::json ResultToJson(const EvalResult& result, bool include_samples);
+// The raw timing samples alone, as ResultToJson writes them under timing.samples (the trajectory
+// store keeps them beside the observation, without the rest of the result a second time).
+nlohmann::json TimingSamplesToJson(const std::vector<TimingSample>& samples);
 
 // The exact inverse of ResultToJson(result, /*include_samples=*/true): how a result crosses a
 // process boundary (the runner protocol) and comes back from the trajectory store. Strict: a

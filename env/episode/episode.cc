@@ -50,10 +50,15 @@ EvaluationRequest Episode::MakeRequest(const std::string& source, bool submit) {
   EvaluationRequest request;
   request.source = source;
   request.submit = submit;
-  // A submit is judged on more trials than a step.
+  // A submit is judged on more trials than a step, and timed longer and more tightly.
   const int trials = submit ? 2 * task_->trials : task_->trials;
   for (int i = 0; i < trials; ++i) request.seeds.push_back(Mix(seed_ ^ Mix(++evaluations_)));
   request.timing_seed = Mix(seed_ ^ Mix(++evaluations_));
+  if (submit) {
+    request.timing_budget_s = 3.0;
+    request.min_rounds = 40;
+    request.target_relative_ci = 0.02;
+  }
   return request;
 }
 

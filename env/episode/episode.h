@@ -32,11 +32,17 @@ struct EpisodeLimits {
 };
 
 // What the scheduler should evaluate for this episode's pending step.
+// What one evaluation of an episode asks of its runner. A submit is stricter than a step in every
+// way, decided here and nowhere else (Episode::MakeRequest): twice the trials, a longer timing
+// budget, more rounds and a tighter interval. The server copies these into the job.
 struct EvaluationRequest {
   std::string source;
   bool submit = false;            // the final, stricter evaluation
   std::vector<uint64_t> seeds;    // correctness seeds, derived from the episode seed
   uint64_t timing_seed = 0;
+  double timing_budget_s = 1.0;   // seconds of timing after warm-up
+  int min_rounds = 20;
+  double target_relative_ci = 0.03;  // stop once the speedup's 95% CI is within +-3%
 };
 
 class Episode {

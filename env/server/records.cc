@@ -15,11 +15,7 @@ json Base(const RecordContext& c, const char* kind, int64_t step, const protocol
           const EvalResult* result) {
   const double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  json samples = json::array();
-  if (result && result->timing) {
-    const json full = ResultToJson(*result, /*include_samples=*/true);
-    if (full.contains("timing") && full["timing"].contains("samples")) samples = full["timing"]["samples"];
-  }
+  json samples = result && result->timing ? TimingSamplesToJson(result->timing->samples) : json::array();
   using namespace record;
   return {{kKind, kind},
           {kTime, now},

@@ -234,11 +234,9 @@ bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pe
   job.source = request.source;
   job.options.seeds = request.seeds;
   job.options.timing_seed = request.timing_seed;
-  if (request.submit) {  // the final evaluation: a longer budget and a tighter interval
-    job.options.timing_budget_s = 3.0;
-    job.options.min_rounds = 40;
-    job.options.target_relative_ci = 0.02;
-  }
+  job.options.timing_budget_s = request.timing_budget_s;  // the episode decides how strict (a submit is stricter)
+  job.options.min_rounds = request.min_rounds;
+  job.options.target_relative_ci = request.target_relative_ci;
   const uint64_t job_id = job.job_id;
   if (!scheduler_.Submit(std::move(job), Clock::now())) {
     episode.Abandon();

@@ -224,6 +224,25 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   EXPECT_NE(text.find("tracer: forked by its fork server (job "), std::string::npos) << text;
 }
 
+// The job folders lie under /tmp when the runner's cache does (KERNELGYM_CACHE=/tmp/...): the
+// fork server's emptying of its /tmp must leave the job folder (the runner's bind) alone, or the
+// traced program is gone before the runner reads it.
+TEST(PallasIsolation, AJobFolderUnderTmpSurvivesTheEmptyingOfTmp) {
+  if (!ProbeSandbox().bwrap) GTEST_SKIP() << "no fork server without bwrap: " << ProbeSandbox().problem;
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  BackendConfig config = DefaultBackendConfig();
+  config.cache_dir = (TestTempDir() / "cache").string();
+  ASSERT_EQ(config.cache_dir.rfind(std::filesystem::temp_directory_path().string(), 0), 0u);
+  PallasBackend backend(config, DefaultPallasSettings());
+  for (int i = 0; i < 2; ++i) {
+    const EvalResult r = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+    EXPECT_EQ(r.status, Status::kOk) << "evaluation " << i << ": " << VerdictText(r);
+    if (i == 1) EXPECT_NE(VerdictText(r).find("tracer: forked by its fork server (job 2)"), std::string::npos)
+        << VerdictText(r);
+  }
+}
+
 // Without a fork server (KERNELGYM_SANDBOX=none machines work this way) every job gets a process
 // of its own, and the same two candidates still get their verdicts.
 TEST(PallasIsolation, ProcessesStartedPerJobKeepTheCandidatesApartToo) {

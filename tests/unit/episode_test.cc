@@ -202,6 +202,23 @@ TEST_F(EpisodeTest, RevertRestoresAnEarlierSource) {
   EXPECT_DOUBLE_EQ(r.observation.speedup, 0.5);
 }
 
+// A submit is stricter than a step in every way, decided by the episode alone: twice the trials,
+// a longer timing budget, more rounds, a tighter interval.
+TEST_F(EpisodeTest, ASubmitIsStricterThanAStepInEveryWay) {
+  auto e = Make();
+  const EvaluationRequest reset = e->Reset(7);
+  ASSERT_FALSE(reset.submit);
+  e->FinishReset(Ok(0.5), "r1");
+  const Episode::Plan plan = e->PlanStep(protocol::SubmitAction{});
+  ASSERT_TRUE(plan.evaluation.has_value());
+  const EvaluationRequest& submit = *plan.evaluation;
+  EXPECT_TRUE(submit.submit);
+  EXPECT_EQ(submit.seeds.size(), 2 * reset.seeds.size());
+  EXPECT_GT(submit.timing_budget_s, reset.timing_budget_s);
+  EXPECT_GT(submit.min_rounds, reset.min_rounds);
+  EXPECT_LT(submit.target_relative_ci, reset.target_relative_ci);
+}
+
 TEST_F(EpisodeTest, SeedsComeFromTheEpisodeSeed) {
   auto a = Make(), b = Make(), c = Make();
   const EvaluationRequest ra = a->Reset(1), rb = b->Reset(1), rc = c->Reset(2);

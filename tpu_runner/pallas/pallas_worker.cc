@@ -387,17 +387,25 @@ std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
 PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role)
     : settings_(std::move(settings)), scratch_(std::move(scratch)), role_(role) {
   // Jobs follow one another in a fork server's sandbox only where that sandbox is a pid
-  // namespace with a read-only root; without bubblewrap every job gets a process of its own.
-  forking_ = settings_.fork_server && ProbeSandbox().bwrap;
+  // namespace with a read-only root; without bubblewrap every job gets a process of its own. On a
+  // TPU host the judge is started per job too: whether importing Pallas's TPU module already
+  // loads libtpu (whose threads a fork would not take along) has not been tried on one.
+  forking_ = settings_.fork_server && ProbeSandbox().bwrap &&
+             !(role_ == PallasBackend::Role::kJudge && !TpuDevices().empty());
 }
 
 PallasWorkerPool::~PallasWorkerPool() = default;
 
 void PallasWorkerPool::Return(std::unique_ptr<PallasForkServer> server, bool reusable) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  --lent_;
-  if (reusable) idle_.push_back(std::move(server));
-  // else: destroyed here, which kills it and removes its folder
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --lent_;
+    if (reusable) {
+      idle_.push_back(std::move(server));
+      return;
+    }
+  }
+  server.reset();  // kills it and removes its folder, outside the lock (it may wait for the exit)
 }
 
 std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {

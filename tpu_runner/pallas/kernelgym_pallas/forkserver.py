@@ -39,9 +39,17 @@ CONTROL_FD, REPORT_FD = 3, 4
 SANDBOX_MARK = "KERNELGYM_FORK_SERVER_SANDBOX"  # the runner's word that /tmp is the sandbox's own
 
 
-def _empty(folder: str) -> bool:
-    """Removes everything in `folder`; True when it is empty afterwards."""
+def _empty(folder: str, keep: str) -> bool:
+    """Removes everything in `folder` but the job folder `keep` (a bind mount of the runner's, which
+    the runner empties) and the folders on the way to it; True when nothing else is left. The job
+    folder lies under /tmp when the runner's cache does (KERNELGYM_CACHE=/tmp/...)."""
+    clean = True
     for entry in os.scandir(folder):
+        if entry.path == keep:
+            continue
+        if keep.startswith(entry.path + "/") and entry.is_dir(follow_symlinks=False):
+            clean = _empty(entry.path, keep) and clean
+            continue
         try:
             if entry.is_dir(follow_symlinks=False):
                 shutil.rmtree(entry.path)
@@ -49,7 +57,8 @@ def _empty(folder: str) -> bool:
                 os.unlink(entry.path)
         except OSError:
             pass
-    return not any(os.scandir(folder))
+        clean = clean and not os.path.lexists(entry.path)
+    return clean
 
 
 def _become_job(server: socket.socket, fds: list[int], role: str, prepared, seccomp: bool, facts: dict) -> None:
@@ -118,6 +127,7 @@ def main() -> int:
         _send(server, {"event": "fatal", "message": f"{args.role} start-up: {type(error).__name__}: {error}"[:500]})
         return 2
     start_seconds = time.perf_counter() - started
+    job_folder = os.path.realpath(os.getcwd())  # the runner starts the server in it
     jobs = 0
     while True:
         try:
@@ -142,7 +152,7 @@ def main() -> int:
         else:
             ended["exit_code"] = os.WEXITSTATUS(status)
         # Nothing forked after this child may see what it left; the runner empties the job folder.
-        ended["clean"] = _empty("/tmp")
+        ended["clean"] = _empty("/tmp", job_folder)
         if not _send(server, ended) or not ended["clean"]:
             return 0
 
