@@ -22,7 +22,7 @@ namespace {
 Backend& Pallas() {
   static std::unique_ptr<Backend> backend = [] {
     RegisterBuiltinBackends();
-    // Pre-started workers: the parameterized tests evaluate many candidates in one process.
+    // One backend, so one pair of fork servers: the parameterized tests evaluate many candidates.
     return BackendRegistry::Global().Create("pallas", DefaultBackendConfig());
   }();
   return *backend;
@@ -68,9 +68,9 @@ std::string TestName(const ::testing::TestParamInfo<std::string>& info) {
 
 // ---- every task's Pallas starter -------------------------------------------------------------
 
-// The tasks in a few shards, a test process each, rather than one process per task: the backend
-// pre-starts the next judge and tracer while one evaluation runs, so a task costs less in a
-// shard than as a process of its own that imports jax cold. Not in one process either: all 62
+// The tasks in a few shards, a test process each, rather than one process per task: the backend's
+// fork servers import jax once per process and fork each evaluation's judge and tracer, so a task
+// costs less in a shard than as a process of its own that imports jax cold. Not in one process either: all 62
 // tasks took ~9 minutes on one core, the suite's critical path on two cores.
 constexpr int kStarterShards = 6;
 
