@@ -171,9 +171,18 @@ std::vector<ordered_json> ChatExamples(const json& record) {
     example["backend"] = Field(record, record::kBackend);
     example["episode"] = Field(record, record::kEpisode);
     example["step"] = Field(record, record::kStep);
-    example["reward"] = Field(record, record::kReward);
-    example["status"] = Field(observation, record::obs::kStatus);
-    example["speedup"] = Field(observation, record::obs::kSpeedup);
+    const json& produced = Field(exchange, record::meta::kProducedStep);
+    if (produced.is_boolean() && !produced.get<bool>()) {
+      // It rode with this step but did not lead to it: it earns none of its outcome.
+      example["reward"] = nullptr;
+      example["status"] = "no_step";
+      example["speedup"] = nullptr;
+    } else {
+      example["reward"] = Field(record, record::kReward);
+      example["status"] = Field(observation, record::obs::kStatus);
+      example["speedup"] = Field(observation, record::obs::kSpeedup);
+    }
+    if (const std::string* reasoning = String(Field(exchange, record::meta::kReasoning))) example["reasoning"] = *reasoning;
     examples.push_back(std::move(example));
   }
   return examples;

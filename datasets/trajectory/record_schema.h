@@ -82,6 +82,10 @@ inline constexpr const char* kRole = "role";          // planner, implementer, d
 inline constexpr const char* kMessages = "messages";  // [{role, content}] as sent
 inline constexpr const char* kCompletion = "completion";
 inline constexpr const char* kStatus = "status";      // the chat call's status ("ok", "truncated", ...)
+inline constexpr const char* kReasoning = "reasoning";  // the model's thinking, however the server delivered it
+// false: the exchange led to no step (an ask that got no usable reply, a repeated kernel refused
+// before evaluation). It rides with a later step but must not be credited with that step's reward.
+inline constexpr const char* kProducedStep = "produced_step";
 }  // namespace meta
 
 // Inside kObservation (the protocol's Observation wire names).

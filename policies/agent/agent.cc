@@ -55,6 +55,7 @@ json AgentReport::ToJson() const {
           {"task", task},
           {"backend", backend},
           {"stop_reason", stop_reason},
+          {"model_failure", model_failure},
           {"starter_speedup", starter_speedup},
           {"best_speedup", best_speedup},
           {"best_step", best_step},
@@ -66,11 +67,8 @@ json AgentReport::ToJson() const {
           {"submit_status", submit_status},
           {"submit_speedup", submit_speedup},
           {"asks", {{"asks", asks.asks}, {"calls", asks.calls}, {"bad_replies", asks.bad_replies},
-                    {"failed_calls", asks.failed_calls}}},
-          {"chat", {{"calls", chat.calls}, {"ok", chat.ok}, {"truncated", chat.truncated}, {"failed", chat.failed},
-                    {"malformed", chat.malformed}, {"retries", chat.retries}, {"prompt_tokens", chat.prompt_tokens},
-                    {"completion_tokens", chat.completion_tokens}, {"seconds", chat.seconds},
-                    {"max_in_flight", chat.max_in_flight}}},
+                    {"failed_calls", asks.failed_calls}, {"refused", asks.refused}}},
+          {"chat", chat.ToJson()},
           {"seconds", seconds},
           {"best_source", best_source}};
 }
@@ -84,6 +82,10 @@ void Agent::Log(const std::string& line) { log_ << "agent: " << line << std::end
 bool Agent::BudgetLeft(int steps_needed, std::string& why) const {
   if (over_) {
     why = "the server ended the episode (its evaluation-time or step budget ran out)";
+    return false;
+  }
+  if (const std::string unusable = assistant_.unusable(); !unusable.empty()) {
+    why = "the model cannot be asked any more: " + unusable;
     return false;
   }
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
@@ -262,6 +264,10 @@ void Agent::RevertToBest() {
 
 AgentReport Agent::Run() {
   started_ = std::chrono::steady_clock::now();
+  assistant_.BeginRun();
+  // The time budget holds inside a chat call too: no request runs past it.
+  assistant_.chat().SetDeadline(started_ + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                               std::chrono::duration<double>(options_.time_budget_s)));
   report_ = {};
   report_.task = options_.task;
   report_.backend = options_.backend;
@@ -298,6 +304,7 @@ AgentReport Agent::Run() {
         outcome = current_.status + (current_.status == record::obs::kStatusOk ? " " + Fixed(current_.speedup) + "x" : "");
       } else {
         outcome = "no usable implementation";
+        roles::MarkProducedNoStep(pending_);  // the plan (and anything before it) led to no step
       }
     } else {
       outcome = "no usable plan";
@@ -319,13 +326,21 @@ AgentReport Agent::Run() {
       break;
     }
     if (analysis && analysis->decision == roles::Decision::kTune && !tuned_) {
+      const double before_tuning = best_.speedup;
       Tune(*analysis);
       RevertToBest();
+      if (best_.speedup > before_tuning) rounds_without_gain = 0;  // a tuner gain is a gain
     }
     why = "round limit (" + std::to_string(options_.rounds) + ") reached";
   }
   report_.stop_reason = why;
   Log("stopping: " + why);
+  const std::string unusable = assistant_.unusable();
+  if (!assistant_.any_usable_reply()) {
+    report_.model_failure = "no usable reply from the model" + (unusable.empty() ? std::string() : ": " + unusable);
+  } else if (assistant_.endpoint_failed()) {
+    report_.model_failure = unusable;
+  }
 
   if (!over_) RevertToBest();
   if (!over_) {

@@ -5,8 +5,13 @@
 //                                      └─fail─> debug ──> step  (up to debug_attempts, knowing
 //                                                                the fixes that already failed)
 //   analyst says TUNE ──> tuner's search space, each point one step
-//   stop: the analyst says STOP, `patience` rounds without a gain, the round/step/time budget
+//   stop: the analyst says STOP, `patience` rounds without a gain (a tuner gain counts), the
+//   round/step/time budget, or the model endpoint becoming unusable (Assistant::unusable(): a
+//   refusal no retry fixes, a spent token or cost budget, calls in a row with no reply)
 //   end: revert to the best kernel if it is not current, then submit it
+//
+// The time budget also bounds the chat calls themselves (the client's deadline), so a slow reply
+// cannot overrun it by more than the env step in flight.
 //
 // Every chat exchange goes with the next env.step as its `meta` (recorded with the transition
 // when the env records) and, when a transcript stream is given, to it as JSON lines.
@@ -43,6 +48,9 @@ struct AgentOptions {
 struct AgentReport {
   std::string env, task, backend;
   std::string stop_reason;
+  // The model endpoint could not be used (refused for good, or never a usable reply): why. A run
+  // that ends so failed, whatever it submitted.
+  std::string model_failure;
   double starter_speedup = 0, best_speedup = 0;  // 0: not correct
   int64_t best_step = 0;
   std::string best_source;

@@ -50,6 +50,10 @@ int RunAgentCommand(AgentCommand& c) {
     std::cerr << "kernelgym agent: " << error << "\n";
     return 2;
   }
+  if (const std::string why = policies::CheckModelEndpoint(model); !why.empty()) {
+    std::cerr << "kernelgym agent: " << why << "\n";
+    return policies::kExitModelUnusable;
+  }
   std::unique_ptr<std::ofstream> transcript;
   if (!c.transcript.empty()) {
     transcript = std::make_unique<std::ofstream>(c.transcript);
@@ -74,15 +78,16 @@ int RunAgentCommand(AgentCommand& c) {
               << report.best_speedup << "x the reference at step " << report.best_step << " (starter "
               << report.starter_speedup << "x); submitted: " << report.submit_status << " " << report.submit_speedup
               << "x\n"
-              << report.steps << " steps in " << report.rounds << " rounds; " << report.chat.calls << " chat calls ("
-              << report.chat.retries << " retries, " << report.asks.bad_replies << " unusable replies, "
-              << report.chat.failed << " failed), " << report.chat.prompt_tokens << " prompt + "
-              << report.chat.completion_tokens << " completion tokens; " << report.seconds << " s\nstopped: "
-              << report.stop_reason << "\n";
+              << report.steps << " steps in " << report.rounds << " rounds; " << policies::DescribeChat(report.chat)
+              << "; " << report.seconds << " s\nstopped: " << report.stop_reason << "\n";
     if (!c.report.empty()) {
       const std::string text = report.ToJson().dump(2) + "\n";
       if (c.report == "-") std::cout << text;
       else std::ofstream(c.report) << text;
+    }
+    if (!report.model_failure.empty()) {
+      std::cerr << "kernelgym agent: " << report.model_failure << "\n";
+      return policies::kExitModelUnusable;
     }
     return report.submitted && report.submit_status == "ok" ? 0 : 1;
   } catch (const std::exception& e) {

@@ -32,6 +32,43 @@ void AddChatFlags(CLI::App& command, llm::ChatOptions& chat, bool required) {
   command.add_option("--llm-concurrency", chat.max_concurrency, "chat requests in flight at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
+  command.add_option("--token-limit-field", chat.token_limit_field,
+                     "the request field for --max-tokens: max_completion_tokens for OpenAI's reasoning models, none to "
+                     "send no limit")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"max_tokens", "max_completion_tokens", "none"}));
+  command.add_flag("!--no-temperature", chat.send_temperature,
+                   "send no temperature (models that accept only their default)");
+  command
+      .add_option_function<std::string>(
+          "--extra-body",
+          [&chat](const std::string& text) {
+            nlohmann::json body = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+            if (!body.is_object()) throw CLI::ValidationError("--extra-body", "must be a JSON object, e.g. '{\"top_p\": 0.9}'");
+            chat.extra_body = std::move(body);
+          },
+          "a JSON object merged into every chat request, e.g. '{\"reasoning_effort\": \"low\"}' or "
+          "'{\"chat_template_kwargs\": {\"enable_thinking\": false}}'")
+      ->type_name("JSON");
+  command.add_option("--context-window", chat.context_window,
+                     "the model's context length in tokens: the completion limit shrinks so prompt + reply fit "
+                     "(0: unknown)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  command.add_option("--llm-token-budget", chat.budget.max_tokens,
+                     "prompt + completion tokens the run may spend over all calls (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--llm-cost-budget", chat.budget.max_cost,
+                     "what the run may spend, in the currency of --price-in/--price-out (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--price-in", chat.budget.price_in_per_million, "cost per million prompt tokens")
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--price-out", chat.budget.price_out_per_million, "cost per million completion tokens")
+      ->check(CLI::NonNegativeNumber);
+  command.add_flag("!--no-endpoint-check", chat.check_endpoint,
+                   "skip the first contact (GET {endpoint}/models) that stops a run against a wrong URL or key at once");
 }
 
 void AddEnvFlags(CLI::App& command, EnvFlags& env) {

@@ -27,4 +27,16 @@ struct Model {
 bool LoadModel(const llm::ChatOptions& chat, const std::string& prompts_dir, int repairs, Model& model,
                std::string& error);
 
+// The exit status of a policy command whose model endpoint could not be used: refused at the
+// first contact, refused for good during the run, or never gave a usable reply.
+inline constexpr int kExitModelUnusable = 3;
+
+// The first contact with a loaded model's endpoint (ChatClient::CheckEndpoint), unless the options
+// say not to: "" when it answered (or there is no model), else the reason, in the server's words.
+std::string CheckModelEndpoint(Model& model);
+
+// One line on a run's chat calls: calls, retries, failures by kind, tokens (and whether any are
+// estimates), cost when priced.
+std::string DescribeChat(const llm::ChatTotals& totals);
+
 }  // namespace kernelgym::policies

@@ -143,6 +143,10 @@ int RunCollectCommand(CollectCommand& c) {
     std::cerr << "kernelgym collect: " << error << "\n";
     return 2;
   }
+  if (const std::string why = policies::CheckModelEndpoint(model); !why.empty()) {
+    std::cerr << "kernelgym collect: " << why << "\n";
+    return policies::kExitModelUnusable;
+  }
   c.run.assistant = model.assistant.get();
   if (!PoliciesReady({c.policy}, c.run, error)) {
     std::cerr << "kernelgym collect: " << error << "\n";

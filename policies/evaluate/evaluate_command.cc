@@ -37,8 +37,6 @@ void AddEvaluateCommand(CLI::App& app, EvaluateCommand& c) {
   a.add_option("--out", c.out, "the folder for <policy>.json/.md, comparison.md and speedups.svg")->capture_default_str();
   a.add_option("--compare", c.compare, "report JSON files to compare (no policy is run)");
   a.add_flag("--record", c.run.record, "record every episode in the server's trajectory store (implied by --record-dir)");
-  a.add_option("--price-in", c.prices.prompt_per_million, "cost per million prompt tokens");
-  a.add_option("--price-out", c.prices.completion_per_million, "cost per million completion tokens");
   policies::AddChatFlags(a, c.chat, /*required=*/false);
   policies::AddEnvFlags(a, c.env);
   a.add_option("--prompts", c.prompts, "agent: the role prompt files' folder");
@@ -69,6 +67,10 @@ int RunEvaluateCommand(EvaluateCommand& c) {
       std::cerr << "kernelgym evaluate: " << error << "\n";
       return 2;
     }
+    if (const std::string why = policies::CheckModelEndpoint(model); !why.empty()) {
+      std::cerr << "kernelgym evaluate: " << why << "\n";
+      return policies::kExitModelUnusable;
+    }
     c.run.assistant = model.assistant.get();
     if (!PoliciesReady(c.policies, c.run, error)) {
       std::cerr << "kernelgym evaluate: " << error << "\n";
@@ -95,7 +97,9 @@ int RunEvaluateCommand(EvaluateCommand& c) {
                     << " version" << (c.run.tasks.empty() ? "" : " among the --task ones") << "\n";
           return 2;
         }
-        report.metrics = ComputeMetrics(report.outcomes, c.prices);
+        // The chat flags' prices (--price-in/--price-out) also price the report.
+        report.metrics = ComputeMetrics(report.outcomes, Prices{c.chat.budget.price_in_per_million,
+                                                                c.chat.budget.price_out_per_million});
         const std::filesystem::path base = std::filesystem::path(c.out) / FileName(report.policy);
         WriteText(base.string() + ".json", ReportToJson(report).dump(2) + "\n");
         WriteText(base.string() + ".md", RenderMarkdown(report));

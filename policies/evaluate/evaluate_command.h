@@ -16,7 +16,6 @@ struct EvaluateCommand {
   SuiteRunOptions run;
   std::string out = "evaluation";
   std::vector<std::string> compare;  // report JSON files to compare instead of running
-  Prices prices;
   llm::ChatOptions chat;
   policies::EnvFlags env;
   std::string prompts;

@@ -82,7 +82,12 @@ void HitlSession::Show(const protocol::Observation& o) const {
 }
 
 bool HitlSession::NeedsModel() const {
-  if (assistant_) return true;
+  if (assistant_) {
+    const std::string unusable = assistant_->unusable();
+    if (unusable.empty()) return true;
+    out_ << "the model cannot be asked any more: " << unusable << "\n(you can still `edit` and `run` yourself)\n";
+    return false;
+  }
   out_ << "no model configured: start with --endpoint URL --model NAME to use the planner, implementer, "
           "analyst and debugger (you are the implementer: `edit`, then `run`)\n";
   return false;

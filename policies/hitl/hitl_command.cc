@@ -30,6 +30,10 @@ int RunHitlCommand(HitlCommand& c) {
     std::cerr << "kernelgym hitl: " << error << "\n";
     return 2;
   }
+  if (const std::string why = policies::CheckModelEndpoint(model); !why.empty()) {
+    std::cerr << "kernelgym hitl: " << why << "\n";
+    return policies::kExitModelUnusable;
+  }
   if (model.assistant) c.options.model = c.chat.model;
   std::unique_ptr<policies::LocalServer> server;
   const std::string endpoint = policies::ConnectOrStart(c.env, c.options.backend, c.options.record, server, error);

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -80,13 +81,41 @@ bool IsRetryableTransport(CURLcode code) {
   }
 }
 
-// Fills `outcome` from a 2xx body; false when the body is not a chat completion with a text message.
+// The message's text: a string, or a list of parts whose text parts are joined (some servers and
+// proxies send content that way); null or absent is "".
+std::string ContentText(const Json& content) {
+  if (content.is_string()) return content.get<std::string>();
+  std::string text;
+  if (content.is_array()) {
+    for (const Json& part : content) {
+      if (part.is_string()) text += part.get<std::string>();
+      else if (part.is_object() && part.contains("text") && part["text"].is_string()) text += part["text"].get<std::string>();
+    }
+  }
+  return text;
+}
+
+void ReadUsage(const Json& reply, ChatUsage& usage) {
+  if (!reply.is_object() || !reply.contains("usage") || !reply["usage"].is_object()) return;
+  const Json& u = reply["usage"];
+  if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer()) usage.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+  if (u.contains("completion_tokens") && u["completion_tokens"].is_number_integer()) {
+    usage.completion_tokens = u["completion_tokens"].get<int64_t>();
+  }
+  usage.estimated = false;
+}
+
+bool HasUsage(const Json& reply) { return reply.is_object() && reply.contains("usage") && reply["usage"].is_object(); }
+
+// Fills `outcome` from a 2xx body; false when the body is not a chat completion with a message
+// that says anything (text, reasoning or a tool call). Usage is kept either way.
 bool ParseCompletion(const std::string& body, ChatOutcome& outcome, std::string& why) {
   Json reply = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (reply.is_discarded()) {
     why = "the body is not JSON";
     return false;
   }
+  ReadUsage(reply, outcome.usage);
   if (!reply.is_object() || !reply.contains("choices") || !reply["choices"].is_array() || reply["choices"].empty()) {
     why = "no choices[0]";
     return false;
@@ -97,24 +126,66 @@ bool ParseCompletion(const std::string& body, ChatOutcome& outcome, std::string&
     return false;
   }
   const Json& message = choice["message"];
-  if (!message.contains("content") || !message["content"].is_string()) {
-    why = "choices[0].message.content is not a string";
-    return false;
-  }
-  outcome.content = message["content"].get<std::string>();
   if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
     outcome.finish_reason = choice["finish_reason"].get<std::string>();
   }
-  if (reply.contains("usage") && reply["usage"].is_object()) {
-    const Json& usage = reply["usage"];
-    if (usage.contains("prompt_tokens") && usage["prompt_tokens"].is_number_integer()) {
-      outcome.usage.prompt_tokens = usage["prompt_tokens"].get<int64_t>();
-    }
-    if (usage.contains("completion_tokens") && usage["completion_tokens"].is_number_integer()) {
-      outcome.usage.completion_tokens = usage["completion_tokens"].get<int64_t>();
+  const Json content = message.value("content", Json());
+  if (!content.is_null() && !content.is_string() && !content.is_array()) {
+    why = "choices[0].message.content is neither text, a list of parts nor null";
+    return false;
+  }
+  outcome.content = ContentText(content);
+  for (const char* field : {"reasoning_content", "reasoning"}) {
+    if (message.contains(field) && message[field].is_string() && outcome.reasoning.empty()) {
+      outcome.reasoning = message[field].get<std::string>();
     }
   }
+  if (message.contains("tool_calls") && message["tool_calls"].is_array()) {
+    for (const Json& call : message["tool_calls"]) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+      const Json& function = call["function"];
+      ChatToolCall tool;
+      tool.name = function.value("name", Json("")).is_string() ? function.value("name", std::string()) : "";
+      const Json arguments = function.value("arguments", Json(""));
+      tool.arguments = arguments.is_string() ? arguments.get<std::string>() : arguments.dump();
+      outcome.tool_calls.push_back(std::move(tool));
+    }
+  }
+  // A reply cut while the model was still thinking has nothing else, and is still a reply: the
+  // caller asks again, shorter. Only a finished reply that says nothing at all is malformed.
+  if (outcome.content.empty() && outcome.reasoning.empty() && outcome.tool_calls.empty() &&
+      outcome.finish_reason != "length" && !content.is_string()) {
+    why = "choices[0].message has no content, reasoning or tool calls";
+    return false;
+  }
   return true;
+}
+
+// What an error body says, in the server's words: OpenAI-style {"error": {"message"}}, or
+// {"error": "..."}, {"message": "..."}, {"detail": "..."} (FastAPI); else the body's start.
+std::string ServerMessage(const std::string& body) {
+  const Json reply = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (reply.is_object()) {
+    const Json error = reply.value("error", Json());
+    if (error.is_object() && error.contains("message") && error["message"].is_string()) return Excerpt(error["message"].get<std::string>());
+    if (error.is_string()) return Excerpt(error.get<std::string>());
+    for (const char* field : {"message", "detail"})
+      if (reply.contains(field) && reply[field].is_string()) return Excerpt(reply[field].get<std::string>());
+  }
+  return Excerpt(body);
+}
+
+// What a status means for the person running the command, when it is one of the usual mistakes.
+std::string Hint(int http_status, const ChatOptions& options) {
+  switch (http_status) {
+    case 401:
+    case 403:
+      return " (is the API key in $" + options.api_key_env + "? --api-key-env names the variable)";
+    case 404:
+      return " (is the base URL right? most servers serve the API under /v1)";
+    default:
+      return "";
+  }
 }
 
 }  // namespace
@@ -133,8 +204,50 @@ std::string_view ChatStatusName(ChatStatus status) {
       return "transport_error";
     case ChatStatus::kMalformed:
       return "malformed";
+    case ChatStatus::kBudget:
+      return "budget";
   }
   return "unknown";
+}
+
+bool ChatOutcome::fatal() const {
+  if (status == ChatStatus::kHttpError) {
+    return http_status >= 400 && http_status < 500 && http_status != 408 && http_status != 409 && http_status != 429;
+  }
+  return status == ChatStatus::kTransportError && !retryable;
+}
+
+std::string ChatOutcome::failure_kind() const {
+  if (status == ChatStatus::kHttpError) return "http_" + std::to_string(http_status);
+  return std::string(ChatStatusName(status));
+}
+
+int64_t EstimateTokens(std::string_view text) { return static_cast<int64_t>((text.size() + 3) / 4); }
+
+int64_t EstimatePromptTokens(const std::vector<ChatMessage>& messages) {
+  int64_t tokens = 0;
+  // A few tokens a message for the chat template's role markers.
+  for (const ChatMessage& m : messages) tokens += EstimateTokens(m.content) + 4;
+  return tokens;
+}
+
+Json ChatTotals::ToJson() const {
+  Json out = {{"calls", calls},
+              {"ok", ok},
+              {"truncated", truncated},
+              {"failed", failed},
+              {"malformed", malformed},
+              {"refused", refused},
+              {"retries", retries},
+              {"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"estimated_usage_calls", estimated_usage_calls},
+              {"cost", cost},
+              {"seconds", seconds},
+              {"max_in_flight", max_in_flight},
+              {"failures", failures}};
+  if (!last_error.empty()) out["last_error"] = last_error;
+  return out;
 }
 
 std::optional<double> ParseRetryAfter(std::string_view value, double now_unix) {
@@ -159,21 +272,24 @@ std::optional<double> ParseRetryAfter(std::string_view value, double now_unix) {
   return std::max(0.0, static_cast<double>(when) - now_unix);
 }
 
-std::string ChatRequestBody(const ChatOptions& options, const std::vector<ChatMessage>& messages) {
-  Json body;
+std::string ChatRequestBody(const ChatOptions& options, const std::vector<ChatMessage>& messages, int max_tokens) {
+  Json body = options.extra_body.is_object() ? options.extra_body : Json::object();
   body["model"] = options.model;
   Json& list = body["messages"] = Json::array();
   for (const ChatMessage& message : messages) list.push_back({{"role", message.role}, {"content", message.content}});
-  body["temperature"] = options.temperature;
-  body["max_tokens"] = options.max_tokens;
-  return body.dump();
+  if (options.send_temperature) body["temperature"] = options.temperature;
+  if (options.token_limit_field != "none") body[options.token_limit_field] = max_tokens < 0 ? options.max_tokens : max_tokens;
+  // Invalid UTF-8 in a prompt (a kernel's bytes quoted back) must not make the whole request unsendable.
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 struct ChatClient::Impl {
   explicit Impl(ChatOptions opts) : options(std::move(opts)) {
     std::string base = options.base_url;
     while (!base.empty() && base.back() == '/') base.pop_back();
+    base_url = base;
     url = base + "/chat/completions";
+    budget = options.budget;
     const uint64_t seed =
         options.seed != 0 ? options.seed : static_cast<uint64_t>(Clock::now().time_since_epoch().count());
     rng.seed(seed);
@@ -200,8 +316,9 @@ struct ChatClient::Impl {
     slot_freed.notify_one();
   }
 
-  // One POST; holds a concurrency slot only while the request is on the wire.
-  Attempt Send(const std::string& body) {
+  // One request (a POST of `body`, or a GET when `body` is null); holds a concurrency slot only
+  // while the request is on the wire.
+  Attempt Send(const std::string& target, const std::string* body, double timeout_s) {
     Attempt attempt;
     CURL* curl = curl_easy_init();
     if (curl == nullptr) {
@@ -220,12 +337,14 @@ struct ChatClient::Impl {
       headers = curl_slist_append(headers, ("Authorization: Bearer " + std::string(key)).c_str());
     }
     char error_buffer[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(curl, CURLOPT_POST, 1L);
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
-    curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
+    curl_easy_setopt(curl, CURLOPT_URL, target.c_str());
+    if (body != nullptr) {
+      curl_easy_setopt(curl, CURLOPT_POST, 1L);
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body->data());
+      curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body->size()));
+    }
     curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(std::llround(options.request_timeout_s * 1000)));
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, std::max(1L, static_cast<long>(std::llround(timeout_s * 1000))));
     // Signals cannot time out DNS lookups in a multi-threaded process; the threaded resolver does.
     curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(curl, CURLOPT_USERAGENT, "kernelgym-chat/0.1");
@@ -265,33 +384,104 @@ struct ChatClient::Impl {
     return std::uniform_real_distribution<double>(0, ceiling)(rng);
   }
 
-  void Count(const ChatOutcome& outcome) {
+  // Seconds left before the budget's deadline (infinity without one).
+  double SecondsLeft() const {
     std::lock_guard lock(totals_mutex);
+    if (!budget.deadline) return std::numeric_limits<double>::infinity();
+    return std::chrono::duration<double>(*budget.deadline - Clock::now()).count();
+  }
+
+  // The completion limit a call may be sent with under the context window and the token and cost
+  // budgets, reserved until the call ends; 0 with `why` when there is no room for a useful reply.
+  int ReserveCompletion(int64_t prompt_tokens, std::string& why) {
+    // Below this a reply cannot hold a kernel: refusing is more honest than a certain truncation.
+    constexpr int64_t kMinUsefulCompletion = 64;
+    int64_t limit = options.max_tokens;
+    if (options.context_window > 0) {
+      // Code tokenizes denser than prose: leave an eighth of the window for the estimate's error.
+      const int64_t room = options.context_window - prompt_tokens - options.context_window / 8;
+      if (room < kMinUsefulCompletion) {
+        why = "the prompt (~" + std::to_string(prompt_tokens) + " tokens) leaves no room for a reply in context_window=" +
+              std::to_string(options.context_window);
+        return 0;
+      }
+      limit = std::min(limit, room);
+    }
+    std::lock_guard lock(totals_mutex);
+    if (budget.max_tokens > 0) {
+      const int64_t left = budget.max_tokens - totals.prompt_tokens - totals.completion_tokens - reserved_tokens - prompt_tokens;
+      if (left < kMinUsefulCompletion) {
+        why = "token budget spent (" + std::to_string(totals.prompt_tokens + totals.completion_tokens) + " of " +
+              std::to_string(budget.max_tokens) + " used" + (reserved_tokens > 0 ? ", more in flight" : "") + ")";
+        return 0;
+      }
+      limit = std::min(limit, left);
+    }
+    if (budget.max_cost > 0 && budget.price_out_per_million > 0) {
+      const double left = budget.max_cost - totals.cost - reserved_cost -
+                          static_cast<double>(prompt_tokens) * budget.price_in_per_million / 1e6;
+      const auto affordable = static_cast<int64_t>(std::floor(left / budget.price_out_per_million * 1e6));
+      if (affordable < kMinUsefulCompletion) {
+        why = "cost budget spent (" + FormatSeconds(totals.cost) + " of " + FormatSeconds(budget.max_cost) + ")";
+        return 0;
+      }
+      limit = std::min(limit, affordable);
+    } else if (budget.max_cost > 0 && totals.cost >= budget.max_cost) {
+      why = "cost budget spent (" + FormatSeconds(totals.cost) + " of " + FormatSeconds(budget.max_cost) + ")";
+      return 0;
+    }
+    reserved_tokens += prompt_tokens + limit;
+    reserved_cost += Cost(prompt_tokens, limit);
+    return static_cast<int>(limit);
+  }
+
+  double Cost(int64_t prompt_tokens, int64_t completion_tokens) const {
+    return (static_cast<double>(prompt_tokens) * budget.price_in_per_million +
+            static_cast<double>(completion_tokens) * budget.price_out_per_million) / 1e6;
+  }
+
+  // Ends a call: its reservation is replaced by what it used.
+  void Count(const ChatOutcome& outcome, int64_t reserved_prompt, int reserved_completion) {
+    std::lock_guard lock(totals_mutex);
+    reserved_tokens -= reserved_prompt + reserved_completion;
+    reserved_cost -= Cost(reserved_prompt, reserved_completion);
     ++totals.calls;
     if (outcome.status == ChatStatus::kOk) {
       ++totals.ok;
     } else if (outcome.status == ChatStatus::kTruncated) {
       ++totals.truncated;
+    } else if (outcome.status == ChatStatus::kBudget) {
+      ++totals.refused;
     } else {
       ++totals.failed;
       if (outcome.status == ChatStatus::kMalformed) ++totals.malformed;
     }
+    if (outcome.status != ChatStatus::kOk && outcome.status != ChatStatus::kTruncated) {
+      ++totals.failures[outcome.failure_kind()];
+      totals.last_error = outcome.error;
+    }
     totals.attempts += outcome.attempts;
-    totals.retries = totals.attempts - totals.calls;
+    if (outcome.attempts > 0) totals.retries += outcome.attempts - 1;
     totals.prompt_tokens += outcome.usage.prompt_tokens;
     totals.completion_tokens += outcome.usage.completion_tokens;
+    if (outcome.usage.estimated) ++totals.estimated_usage_calls;
+    totals.cost += Cost(outcome.usage.prompt_tokens, outcome.usage.completion_tokens);
     totals.seconds += outcome.seconds;
   }
 
   const ChatOptions options;
-  std::string url;  // base_url without a trailing '/' + "/chat/completions"
+  std::string base_url;  // without a trailing '/'
+  std::string url;       // base_url + "/chat/completions"
 
   std::mutex slot_mutex;
   std::condition_variable slot_freed;
   int in_flight = 0;  // guarded by slot_mutex
 
   mutable std::mutex totals_mutex;
-  ChatTotals totals;  // guarded by totals_mutex
+  ChatTotals totals;             // guarded by totals_mutex
+  ChatBudget budget;             // guarded by totals_mutex
+  int64_t reserved_tokens = 0;   // guarded by totals_mutex: in-flight calls' prompt + completion limit
+  double reserved_cost = 0;      // guarded by totals_mutex
 
   std::mutex rng_mutex;
   std::mt19937_64 rng;  // guarded by rng_mutex
@@ -310,55 +500,103 @@ ChatTotals ChatClient::totals() const {
   return impl_->totals;
 }
 
+void ChatClient::SetBudget(const ChatBudget& budget) {
+  std::lock_guard lock(impl_->totals_mutex);
+  impl_->budget = budget;
+}
+
+void ChatClient::SetDeadline(std::optional<std::chrono::steady_clock::time_point> deadline) {
+  std::lock_guard lock(impl_->totals_mutex);
+  impl_->budget.deadline = deadline;
+}
+
+std::string ChatClient::CheckEndpoint(double timeout_s) {
+  const std::string target = impl_->base_url + "/models";
+  const Attempt attempt = impl_->Send(target, nullptr, timeout_s);
+  if (attempt.code != CURLE_OK) return "GET " + target + ": " + attempt.curl_error;
+  if (attempt.http_status >= 200 && attempt.http_status <= 299) return "";
+  return "GET " + target + ": HTTP " + std::to_string(attempt.http_status) + ": " + ServerMessage(attempt.body) +
+         Hint(attempt.http_status, impl_->options);
+}
+
 ChatOutcome ChatClient::Complete(const std::vector<ChatMessage>& messages) {
   const auto start = Clock::now();
-  const std::string body = ChatRequestBody(impl_->options, messages);
   const std::string what = "POST " + impl_->url;
   const int max_attempts = 1 + std::max(0, impl_->options.retries);
+  const int64_t prompt_estimate = EstimatePromptTokens(messages);
 
   ChatOutcome outcome;
+  std::string why;
+  const int limit = impl_->ReserveCompletion(prompt_estimate, why);
+  if (limit == 0 || impl_->SecondsLeft() <= 0) {
+    outcome.status = ChatStatus::kBudget;
+    outcome.error = limit == 0 ? why : "time budget spent: the run's deadline has passed";
+    outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    impl_->Count(outcome, limit == 0 ? 0 : prompt_estimate, limit);
+    return outcome;
+  }
+  const std::string body = ChatRequestBody(impl_->options, messages, limit);
+
   for (int n = 1;; ++n) {
-    Attempt attempt = impl_->Send(body);
+    // An attempt never runs past the deadline: the budget holds inside a call.
+    const double left = impl_->SecondsLeft();
+    const bool deadline_bound = left < impl_->options.request_timeout_s;
+    Attempt attempt = impl_->Send(impl_->url, &body, std::min(impl_->options.request_timeout_s, left));
     outcome = ChatOutcome{};
     outcome.attempts = n;
+    outcome.max_tokens = limit;
     outcome.http_status = attempt.http_status;
-    bool retryable = false;
 
     if (attempt.code == CURLE_OPERATION_TIMEDOUT) {
       outcome.status = ChatStatus::kTimeout;
-      outcome.error = what + ": no reply within request_timeout_s=" + FormatSeconds(impl_->options.request_timeout_s) +
-                      " s after " + Attempts(n) + ": " + attempt.curl_error;
-      retryable = true;
+      outcome.error = what + ": no reply within " +
+                      (deadline_bound ? "the run's time budget"
+                                      : "request_timeout_s=" + FormatSeconds(impl_->options.request_timeout_s) + " s") +
+                      " after " + Attempts(n) + ": " + attempt.curl_error;
+      outcome.retryable = !deadline_bound;
     } else if (attempt.code != CURLE_OK) {
       outcome.status = ChatStatus::kTransportError;
       outcome.error = what + ": " + attempt.curl_error + " (after " + Attempts(n) + ")";
-      retryable = IsRetryableTransport(attempt.code);
+      outcome.retryable = IsRetryableTransport(attempt.code);
     } else if (attempt.http_status < 200 || attempt.http_status > 299) {
       outcome.status = ChatStatus::kHttpError;
       outcome.error = what + ": HTTP " + std::to_string(attempt.http_status) + " after " + Attempts(n) + ": " +
-                      Excerpt(attempt.body);
-      retryable = attempt.http_status == 429 || attempt.http_status >= 500;
+                      ServerMessage(attempt.body) + Hint(attempt.http_status, impl_->options);
+      outcome.retryable = attempt.http_status == 408 || attempt.http_status == 429 || attempt.http_status >= 500;
     } else {
-      std::string why;
+      outcome.usage.estimated = true;  // until the body says otherwise
       if (!ParseCompletion(attempt.body, outcome, why)) {
         outcome.status = ChatStatus::kMalformed;
         outcome.error = what + ": HTTP " + std::to_string(attempt.http_status) + " but not a chat completion (" + why +
                         "): " + Excerpt(attempt.body);
       } else if (outcome.finish_reason == "length") {
         outcome.status = ChatStatus::kTruncated;
-        outcome.error = what + ": reply cut at max_tokens=" + std::to_string(impl_->options.max_tokens) +
-                        " (finish_reason \"length\", " + std::to_string(outcome.content.size()) + " bytes kept)";
+        outcome.error = what + ": reply cut at max_tokens=" + std::to_string(limit) + " (finish_reason \"length\", " +
+                        std::to_string(outcome.content.size()) + " bytes of answer" +
+                        (outcome.reasoning.empty() ? "" : ", " + std::to_string(outcome.reasoning.size()) + " of reasoning") +
+                        " kept)";
       } else {
         outcome.status = ChatStatus::kOk;
       }
+      if (outcome.usage.estimated) {
+        // No usage in the reply: estimate it, so that budgets and costs do not read 0.
+        std::string said = outcome.content + outcome.reasoning;
+        for (const ChatToolCall& call : outcome.tool_calls) said += call.name + call.arguments;
+        outcome.usage.prompt_tokens = prompt_estimate;
+        outcome.usage.completion_tokens = EstimateTokens(said);
+      }
     }
 
-    if (!retryable || n >= max_attempts) break;
+    if (!outcome.retryable || n >= max_attempts) break;
     const double wait_s = impl_->BackoffSeconds(n, attempt.retry_after);
+    if (wait_s >= impl_->SecondsLeft()) {
+      outcome.error += " (no retry: the run's time budget ends first)";
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
   }
   outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  impl_->Count(outcome);
+  impl_->Count(outcome, prompt_estimate, limit);
   return outcome;
 }
 

@@ -25,14 +25,33 @@ using Json = nlohmann::json;
 // server still accepts more.
 constexpr size_t kWorkerThreads = 16;
 
+struct ToolCall {
+  std::optional<std::string> id;  // nullopt: "call_N"
+  std::string name;
+  std::string arguments;  // JSON text (or whatever the script gave)
+};
+
 struct Reply {
-  std::string content;
-  std::string finish_reason = "stop";
+  Json content = "";  // message.content: a string, null, or a list of text parts
+  std::string words;  // the texts the reply sends, for the default completion_tokens
+  std::optional<std::string> reasoning_content, reasoning;
+  std::optional<std::vector<ToolCall>> tool_calls;
+  std::optional<std::string> finish_reason;  // nullopt: "tool_calls" or "stop"
   int status = 200;
   std::vector<std::pair<std::string, std::string>> headers;
   std::optional<std::string> body;  // sent as is instead of a completion
   double delay_s = 0;
+  bool send_usage = true;  // false: usage: null, no "usage" field
   std::optional<int64_t> prompt_tokens, completion_tokens;
+};
+
+// The script's "endpoint": checks a real server makes before it answers.
+struct Endpoint {
+  std::optional<std::string> api_key;
+  std::vector<std::pair<std::string, std::string>> reject_fields;  // field, message; name order
+  std::vector<std::string> require_fields;
+  std::optional<int64_t> context_window;
+  std::vector<std::string> models = {"scripted"};
 };
 
 // Replies are used in order; the last repeats. `next` is guarded by the server's mutex.
@@ -80,25 +99,87 @@ int64_t TokenCount(const Json& usage, const char* key, const std::string& field)
   return value.get<int64_t>();
 }
 
+std::string StringField(const Json& json, const char* key, const std::string& field) {
+  if (!json[key].is_string()) Invalid(field + "." + key, "must be a string");
+  return json[key].get<std::string>();
+}
+
+std::vector<ToolCall> ParseToolCalls(const Json& json, const std::string& field) {
+  if (!json.is_array()) Invalid(field, "must be a list of {\"name\", \"arguments\"} maps");
+  std::vector<ToolCall> calls;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const std::string call_field = field + "[" + std::to_string(i) + "]";
+    const Json& call = json[i];
+    if (!call.is_object()) Invalid(call_field, "must be a map");
+    CheckKnownFields(call, call_field, {"id", "name", "arguments"});
+    ToolCall parsed;
+    if (!call.contains("name")) Invalid(call_field + ".name", "missing");
+    parsed.name = StringField(call, "name", call_field);
+    if (call.contains("id")) parsed.id = StringField(call, "id", call_field);
+    parsed.arguments = "{}";
+    if (call.contains("arguments")) {
+      const Json& arguments = call["arguments"];
+      if (arguments.is_string()) {
+        parsed.arguments = arguments.get<std::string>();
+      } else if (arguments.is_object()) {
+        parsed.arguments = arguments.dump();  // the API sends arguments as JSON text
+      } else {
+        Invalid(call_field + ".arguments", "must be a string or a map");
+      }
+    }
+    calls.push_back(std::move(parsed));
+  }
+  return calls;
+}
+
 Reply ParseReply(const Json& json, const std::string& field, const std::filesystem::path& base_dir) {
   if (!json.is_object()) Invalid(field, "must be a map");
   CheckKnownFields(json, field,
-                   {"content", "content_file", "finish_reason", "status", "headers", "body", "delay_s", "usage"});
+                   {"content", "content_file", "content_parts", "reasoning_content", "reasoning", "tool_calls",
+                    "finish_reason", "status", "headers", "body", "delay_s", "usage"});
   Reply reply;
+  if (json.contains("content") && json.contains("content_file")) {
+    Invalid(field + ".content_file", "give content or content_file, not both");
+  }
+  if (json.contains("content_parts") && (json.contains("content") || json.contains("content_file"))) {
+    Invalid(field + ".content_parts", "give content_parts or content/content_file, not both");
+  }
   if (json.contains("content")) {
-    if (!json["content"].is_string()) Invalid(field + ".content", "must be a string");
-    if (json.contains("content_file")) Invalid(field + ".content_file", "give content or content_file, not both");
-    reply.content = json["content"].get<std::string>();
+    if (!json["content"].is_string() && !json["content"].is_null()) {
+      Invalid(field + ".content", "must be a string or null");
+    }
+    reply.content = json["content"];
+    if (reply.content.is_string()) reply.words = reply.content.get<std::string>();
   }
   if (json.contains("content_file")) {
     if (!json["content_file"].is_string()) Invalid(field + ".content_file", "must be a string");
     // Read now, so a missing file fails the script, not the request that would have used it.
-    reply.content = ReadFileOrThrow(base_dir / json["content_file"].get<std::string>(), field + ".content_file");
+    reply.words = ReadFileOrThrow(base_dir / json["content_file"].get<std::string>(), field + ".content_file");
+    reply.content = reply.words;
   }
-  if (json.contains("finish_reason")) {
-    if (!json["finish_reason"].is_string()) Invalid(field + ".finish_reason", "must be a string");
-    reply.finish_reason = json["finish_reason"].get<std::string>();
+  if (json.contains("content_parts")) {
+    const Json& parts = json["content_parts"];
+    if (!parts.is_array()) Invalid(field + ".content_parts", "must be a list of strings");
+    reply.content = Json::array();
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (!parts[i].is_string()) Invalid(field + ".content_parts[" + std::to_string(i) + "]", "must be a string");
+      reply.content.push_back({{"type", "text"}, {"text", parts[i]}});
+      reply.words += "\n" + parts[i].get<std::string>();
+    }
   }
+  if (json.contains("reasoning_content")) {
+    reply.reasoning_content = StringField(json, "reasoning_content", field);
+    reply.words += "\n" + *reply.reasoning_content;
+  }
+  if (json.contains("reasoning")) {
+    reply.reasoning = StringField(json, "reasoning", field);
+    reply.words += "\n" + *reply.reasoning;
+  }
+  if (json.contains("tool_calls")) {
+    reply.tool_calls = ParseToolCalls(json["tool_calls"], field + ".tool_calls");
+    for (const ToolCall& call : *reply.tool_calls) reply.words += "\n" + call.arguments;
+  }
+  if (json.contains("finish_reason")) reply.finish_reason = StringField(json, "finish_reason", field);
   if (json.contains("status")) {
     if (!json["status"].is_number_integer()) Invalid(field + ".status", "must be an integer");
     reply.status = json["status"].get<int>();
@@ -124,14 +205,61 @@ Reply ParseReply(const Json& json, const std::string& field, const std::filesyst
   }
   if (json.contains("usage")) {
     const Json& usage = json["usage"];
-    if (!usage.is_object()) Invalid(field + ".usage", "must be a map");
-    CheckKnownFields(usage, field + ".usage", {"prompt_tokens", "completion_tokens"});
-    if (usage.contains("prompt_tokens")) reply.prompt_tokens = TokenCount(usage, "prompt_tokens", field + ".usage");
-    if (usage.contains("completion_tokens")) {
-      reply.completion_tokens = TokenCount(usage, "completion_tokens", field + ".usage");
+    if (usage.is_null()) {
+      reply.send_usage = false;
+    } else {
+      if (!usage.is_object()) Invalid(field + ".usage", "must be a map or null");
+      CheckKnownFields(usage, field + ".usage", {"prompt_tokens", "completion_tokens"});
+      if (usage.contains("prompt_tokens")) reply.prompt_tokens = TokenCount(usage, "prompt_tokens", field + ".usage");
+      if (usage.contains("completion_tokens")) {
+        reply.completion_tokens = TokenCount(usage, "completion_tokens", field + ".usage");
+      }
     }
   }
   return reply;
+}
+
+Endpoint ParseEndpoint(const Json& json) {
+  const std::string field = "endpoint";
+  if (!json.is_object()) Invalid(field, "must be a map");
+  CheckKnownFields(json, field, {"api_key", "reject_fields", "require_fields", "context_window", "models"});
+  Endpoint endpoint;
+  if (json.contains("api_key")) {
+    endpoint.api_key = StringField(json, "api_key", field);
+    if (endpoint.api_key->empty()) Invalid(field + ".api_key", "must not be empty");
+  }
+  if (json.contains("reject_fields")) {
+    if (!json["reject_fields"].is_object()) Invalid(field + ".reject_fields", "must be a map of field to message");
+    for (const auto& [name, message] : json["reject_fields"].items()) {
+      if (!message.is_string()) Invalid(field + ".reject_fields." + name, "must be a string (the error message)");
+      endpoint.reject_fields.emplace_back(name, message.get<std::string>());
+    }
+  }
+  if (json.contains("require_fields")) {
+    const Json& names = json["require_fields"];
+    if (!names.is_array()) Invalid(field + ".require_fields", "must be a list of strings");
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (!names[i].is_string()) Invalid(field + ".require_fields[" + std::to_string(i) + "]", "must be a string");
+      endpoint.require_fields.push_back(names[i].get<std::string>());
+    }
+  }
+  if (json.contains("context_window")) {
+    const Json& window = json["context_window"];
+    if (!window.is_number_integer() || window.get<int64_t>() <= 0) {
+      Invalid(field + ".context_window", "must be a positive integer");
+    }
+    endpoint.context_window = window.get<int64_t>();
+  }
+  if (json.contains("models")) {
+    const Json& models = json["models"];
+    if (!models.is_array()) Invalid(field + ".models", "must be a list of strings");
+    endpoint.models.clear();
+    for (size_t i = 0; i < models.size(); ++i) {
+      if (!models[i].is_string()) Invalid(field + ".models[" + std::to_string(i) + "]", "must be a string");
+      endpoint.models.push_back(models[i].get<std::string>());
+    }
+  }
+  return endpoint;
 }
 
 // A REPLY list: an array of REPLY maps or a single REPLY.
@@ -160,28 +288,56 @@ size_t WordCount(std::string_view text) {
   return words;
 }
 
-// The texts of a request's messages: a string content, or the text parts of a list content.
-std::vector<std::string> MessageTexts(const Json& messages) {
-  std::vector<std::string> texts;
-  for (const Json& message : messages) {
-    if (!message.is_object() || !message.contains("content")) continue;
-    const Json& content = message["content"];
-    if (content.is_string()) {
-      texts.push_back(content.get<std::string>());
-    } else if (content.is_array()) {
-      for (const Json& part : content) {
-        if (part.is_object() && part.contains("text") && part["text"].is_string()) {
-          texts.push_back(part["text"].get<std::string>());
-        }
+// The texts of one message: a string content, or the text parts of a list content.
+void AppendMessageTexts(const Json& message, std::vector<std::string>& texts) {
+  if (!message.is_object() || !message.contains("content")) return;
+  const Json& content = message["content"];
+  if (content.is_string()) {
+    texts.push_back(content.get<std::string>());
+  } else if (content.is_array()) {
+    for (const Json& part : content) {
+      if (part.is_object() && part.contains("text") && part["text"].is_string()) {
+        texts.push_back(part["text"].get<std::string>());
       }
     }
   }
+}
+
+// The texts of a request's messages.
+std::vector<std::string> MessageTexts(const Json& messages) {
+  std::vector<std::string> texts;
+  for (const Json& message : messages) AppendMessageTexts(message, texts);
   return texts;
+}
+
+// UTF-8 code points (bytes that do not continue a sequence).
+int64_t Characters(std::string_view text) {
+  return std::count_if(text.begin(), text.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; });
+}
+
+// vLLM-style prompt estimate: per message, ceil(characters / 4).
+int64_t PromptTokenEstimate(const Json& messages) {
+  int64_t tokens = 0;
+  for (const Json& message : messages) {
+    std::vector<std::string> texts;
+    AppendMessageTexts(message, texts);
+    int64_t characters = 0;
+    for (const std::string& text : texts) characters += Characters(text);
+    tokens += (characters + 3) / 4;
+  }
+  return tokens;
 }
 
 Json ErrorBody(const std::string& message, const std::string& type) {
   return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}}}};
 }
+
+Json InvalidParameter(const std::string& message, const std::string& param, const std::string& code) {
+  return {{"error", {{"message", message}, {"type", "invalid_request_error"}, {"param", param}, {"code", code}}}};
+}
+
+constexpr const char* kChatPath = "/v1/chat/completions";
+constexpr const char* kModelsPath = "/v1/models";
 
 }  // namespace
 
@@ -189,6 +345,7 @@ struct ScriptedServer::Impl {
   std::filesystem::path base_dir;
   std::vector<Rule> rules;            // replies' `next` guarded by mutex
   std::optional<ReplyList> fallback;  // the script's "default"; `next` guarded by mutex
+  Endpoint endpoint;
 
   httplib::Server http;
   std::thread listener;  // runs http.listen_after_bind(); joined by Stop()
@@ -199,9 +356,10 @@ struct ScriptedServer::Impl {
   mutable std::mutex mutex;
   std::condition_variable stopping_changed;  // wakes replies waiting out delay_s
   bool stopping = false;
-  int64_t completions = 0;  // numbers "scripted-N" ids
-  int in_flight = 0, max_in_flight = 0;
-  std::vector<ScriptedRequest> log;  // in arrival order; status 0 while a request is being answered
+  int64_t completions = 0;               // numbers "scripted-N" ids
+  int64_t tool_calls = 0;                // numbers "call_N" ids
+  int in_flight = 0, max_in_flight = 0;  // chat-completions requests only
+  std::vector<ScriptedRequest> log;      // every request, in arrival order; status 0 while being answered
 
   double Since(Clock::time_point t) const { return std::chrono::duration<double>(t - started).count(); }
 
@@ -240,45 +398,141 @@ struct ScriptedServer::Impl {
     size_t prompt_words = 0;
     for (const std::string& text : MessageTexts(body["messages"])) prompt_words += WordCount(text);
     const int64_t prompt_tokens = reply.prompt_tokens.value_or(static_cast<int64_t>(prompt_words));
-    const int64_t completion_tokens = reply.completion_tokens.value_or(static_cast<int64_t>(WordCount(reply.content)));
-    int64_t id = 0;
+    const int64_t completion_tokens = reply.completion_tokens.value_or(static_cast<int64_t>(WordCount(reply.words)));
+    int64_t id = 0, first_call = 0;
     {
       std::lock_guard lock(mutex);
       id = ++completions;
+      first_call = tool_calls + 1;
+      if (reply.tool_calls) tool_calls += static_cast<int64_t>(reply.tool_calls->size());
     }
-    const Json completion = {
+    Json message = {{"role", "assistant"}, {"content", reply.content}};
+    if (reply.reasoning_content) message["reasoning_content"] = *reply.reasoning_content;
+    if (reply.reasoning) message["reasoning"] = *reply.reasoning;
+    if (reply.tool_calls) {
+      Json calls = Json::array();
+      for (size_t i = 0; i < reply.tool_calls->size(); ++i) {
+        const ToolCall& call = (*reply.tool_calls)[i];
+        calls.push_back({{"id", call.id.value_or("call_" + std::to_string(first_call + static_cast<int64_t>(i)))},
+                         {"type", "function"},
+                         {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    const std::string finish_reason =
+        reply.finish_reason.value_or(reply.tool_calls && !reply.tool_calls->empty() ? "tool_calls" : "stop");
+    Json completion = {
         {"id", "scripted-" + std::to_string(id)},
         {"object", "chat.completion"},
         {"created", static_cast<int64_t>(std::time(nullptr))},
         {"model", body.contains("model") && body["model"].is_string() ? body["model"] : Json("scripted")},
-        {"choices", Json::array({{{"index", 0},
-                                  {"message", {{"role", "assistant"}, {"content", reply.content}}},
-                                  {"finish_reason", reply.finish_reason}}})},
-        {"usage",
-         {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}}},
+        {"choices", Json::array({{{"index", 0}, {"message", std::move(message)}, {"finish_reason", finish_reason}}})},
     };
+    if (reply.send_usage) {
+      completion["usage"] = {{"prompt_tokens", prompt_tokens},
+                             {"completion_tokens", completion_tokens},
+                             {"total_tokens", prompt_tokens + completion_tokens}};
+    }
     res.set_content(completion.dump(), "application/json");
   }
 
-  void Handle(const httplib::Request& req, httplib::Response& res) {
-    Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-    size_t entry = 0;  // this request's place in the log, taken on arrival to keep arrival order
-    {
-      std::lock_guard lock(mutex);
-      max_in_flight = std::max(max_in_flight, ++in_flight);
-      entry = log.size();
-      log.push_back(ScriptedRequest{Json(), req.get_header_value("Authorization"), 0, Since(Clock::now()), 0});
+  // The endpoint's api_key check; false: `res` holds the 401.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const {
+    if (!endpoint.api_key || req.get_header_value("Authorization") == "Bearer " + *endpoint.api_key) return true;
+    res.status = 401;
+    res.set_content(Json{{"error",
+                          {{"message", "Incorrect API key provided"},
+                           {"type", "invalid_request_error"},
+                           {"param", nullptr},
+                           {"code", "invalid_api_key"}}}}
+                        .dump(),
+                    "application/json");
+    return false;
+  }
+
+  // The endpoint's checks of a chat body (a JSON object with "messages"); false: `res` holds the 400.
+  bool Admissible(const Json& body, httplib::Response& res) const {
+    auto refuse = [&res](const Json& error) {
+      res.status = 400;
+      res.set_content(error.dump(), "application/json");
+      return false;
+    };
+    for (const auto& [name, message] : endpoint.reject_fields) {
+      if (body.contains(name)) return refuse(InvalidParameter(message, name, "unsupported_parameter"));
     }
+    for (const std::string& name : endpoint.require_fields) {
+      if (!body.contains(name)) {
+        return refuse(
+            InvalidParameter("Missing required parameter: '" + name + "'.", name, "missing_required_parameter"));
+      }
+    }
+    if (endpoint.context_window) {
+      int64_t budget = 0;
+      for (const char* name : {"max_completion_tokens", "max_tokens"}) {
+        if (!body.contains(name) || body[name].is_null()) continue;
+        const Json& value = body[name];
+        if (!value.is_number_integer() || value.get<int64_t>() < 0) {
+          return refuse(InvalidParameter(std::string(name) + " must be a non-negative integer", name, "invalid_value"));
+        }
+        budget = value.get<int64_t>();
+        break;
+      }
+      const int64_t prompt = PromptTokenEstimate(body["messages"]);
+      const int64_t window = *endpoint.context_window;
+      if (prompt + budget > window) {
+        return refuse(
+            {{"error",
+              {{"message", "This model's maximum context length is " + std::to_string(window) +
+                               " tokens. However, you requested " + std::to_string(prompt + budget) + " tokens (" +
+                               std::to_string(prompt) + " in the messages, " + std::to_string(budget) +
+                               " in the completion). Please reduce the length of the messages or completion."},
+               {"type", "BadRequestError"},
+               {"param", nullptr},
+               {"code", 400}}}});
+      }
+    }
+    return true;
+  }
+
+  // Logs a request on arrival (to keep arrival order); returns its place in the log.
+  size_t LogArrival(const httplib::Request& req, bool chat) {
+    std::lock_guard lock(mutex);
+    if (chat) max_in_flight = std::max(max_in_flight, ++in_flight);
+    log.push_back(ScriptedRequest{Json(), req.get_header_value("Authorization"), 0, Since(Clock::now()), 0, req.method,
+                                  req.path});
+    return log.size() - 1;
+  }
+
+  void LogAnswer(size_t entry, Json body, const httplib::Response& res, bool chat) {
+    std::lock_guard lock(mutex);
+    if (chat) --in_flight;
+    log[entry].body = std::move(body);
+    log[entry].status = res.status;
+    log[entry].answered_s = Since(Clock::now());
+  }
+
+  // A request's body as logged: its JSON, the text it was when it is not JSON, null when empty.
+  static Json LoggedBody(const httplib::Request& req) {
+    if (req.body.empty()) return nullptr;
+    Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    return body.is_discarded() ? Json(req.body) : body;
+  }
+
+  void HandleChat(const httplib::Request& req, httplib::Response& res) {
+    Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+    const size_t entry = LogArrival(req, /*chat=*/true);
     // Everything is caught here: a reply this server cannot build must still come back as HTTP.
     try {
-      if (body.is_discarded() || !body.is_object() || !body.contains("messages") || !body["messages"].is_array()) {
-        if (body.is_discarded()) body = req.body;  // logged as the text it was
+      if (!Authorized(req, res)) {
+        // refused: 401
+      } else if (body.is_discarded() || !body.is_object() || !body.contains("messages") ||
+                 !body["messages"].is_array()) {
         res.status = 400;
         res.set_content(
             ErrorBody("request body must be a JSON object with a \"messages\" array", "invalid_request_error").dump(),
             "application/json");
+      } else if (!Admissible(body, res)) {
+        // refused: 400
       } else if (std::optional<Reply> reply = Pick(MessageTexts(body["messages"]))) {
         Delay(reply->delay_s);
         Answer(body, *reply, res);
@@ -291,21 +545,39 @@ struct ScriptedServer::Impl {
       res.set_content(ErrorBody(std::string("scripted server error: ") + e.what(), "scripted_error").dump(),
                       "application/json");
     }
+    if (body.is_discarded()) body = req.body;  // logged as the text it was
     // Counted out before httplib writes the reply, so a client never holds a reply the server
     // still counts in flight.
-    std::lock_guard lock(mutex);
-    --in_flight;
-    log[entry].body = std::move(body);
-    log[entry].status = res.status;
-    log[entry].answered_s = Since(Clock::now());
+    LogAnswer(entry, std::move(body), res, /*chat=*/true);
+  }
+
+  void HandleModels(const httplib::Request& req, httplib::Response& res) {
+    const size_t entry = LogArrival(req, /*chat=*/false);
+    if (Authorized(req, res)) {
+      Json data = Json::array();
+      for (const std::string& id : endpoint.models) {
+        data.push_back({{"id", id}, {"object", "model"}, {"owned_by", "kernelgym"}});
+      }
+      res.status = 200;
+      res.set_content(Json{{"object", "list"}, {"data", std::move(data)}}.dump(), "application/json");
+    }
+    LogAnswer(entry, LoggedBody(req), res, /*chat=*/false);
+  }
+
+  // Any other method or path (httplib's own 404 has an empty body).
+  void HandleUnknown(const httplib::Request& req, httplib::Response& res) {
+    const size_t entry = LogArrival(req, /*chat=*/false);
+    res.status = 404;
+    res.set_content(Json{{"error", {{"message", "Not Found: " + req.path}}}}.dump(), "application/json");
+    LogAnswer(entry, LoggedBody(req), res, /*chat=*/false);
   }
 };
 
 ScriptedServer::ScriptedServer(nlohmann::json script, std::filesystem::path base_dir)
     : impl_(std::make_unique<Impl>()) {
   impl_->base_dir = std::move(base_dir);
-  if (!script.is_object()) Invalid("script", "must be a map with \"rules\" and/or \"default\"");
-  CheckKnownFields(script, "script", {"rules", "default"});
+  if (!script.is_object()) Invalid("script", "must be a map with \"rules\" and/or \"default\" (and \"endpoint\")");
+  CheckKnownFields(script, "script", {"rules", "default", "endpoint"});
   if (script.contains("rules")) {
     const Json& rules = script["rules"];
     if (!rules.is_array()) Invalid("rules", "must be a list");
@@ -325,6 +597,7 @@ ScriptedServer::ScriptedServer(nlohmann::json script, std::filesystem::path base
     }
   }
   if (script.contains("default")) impl_->fallback = ParseReplies(script["default"], "default", impl_->base_dir);
+  if (script.contains("endpoint")) impl_->endpoint = ParseEndpoint(script["endpoint"]);
 }
 
 std::unique_ptr<ScriptedServer> ScriptedServer::FromFile(const std::filesystem::path& script_file) {
@@ -344,10 +617,19 @@ ScriptedServer::~ScriptedServer() { Stop(); }
 int ScriptedServer::Start(const std::string& host, int port) {
   Impl& impl = *impl_;
   if (impl.listener.joinable()) throw std::logic_error("ScriptedServer::Start called twice");
-  impl.http.Post("/v1/chat/completions",
-                 [&impl](const httplib::Request& req, httplib::Response& res) { impl.Handle(req, res); });
-  impl.http.Post("/chat/completions",
-                 [&impl](const httplib::Request& req, httplib::Response& res) { impl.Handle(req, res); });
+  // httplib matches the patterns (regular expressions) in the order given: the two endpoints,
+  // then every other path of every method answers a JSON 404.
+  impl.http.Post(kChatPath,
+                 [&impl](const httplib::Request& req, httplib::Response& res) { impl.HandleChat(req, res); });
+  impl.http.Get(kModelsPath,
+                [&impl](const httplib::Request& req, httplib::Response& res) { impl.HandleModels(req, res); });
+  const auto unknown = [&impl](const httplib::Request& req, httplib::Response& res) { impl.HandleUnknown(req, res); };
+  impl.http.Get(".*", unknown);
+  impl.http.Post(".*", unknown);
+  impl.http.Put(".*", unknown);
+  impl.http.Patch(".*", unknown);
+  impl.http.Delete(".*", unknown);
+  impl.http.Options(".*", unknown);
   // One request per connection: a client idling on a kept-alive connection would otherwise hold
   // a worker (and Stop()) for the keep-alive timeout.
   impl.http.set_keep_alive_max_count(1);
@@ -389,6 +671,15 @@ std::string ScriptedServer::base_url() const {
 }
 
 std::vector<ScriptedRequest> ScriptedServer::requests() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<ScriptedRequest> chat;
+  for (const ScriptedRequest& request : impl_->log) {
+    if (request.method == "POST" && request.path == kChatPath) chat.push_back(request);
+  }
+  return chat;
+}
+
+std::vector<ScriptedRequest> ScriptedServer::all_requests() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->log;
 }

@@ -38,7 +38,9 @@ std::string RequestLog(const std::vector<kernelgym::llm::ScriptedRequest>& reque
   std::string text;
   for (const auto& request : requests) {
     // Whether a key came, never the key itself: logs get shared.
-    const nlohmann::json line = {{"body", request.body},
+    const nlohmann::json line = {{"method", request.method},
+                                 {"path", request.path},
+                                 {"body", request.body},
                                  {"authorization", !request.authorization.empty()},
                                  {"status", request.status},
                                  {"arrived_s", request.arrived_s},
@@ -58,7 +60,9 @@ int main(int argc, char** argv) {
   app.add_option("--host", host, "address to bind")->capture_default_str();
   app.add_option("--port", port, "port to bind (0: any free port)")->capture_default_str()->check(CLI::Range(0, 65535));
   app.add_option("--port-file", port_file, "write the bound port here once listening");
-  app.add_option("--log", log_file, "on exit, write one JSON line per request here");
+  app.add_option("--log", log_file,
+                 "on exit, write one JSON line per request here (every path: \"path\" tells chat completions, "
+                 "/v1/models and 404s apart)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -99,7 +103,7 @@ int main(int argc, char** argv) {
   sigwait(&stop_signals, &signal_number);
   server->Stop();
 
-  if (!log_file.empty() && !WriteAtomically(log_file, RequestLog(server->requests()))) {
+  if (!log_file.empty() && !WriteAtomically(log_file, RequestLog(server->all_requests()))) {
     std::cerr << kName << ": cannot write --log " << log_file << "\n";
     return 1;
   }

@@ -43,11 +43,25 @@ std::set<std::string> KernelLanguages(std::string_view backend) {
   return {tags.begin(), tags.end()};
 }
 
-std::optional<CodeBlock> LastKernelBlock(const std::vector<CodeBlock>& blocks, std::string_view backend) {
+std::optional<CodeBlock> LastKernelBlock(const std::vector<CodeBlock>& blocks, std::string_view backend,
+                                         std::string_view entry_point = {}) {
   const std::set<std::string> languages = KernelLanguages(backend);
-  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it)
-    if (languages.count(Lower(it->language))) return *it;
-  return std::nullopt;
+  std::optional<CodeBlock> last;
+  for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
+    if (!languages.count(it->language)) continue;
+    if (entry_point.empty() || DefinesFunction(it->text, entry_point)) return *it;
+    if (!last) last = *it;
+  }
+  return last;
+}
+
+// The fence's language: the info string's first word, cut at ':' or '{', lower case.
+std::string FenceInfoLanguage(std::string_view info) {
+  std::string word;
+  std::istringstream in{std::string(info)};
+  in >> word;
+  word = word.substr(0, word.find_first_of(":{"));
+  return Lower(word);
 }
 
 // SEARCH/REPLACE blocks anywhere in the reply (inside a fence or not).
@@ -111,8 +125,7 @@ std::vector<CodeBlock> FencedBlocks(std::string_view reply, bool* unterminated) 
     if (!open) {
       if (StartsWith(line, "```")) {
         CodeBlock b;
-        std::istringstream info(line.substr(3));
-        info >> b.language;
+        b.language = FenceInfoLanguage(std::string_view(line).substr(3));
         open = b;
       }
     } else if (line == "```") {
@@ -161,7 +174,46 @@ PlanOrError ParsePlan(std::string_view reply) {
   return {plan, ""};
 }
 
-ActionOrError ParseKernelEdit(std::string_view reply, std::string_view backend) {
+std::string EntryPoint(std::string_view signature) {
+  const std::size_t paren = signature.find('(');
+  if (paren == std::string_view::npos) return "";
+  std::size_t end = paren;
+  while (end > 0 && signature[end - 1] == ' ') --end;
+  std::size_t begin = end;
+  while (begin > 0 && (std::isalnum(static_cast<unsigned char>(signature[begin - 1])) || signature[begin - 1] == '_')) --begin;
+  return std::string(signature.substr(begin, end - begin));
+}
+
+bool DefinesFunction(std::string_view code, std::string_view name) {
+  if (name.empty()) return false;
+  auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (std::size_t at = code.find(name); at != std::string_view::npos; at = code.find(name, at + 1)) {
+    if (at > 0 && is_word(code[at - 1])) continue;
+    std::size_t i = at + name.size();
+    if (i < code.size() && is_word(code[i])) continue;
+    // Python: "def NAME(" at the start of a line.
+    const std::size_t line_start = code.rfind('\n', at) == std::string_view::npos ? 0 : code.rfind('\n', at) + 1;
+    const std::string before = Trim(code.substr(line_start, at - line_start));
+    while (i < code.size() && std::isspace(static_cast<unsigned char>(code[i]))) ++i;
+    if (i >= code.size() || code[i] != '(') continue;
+    if (before == "def" || before == "async def") return true;
+    // C-style: the parameter list, then (after qualifiers such as const or noexcept) a body.
+    int depth = 0;
+    for (; i < code.size(); ++i) {
+      if (code[i] == '(') ++depth;
+      else if (code[i] == ')' && --depth == 0) break;
+    }
+    if (i >= code.size()) continue;
+    for (++i; i < code.size(); ++i) {
+      const char c = code[i];
+      if (c == '{') return true;
+      if (c == ';' || c == '(' || c == ')' || c == ',' || c == '=' || c == '}') break;
+    }
+  }
+  return false;
+}
+
+ActionOrError ParseKernelEdit(std::string_view reply, std::string_view backend, std::string_view entry_point) {
   const std::vector<std::string> lines = Lines(reply);
   std::vector<protocol::EditBlock> edits;
   std::string error;
@@ -171,10 +223,9 @@ ActionOrError ParseKernelEdit(std::string_view reply, std::string_view backend) 
   bool unterminated = false;
   const std::vector<CodeBlock> blocks = FencedBlocks(reply, &unterminated);
   for (auto it = blocks.rbegin(); it != blocks.rend(); ++it) {
-    const std::string language = Lower(it->language);
-    if (language == "diff" || language == "patch") return {protocol::PatchAction{it->text}, ""};
+    if (it->language == "diff" || it->language == "patch") return {protocol::PatchAction{it->text}, ""};
   }
-  if (const std::optional<CodeBlock> kernel = LastKernelBlock(blocks, backend)) {
+  if (const std::optional<CodeBlock> kernel = LastKernelBlock(blocks, backend, entry_point)) {
     if (Trim(kernel->text).empty()) return {std::nullopt, "the code block is empty"};
     return {protocol::ReplaceAction{kernel->text}, ""};
   }
@@ -205,7 +256,7 @@ AnalysisOrError ParseAnalysis(std::string_view reply) {
   bool found = false;
   for (const std::string& raw : Lines(reply)) {
     std::smatch m;
-    if (!found && raw.size() <= kMaxDecisionLine && std::regex_match(raw, m, decision_line)) {
+    if (raw.size() <= kMaxDecisionLine && std::regex_match(raw, m, decision_line)) {
       const std::string word = Lower(m[1]);
       analysis.decision = word == "stop" ? Decision::kStop : word == "tune" ? Decision::kTune : Decision::kContinue;
       analysis.reason = Trim(m[2].str());
@@ -223,7 +274,7 @@ TunerOrError ParseTunerProposal(std::string_view reply, std::string_view backend
   const std::vector<CodeBlock> blocks = FencedBlocks(reply, &unterminated);
   const CodeBlock* json_block = nullptr;
   for (const CodeBlock& b : blocks)
-    if (Lower(b.language) == "json") json_block = &b;
+    if (b.language == "json") json_block = &b;
   if (!json_block)
     return {std::nullopt, unterminated ? "the reply ends inside a code block (it was cut at max_tokens?)"
                                        : "no ```json block with the search space"};

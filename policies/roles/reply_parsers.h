@@ -17,11 +17,13 @@ namespace kernelgym::roles {
 
 // ---- fenced code ----
 struct CodeBlock {
-  std::string language;  // the fence's info string ("cpp", "python", "diff", "json", or "")
+  std::string language;  // the fence's language, lower case ("cpp", "python", "diff", "json", or "")
   std::string text;
 };
-// Every ``` fenced block, in order. `unterminated` is set when the reply ends inside a block
-// (typically a reply cut at max_tokens); that block is not returned.
+// Every ``` fenced block, in order. The language is the info string's first word up to a ':' or
+// '{' ("```cpp:kernel.cpp", "```cpp {.numberLines}" and "```C++ title=k.cpp" are cpp/c++).
+// `unterminated` is set when the reply ends inside a block (typically a reply cut at max_tokens);
+// that block is not returned.
 std::vector<CodeBlock> FencedBlocks(std::string_view reply, bool* unterminated = nullptr);
 
 // ---- planner ----
@@ -41,8 +43,12 @@ PlanOrError ParsePlan(std::string_view reply);
 
 // ---- implementer and debugger: the kernel edit ----
 // In order of preference: SEARCH/REPLACE blocks (an `edit`), a ```diff block (a `patch`), or the
-// last fenced block in the backend's language (a `replace` of the whole source; ```cpp/c++/c for
-// cpu, ```python/py for pallas, ```cuda/cpp for cuda; an untagged block is accepted too).
+// fenced block in the backend's language that is the kernel (a `replace` of the whole source;
+// ```cpp/c++/c for cpu, ```python/py for pallas, ```cuda/cpp for cuda; an untagged block is
+// accepted too). The kernel is the last block that defines `entry_point` (a C-style definition
+// `NAME(...) {` or a Python `def NAME(`): models add "call it like this" snippets after the kernel,
+// and position alone would pick the snippet. With no entry point given, or no block defining it,
+// the last block in the language.
 //   <<<<<<< SEARCH
 //   exact lines of the current source
 //   =======
@@ -52,7 +58,12 @@ struct ActionOrError {
   std::optional<protocol::Action> action;
   std::string error;  // "no code block ...", "unterminated code block (the reply was cut?)", ...
 };
-ActionOrError ParseKernelEdit(std::string_view reply, std::string_view backend);
+ActionOrError ParseKernelEdit(std::string_view reply, std::string_view backend, std::string_view entry_point = {});
+// The function a task's kernel must define: the identifier before the signature's '('
+// ("void kernel(const float* x, ...)" -> "kernel"); "" when there is none.
+std::string EntryPoint(std::string_view signature);
+// Whether `code` defines the function `name` (see ParseKernelEdit).
+bool DefinesFunction(std::string_view code, std::string_view name);
 
 // ---- profiler analyst ----
 enum class Decision { kContinue, kTune, kStop };
@@ -66,7 +77,9 @@ struct AnalysisOrError {
   std::optional<Analysis> analysis;
   std::string error;
 };
-// Needs one line "DECISION: CONTINUE|TUNE|STOP [- reason]" (any case, optional markdown emphasis).
+// Needs a line "DECISION: CONTINUE|TUNE|STOP [- reason]" (any case, optional markdown emphasis);
+// with several, the last one is the decision (a model revises itself; the reply reader has
+// already removed any thinking).
 AnalysisOrError ParseAnalysis(std::string_view reply);
 
 // ---- tuner ----

@@ -68,10 +68,12 @@ std::vector<int> SearchGraph::Children(int id) const {
   return out;
 }
 
-bool SearchGraph::HasSource(const std::string& source) const {
+bool SearchGraph::HasSource(const std::string& source) const { return NodeWithSource(source).has_value(); }
+
+std::optional<int> SearchGraph::NodeWithSource(const std::string& source) const {
   for (const SearchNode& n : nodes_)
-    if (n.source == source) return true;
-  return false;
+    if (n.source == source) return n.id;
+  return std::nullopt;
 }
 
 int SearchGraph::evaluations() const { return nodes_.empty() ? 0 : static_cast<int>(nodes_.size()) - 1; }

@@ -53,6 +53,8 @@ class SearchGraph {
   std::vector<int> Children(int id) const;
   // Whether a kernel with this source was already evaluated (the search never pays twice).
   bool HasSource(const std::string& source) const;
+  // The first node with this source, if any.
+  std::optional<int> NodeWithSource(const std::string& source) const;
 
   const std::string& task() const { return task_; }
   const std::string& backend() const { return backend_; }

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -127,46 +129,81 @@ class MutateProposer final : public Proposer {
   }
 };
 
-// The implementer, asked to apply one strategy from the list to the node's kernel.
+// The implementer, asked to apply one strategy from the list to the node's kernel. Exactly
+// `count` strategies are asked about, concurrently (the chat client bounds the requests in flight
+// by --llm-concurrency). A reply that repeats a kernel already in the graph is refused before it
+// costs an evaluation, and answered with a repair turn that says so.
 class LlmProposer final : public Proposer {
  public:
   LlmProposer(const ProposerContext& context, std::vector<std::string> strategies)
       : context_(context), strategies_(std::move(strategies)) {}
   std::string_view name() const override { return "llm"; }
+  bool costly() const override { return true; }
 
   std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
                                 std::mt19937_64& rng) override {
     std::vector<std::string> order = strategies_;
     std::shuffle(order.begin(), order.end(), rng);
-    std::vector<Proposal> out;
+    if (order.size() > static_cast<std::size_t>(std::max(0, count))) order.resize(static_cast<std::size_t>(std::max(0, count)));
+    std::vector<std::future<std::optional<Proposal>>> asks;
     for (const std::string& strategy : order) {
-      if (static_cast<int>(out.size()) >= count) break;
-      roles::Variables v = roles::TaskVariables(context_.task, context_.backend, context_.assistant->roles());
-      v["source"] = node.source;
-      v["observation"] = "status: " + node.status + (node.ok() ? ", " + std::to_string(node.speedup) + "x the reference" : "") +
-                         (node.message.empty() ? "" : "\n" + node.message);
-      v["note"] = "Apply this optimization strategy, and only this one: " + strategy;
-      v["best_speedup"] = std::to_string(node.speedup);
-      std::string error;
-      const std::optional<protocol::Action> action =
-          roles::AskKernelEdit(*context_.assistant, roles::Role::kImplementer, context_.backend, v, exchanges_, error);
-      if (!action) continue;
-      std::string source;
-      if (const auto* replace = std::get_if<protocol::ReplaceAction>(&*action)) {
-        if (graph.HasSource(replace->source)) continue;
-        source = replace->source;
-      }
-      out.push_back({*action, strategy, {}, source});
+      asks.push_back(std::async(std::launch::async, [&, strategy] { return Ask(graph, node, strategy); }));
+    }
+    std::vector<Proposal> out;
+    for (auto& ask : asks) {
+      if (std::optional<Proposal> proposal = ask.get()) out.push_back(std::move(*proposal));
     }
     return out;
   }
 
-  std::vector<roles::Exchange> TakeExchanges() override { return std::exchange(exchanges_, {}); }
+  std::vector<roles::Exchange> TakeUnproductiveExchanges() override {
+    std::lock_guard lock(mutex_);
+    return std::exchange(unproductive_, {});
+  }
+
+  std::string unusable() const override { return context_.assistant->unusable(); }
 
  private:
+  std::optional<Proposal> Ask(const SearchGraph& graph, const SearchNode& node, const std::string& strategy) {
+    roles::Variables v = roles::TaskVariables(context_.task, context_.backend, context_.assistant->roles());
+    v["source"] = node.source;
+    v["observation"] = "status: " + node.status + (node.ok() ? ", " + std::to_string(node.speedup) + "x the reference" : "") +
+                       (node.message.empty() ? "" : "\n" + node.message);
+    v["note"] = "Apply this optimization strategy, and only this one: " + strategy;
+    v["best_speedup"] = std::to_string(node.speedup);
+    const std::string entry_point = roles::EntryPoint(context_.task.summary.signature);
+    std::optional<protocol::Action> action;
+    std::vector<roles::Exchange> exchanges;
+    std::string error;
+    context_.assistant->Ask(
+        roles::Role::kImplementer, v,
+        [&](const std::string& reply) -> std::string {
+          roles::ActionOrError parsed = roles::ParseKernelEdit(reply, context_.backend, entry_point);
+          if (!parsed.action) return parsed.error;
+          if (const auto* replace = std::get_if<protocol::ReplaceAction>(&*parsed.action)) {
+            if (const std::optional<int> same = graph.NodeWithSource(replace->source)) {
+              return "this kernel is identical to one already evaluated (node " + std::to_string(*same) + ", " +
+                     graph.node(*same).status + "); write a different kernel that applies the strategy";
+            }
+          }
+          action = std::move(parsed.action);
+          return "";
+        },
+        exchanges, error);
+    if (!action) {
+      std::lock_guard lock(mutex_);
+      for (roles::Exchange& e : exchanges) unproductive_.push_back(std::move(e));  // already marked: no step
+      return std::nullopt;
+    }
+    std::string source;
+    if (const auto* replace = std::get_if<protocol::ReplaceAction>(&*action)) source = replace->source;
+    return Proposal{*action, strategy, {}, source, std::move(exchanges)};
+  }
+
   ProposerContext context_;
   std::vector<std::string> strategies_;
-  std::vector<roles::Exchange> exchanges_;
+  std::mutex mutex_;
+  std::vector<roles::Exchange> unproductive_;  // guarded by mutex_
 };
 
 std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {

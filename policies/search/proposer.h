@@ -30,6 +30,7 @@ struct Proposal {
   std::string strategy;                              // the edge in words
   std::map<std::string, protocol::KnobValue> knobs;  // the setting, for a knob move
   std::string source;  // the resulting source when the proposer knows it (replace), for dedup; else ""
+  std::vector<roles::Exchange> exchanges;  // the chat calls behind this proposal (llm), recorded with its step
 };
 
 struct ProposerContext {
@@ -46,11 +47,20 @@ class Proposer {
   virtual ~Proposer() = default;
   virtual std::string_view name() const = 0;
   // Up to `count` proposals to expand `node` into, none already in `graph` (same source or the
-  // same knob setting); fewer, or none, when the node's neighbourhood is exhausted.
+  // same knob setting); fewer, or none, when the node's neighbourhood is exhausted. Thread-safe:
+  // a search asks for several nodes' proposals at once (each call with its own rng), while the
+  // graph is not being changed.
   virtual std::vector<Proposal> Propose(const SearchGraph& graph, const SearchNode& node, int count,
                                         std::mt19937_64& rng) = 0;
-  // The chat exchanges behind the last Propose() (llm), to be recorded with the steps; moved out.
-  virtual std::vector<roles::Exchange> TakeExchanges() { return {}; }
+  // Whether each proposal costs something (a model call): a search then asks for exactly the
+  // proposals it will evaluate, rather than drawing extras to choose from.
+  virtual bool costly() const { return false; }
+  // The chat exchanges that produced no proposal (no usable reply), marked as such, to be recorded
+  // with a later step; moved out.
+  virtual std::vector<roles::Exchange> TakeUnproductiveExchanges() { return {}; }
+  // Why this proposer cannot propose any more, whatever the node ("" while it can): its model
+  // endpoint refused for good or a budget is spent (roles::Assistant::unusable()).
+  virtual std::string unusable() const { return ""; }
 };
 
 const std::vector<std::string>& ProposerNames();  // "knobs", "mutate", "llm"

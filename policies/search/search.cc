@@ -1,7 +1,10 @@
 #include "policies/search/search.h"
 
+#include "datasets/trajectory/record_schema.h"
+
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <iomanip>
 #include <set>
 #include <sstream>
@@ -108,12 +111,45 @@ std::string Searcher::EnvOf(int id) {
   return env;
 }
 
+void Searcher::KeepUnproductive(std::vector<roles::Exchange> exchanges) {
+  roles::MarkProducedNoStep(exchanges);
+  for (roles::Exchange& e : exchanges) unproductive_.push_back(std::move(e));
+}
+
+bool Searcher::ProposerUsable() {
+  KeepUnproductive(proposer_.TakeUnproductiveExchanges());
+  const std::string why = proposer_.unusable();
+  if (why.empty()) return true;
+  stop_reason_ = "the proposer's model cannot be asked any more: " + why;
+  log_ << "search: stopping: " << stop_reason_ << std::endl;
+  return false;
+}
+
+std::vector<std::vector<Proposal>> Searcher::ProposeFor(const std::vector<int>& nodes, int count) {
+  // Each call gets its own stream, drawn in order from the search's: the same seed proposes the
+  // same, however the calls interleave.
+  std::vector<std::mt19937_64> streams;
+  for (std::size_t i = 0; i < nodes.size(); ++i) streams.emplace_back(rng_());
+  std::vector<std::vector<Proposal>> out(nodes.size());
+  if (!proposer_.costly() || nodes.size() <= 1) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) out[i] = proposer_.Propose(graph_, graph_.node(nodes[i]), count, streams[i]);
+    return out;
+  }
+  std::vector<std::future<std::vector<Proposal>>> asks;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    asks.push_back(std::async(std::launch::async, [this, &nodes, &streams, count, i] {
+      return proposer_.Propose(graph_, graph_.node(nodes[i]), count, streams[i]);
+    }));
+  }
+  for (std::size_t i = 0; i < asks.size(); ++i) out[i] = asks[i].get();
+  return out;
+}
+
 std::vector<int> Searcher::Evaluate(const std::vector<Child>& children) {
   struct InFlight {
     std::size_t child;
     std::string env;
   };
-  std::vector<roles::Exchange> exchanges = proposer_.TakeExchanges();
   std::map<uint64_t, InFlight> in_flight;
   std::vector<int> ids(children.size(), -1);
   std::size_t next = 0;
@@ -123,12 +159,13 @@ std::vector<int> Searcher::Evaluate(const std::vector<Child>& children) {
       const std::string env = env_.Fork(EnvOf(c.parent)).env;
       json meta = {{"policy", "kernelgym-search"}, {"proposer", std::string(proposer_.name())},
                    {"strategy", c.proposal.strategy}, {"parent", c.parent}};
-      if (!exchanges.empty()) {  // the model calls behind this batch go with its first step
-        json recorded = json::array();
-        for (const roles::Exchange& e : exchanges) recorded.push_back(e.ToJson());
-        meta["exchanges"] = recorded;
-        exchanges.clear();
-      }
+      // The model calls behind this child go with its own step; those that produced nothing ride
+      // along, marked, so that they are recorded but never credited with this step's reward.
+      json recorded = json::array();
+      for (const roles::Exchange& e : c.proposal.exchanges) recorded.push_back(e.ToJson());
+      for (const roles::Exchange& e : unproductive_) recorded.push_back(e.ToJson());
+      unproductive_.clear();
+      if (!recorded.empty()) meta[record::meta::kExchanges] = recorded;
       in_flight[env_.Send(protocol::EnvStepRequest{env, c.proposal.action, meta})] = {next, env};
       ++next;
     }
@@ -184,30 +221,47 @@ void Searcher::Parallel() {
   json& state = graph_.algorithm_state();
   if (!state.contains("heads")) state["heads"] = std::vector<int>(static_cast<std::size_t>(std::max(1, options_.runs)), 0);
   std::vector<int> heads = state["heads"].get<std::vector<int>>();
+  // A free proposer offers a few moves to choose from (another chain may have taken one); a costly
+  // one is asked for exactly the move each chain will evaluate.
+  const int count = proposer_.costly() ? 1 : 4;
   while (BudgetLeft()) {
+    std::vector<std::size_t> asking;  // the chains asked this round
+    std::vector<int> nodes;
+    const int room = options_.max_evaluations - graph_.evaluations();
+    for (std::size_t r = 0; r < heads.size() && static_cast<int>(asking.size()) < room; ++r) {
+      if (heads[r] < 0) continue;
+      asking.push_back(r);
+      nodes.push_back(heads[r]);
+    }
+    if (asking.empty()) break;
+    std::vector<std::vector<Proposal>> proposed = ProposeFor(nodes, count);
+    if (!ProposerUsable()) break;
     std::vector<Child> children;
     std::vector<std::size_t> chain_of;
-    const int room = options_.max_evaluations - graph_.evaluations();
-    for (std::size_t r = 0; r < heads.size() && static_cast<int>(children.size()) < room; ++r) {
-      if (heads[r] < 0) continue;
-      std::optional<Proposal> pick;
-      for (Proposal& p : proposer_.Propose(graph_, graph_.node(heads[r]), 4, rng_)) {
-        const bool taken = std::any_of(children.begin(), children.end(),
-                                       [&](const Child& c) { return SameKernel(c.proposal, p); });
-        if (!taken) {
-          pick = std::move(p);
-          break;
-        }
-      }
-      if (!pick) {
+    for (std::size_t i = 0; i < asking.size(); ++i) {
+      const std::size_t r = asking[i];
+      if (proposed[i].empty()) {
         log_ << "search: chain " << r << " has nothing left to try from node " << heads[r] << std::endl;
         heads[r] = -1;
         continue;
       }
-      children.push_back({heads[r], std::move(*pick)});
-      chain_of.push_back(r);
+      bool picked = false;
+      for (Proposal& p : proposed[i]) {
+        const bool taken = std::any_of(children.begin(), children.end(),
+                                       [&](const Child& c) { return SameKernel(c.proposal, p); });
+        if (!picked && !taken) {
+          children.push_back({heads[r], std::move(p)});
+          chain_of.push_back(r);
+          picked = true;
+        } else {
+          KeepUnproductive(std::move(p.exchanges));  // not evaluated: another chain has this kernel
+        }
+      }
     }
-    if (children.empty()) break;
+    if (children.empty()) {
+      if (std::all_of(heads.begin(), heads.end(), [](int h) { return h < 0; })) break;
+      continue;  // every proposal repeated another chain's: ask again
+    }
     const std::vector<int> ids = Evaluate(children);
     for (std::size_t i = 0; i < ids.size(); ++i) {
       const std::size_t r = chain_of[i];
@@ -227,11 +281,21 @@ void Searcher::Beam() {
   while (depth < options_.depth && BudgetLeft() && !level.empty()) {
     std::vector<Child> children;
     const int room = options_.max_evaluations - graph_.evaluations();
+    // Only as many parents and branches as the evaluation budget can take: a costly proposer's
+    // extra proposals would be paid for and thrown away.
+    std::vector<int> parents;
     for (int parent : level)
-      for (Proposal& p : proposer_.Propose(graph_, graph_.node(parent), options_.branches, rng_)) {
-        if (static_cast<int>(children.size()) >= room) break;
-        if (std::none_of(children.begin(), children.end(), [&](const Child& c) { return SameKernel(c.proposal, p); }))
-          children.push_back({parent, std::move(p)});
+      if (static_cast<int>(parents.size()) * options_.branches < room) parents.push_back(parent);
+    const int branches = std::min(options_.branches, std::max(1, room));
+    std::vector<std::vector<Proposal>> proposed = ProposeFor(parents, branches);
+    if (!ProposerUsable()) break;
+    for (std::size_t i = 0; i < parents.size(); ++i)
+      for (Proposal& p : proposed[i]) {
+        const bool fits = static_cast<int>(children.size()) < room;
+        if (fits && std::none_of(children.begin(), children.end(), [&](const Child& c) { return SameKernel(c.proposal, p); }))
+          children.push_back({parents[i], std::move(p)});
+        else
+          KeepUnproductive(std::move(p.exchanges));
       }
     if (children.empty()) {
       log_ << "search: the beam has nothing left to try" << std::endl;
@@ -283,7 +347,8 @@ void Searcher::Ucb() {
     if (pick < 0) break;
     const int room = options_.max_evaluations - graph_.evaluations();
     std::vector<Proposal> proposals =
-        proposer_.Propose(graph_, graph_.node(pick), std::min(std::max(1, options_.concurrency), room), rng_);
+        std::move(ProposeFor({pick}, std::min(std::max(1, options_.concurrency), room))[0]);
+    if (!ProposerUsable()) break;
     ++graph_.node(pick).visits;
     if (proposals.empty()) {
       exhausted.insert(pick);
@@ -311,8 +376,14 @@ void Searcher::SubmitBest() {
   if (candidates.size() > kFinalTries) candidates.resize(kFinalTries);
   json attempts = json::array();
   for (int id : candidates) {
-    const protocol::StepResult r =
-        env_.Step(EnvOf(id), protocol::SubmitAction{}, {{"policy", "kernelgym-search"}, {"submit_of_node", id}});
+    json meta = {{"policy", "kernelgym-search"}, {"submit_of_node", id}};
+    if (!unproductive_.empty()) {  // the last exchanges that produced nothing: recorded, marked
+      json recorded = json::array();
+      for (const roles::Exchange& e : unproductive_) recorded.push_back(e.ToJson());
+      unproductive_.clear();
+      meta[record::meta::kExchanges] = recorded;
+    }
+    const protocol::StepResult r = env_.Step(EnvOf(id), protocol::SubmitAction{}, meta);
     envs_.erase(id);  // the submit ended that env's episode
     const protocol::Observation& o = r.observation;
     attempts.push_back({{"node", id}, {"status", o.status}, {"speedup", o.speedup}, {"message", o.message}});

@@ -56,6 +56,9 @@ class Searcher {
   // Throws what the client throws for transport failures; an evaluation the server refuses becomes
   // a node with status "error" and the message.
   void Run();
+  // Why the search ended before its budgets did ("" when it did not): the proposer's model became
+  // unusable (a refusal no retry fixes, a spent token or cost budget).
+  const std::string& stop_reason() const { return stop_reason_; }
 
  private:
   struct Child {
@@ -65,6 +68,11 @@ class Searcher {
   void EnsureRoot();
   std::string EnvOf(int node);                        // a live env holding the node's kernel
   std::vector<int> Evaluate(const std::vector<Child>& children);  // the new nodes' ids, in `children` order
+  // Proposals for several nodes at once (concurrently: a costly proposer asks a model for each).
+  std::vector<std::vector<Proposal>> ProposeFor(const std::vector<int>& nodes, int count);
+  // Keeps exchanges that produced no step, to go (marked) with the next step sent.
+  void KeepUnproductive(std::vector<roles::Exchange> exchanges);
+  bool ProposerUsable();
   bool BudgetLeft() const;
   void Save();
   void Parallel();
@@ -81,6 +89,8 @@ class Searcher {
   std::mt19937_64 rng_;
   std::string root_env_;
   std::map<int, std::string> envs_;  // node -> its live env
+  std::vector<roles::Exchange> unproductive_;  // chat exchanges that led to no step, not yet recorded
+  std::string stop_reason_;
   std::chrono::steady_clock::time_point started_;
 };
 

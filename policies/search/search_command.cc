@@ -3,6 +3,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <chrono>
 #include <memory>
 
 #include "policies/common/model.h"
@@ -98,6 +99,16 @@ int RunSearchCommand(SearchCommand& c) {
     std::cerr << "kernelgym search: " << error << "\n";
     return 2;
   }
+  if (const std::string why = policies::CheckModelEndpoint(model); !why.empty()) {
+    std::cerr << "kernelgym search: " << why << "\n";
+    return policies::kExitModelUnusable;
+  }
+  if (model.chat) {
+    // The time budget holds inside a chat call too.
+    model.chat->SetDeadline(std::chrono::steady_clock::now() +
+                            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                std::chrono::duration<double>(c.options.time_budget_s)));
+  }
 
   if (!c.env.record_dir.empty()) c.options.record = true;  // a store was asked for: fill it
   std::unique_ptr<policies::LocalServer> server;
@@ -129,9 +140,13 @@ int RunSearchCommand(SearchCommand& c) {
       std::cerr << "kernelgym search: " << error << "\n";
       return 2;
     }
+    std::string model_failure;
     {
       Searcher searcher(env, *proposer, graph, c.graph, c.options, std::cerr);
       searcher.Run();
+      if (model.assistant && (model.assistant->endpoint_failed() || !model.assistant->any_usable_reply())) {
+        model_failure = searcher.stop_reason().empty() ? "the model never gave a usable proposal" : searcher.stop_reason();
+      }
     }
     const auto best = graph.Best();
     const SearchNode& root = graph.node(0);
@@ -146,10 +161,15 @@ int RunSearchCommand(SearchCommand& c) {
                   << graph.final_evaluation().value("speedup", 0.0) << "x";
     }
     std::cout << "\ngraph: " << c.graph << "\n";
+    if (model.chat) std::cout << policies::DescribeChat(model.chat->totals()) << "\n";
     if (!c.report.empty()) {
       const std::string text = RenderSearchReport(graph);
       if (c.report == "-") std::cout << text;
       else std::ofstream(c.report) << text;
+    }
+    if (!model_failure.empty()) {
+      std::cerr << "kernelgym search: " << model_failure << "\n";
+      return policies::kExitModelUnusable;
     }
     return best ? 0 : 1;
   } catch (const std::exception& e) {

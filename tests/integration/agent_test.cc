@@ -4,7 +4,9 @@
 // and HTTP 429/503 on the way). Kernels are compiled and timed for real.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
+#include <sstream>
 
 #include "core/subprocess.h"
 #include "datasets/trajectory/reader.h"
@@ -112,21 +114,145 @@ TEST(AgentTest, AWholeEpisodeImprovesTheKernelAgainstTheScriptedEndpoint) {
   EXPECT_EQ(steps, report["steps"].get<int>());
 }
 
-// No model at all (nothing listens at the endpoint): every ask fails, the agent says so, stops
-// after `patience` rounds and still submits the starter — the run ends normally.
-TEST(AgentTest, AnUnreachableEndpointEndsTheRunCleanly) {
+// Endpoints that cannot be used stop the run at once, with the server's own reason and exit status
+// 3 — never a run that re-asks every round, submits the starter and exits 0. A wrong URL, a
+// missing key and nothing listening are caught by the first contact, before any server or env.
+TEST(AgentTest, UnusableEndpointsStopAtOnceWithTheServersReason) {
+  llm::ScriptedServer keyed(nlohmann::json{{"endpoint", {{"api_key", "sk-right"}}}, {"default", {{"content", "x"}}}});
+  keyed.Start();
+  const std::string without_v1 = keyed.base_url().substr(0, keyed.base_url().size() - 3);
+  struct Case {
+    std::string name, endpoint, expected;
+  };
+  for (const Case& c : {Case{"no /v1", without_v1, "HTTP 404"}, Case{"no key", keyed.base_url(), "Incorrect API key"},
+                        Case{"nothing listens", "http://127.0.0.1:9/v1", "127.0.0.1:9"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const ProcessResult run = RunAgent({"--endpoint", c.endpoint}, 60);
+    EXPECT_EQ(run.exit_code, 3) << c.name << ": " << run.Describe() << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find(c.expected), std::string::npos) << c.name << ": " << run.stderr_text;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20) << c.name;
+  }
+  EXPECT_TRUE(keyed.requests().empty()) << "the first contact is GET /models; no chat call was made";
+}
+
+// The refusals only a chat call reveals (a hosted reasoning model's 400 for max_tokens, a
+// small-context server's 400) end the run after that one call, as does a time budget shorter than
+// the model's reply: the starter is still submitted, and the exit status says the model failed.
+TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
   ServerProcess server({"--local-runners", "1"});
-  const ProcessResult run = RunAgent({"--endpoint", "http://127.0.0.1:9/v1", "--connect", server.clients(),
-                                      "--llm-retries", "0", "--patience", "2", "--report", "-"});
-  ASSERT_TRUE(run.ok()) << run.Describe() << "\n" << run.stderr_text;
+  struct Case {
+    std::string name;
+    nlohmann::json script;
+    std::vector<std::string> flags;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"hosted reasoning model",
+       {{"endpoint", {{"reject_fields", {{"max_tokens", "Unsupported parameter: 'max_tokens'. Use 'max_completion_tokens' instead."}}}}},
+        {"default", {{"content", "x"}}}},
+       {},
+       "Use 'max_completion_tokens' instead"},
+      {"small context", {{"endpoint", {{"context_window", 8192}}}, {"default", {{"content", "x"}}}}, {"--max-tokens", "8192"},
+       "maximum context length is 8192"},
+      {"slow model, short budget", {{"default", {{"content", "x"}, {"delay_s", 30}}}}, {"--time-budget-s", "3"},
+       "time budget"},
+  };
+  for (const Case& c : cases) {
+    llm::ScriptedServer model(c.script);
+    model.Start();
+    std::vector<std::string> flags = {"--endpoint", model.base_url(), "--connect", server.clients(), "--report", "-"};
+    flags.insert(flags.end(), c.flags.begin(), c.flags.end());
+    const auto start = std::chrono::steady_clock::now();
+    const ProcessResult run = RunAgent(flags, 120);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(run.exit_code, 3) << c.name << ": " << run.Describe() << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find(c.expected), std::string::npos) << c.name << ": " << run.stderr_text;
+    EXPECT_LE(model.requests().size(), 1u) << c.name;
+    EXPECT_LT(seconds, 28) << c.name << ": the run did not stop at once";
+    const auto brace = run.stdout_text.find('{');
+    ASSERT_NE(brace, std::string::npos) << c.name << ": " << run.stdout_text;
+    const nlohmann::json report = nlohmann::json::parse(run.stdout_text.substr(brace));
+    EXPECT_EQ(report["submit_status"], "ok") << c.name;  // the starter: the episode still ends properly
+    EXPECT_EQ(report["steps"], 1) << c.name;
+    EXPECT_FALSE(report["model_failure"].get<std::string>().empty()) << c.name;
+  }
+}
+
+// One model with every dialect at once: a reasoning parser on the planner (reasoning_content), a
+// reply whose thinking used the whole budget (content null, finish_reason "length"), inline <think>
+// with a drafted diff, a "call it like this" snippet after the kernel, a tool call instead of
+// content, a draft STOP inside the thinking, no usage in some replies, and a small context window.
+// The run works: every implementation compiles and passes, the drafts are ignored, and the records
+// read the same whichever way the thinking came.
+TEST(AgentTest, AThinkingToolCallingModelOnASmallContextServerWorks) {
+  ServerProcess server({"--local-runners", "1"});
+  const std::string fast = ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "tests/honest/softmax_rows_avx2/kernel.cpp");
+  const std::string plain = "// plain\n" + ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "datasets/suites/cpu/softmax_rows/starter.cpp");
+  const std::string plan = ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "policies/agent/scripted/softmax_rows/plan_1.md");
+  const nlohmann::json script = {
+      {"endpoint", {{"context_window", 16384}}},
+      {"rules",
+       {{{"match", "while you were still reasoning"},
+         {"replies",
+          {{"content", "<think>\nMaybe a diff:\n```diff\n@@ -1 +1 @@\n-a\n+b\n```\nNo: the whole kernel.\n</think>\n"
+                       "Here is the kernel:\n```cpp:kernel.cpp\n" + fast + "```\nCall it like this:\n```cpp\n"
+                       "std::vector<float> y(R * C);\nkernel(x.data(), y.data(), R, C);\n```\n"},
+           {"usage", nullptr}}}},
+        {{"match", "You are the planning engineer"},
+         {"replies", {{"content", plan}, {"reasoning_content", "I should vectorize the exp."}}}},
+        {{"match", "You are an expert"},
+         {"replies",
+          {{{"content", nullptr}, {"reasoning_content", "Thinking at length..."}, {"finish_reason", "length"}},
+           {{"content", nullptr}, {"tool_calls", {{{"name", "write_kernel"}, {"arguments", {{"source", plain}}}}}}}}}},
+        {{"match", "You are a performance analyst"},
+         {"replies",
+          {{{"content", "<think>DECISION: STOP - done already</think>\nThe exp dominates.\nDECISION: CONTINUE - more to gain"},
+            {"usage", nullptr}},
+           {{"content", "Close to the roofline.\nDECISION: STOP - enough now"}}}}}}}};
+  llm::ScriptedServer model(script);
+  model.Start();
+  const std::filesystem::path transcript = server.dir() / "dialects.jsonl";
+  const ProcessResult run =
+      RunAgent({"--endpoint", model.base_url(), "--connect", server.clients(), "--context-window", "16384", "--seed", "3",
+                "--transcript", transcript.string(), "--report", "-"});
+  ASSERT_TRUE(run.ok()) << run.Describe() << "\n" << run.stderr_text << run.stdout_text;
   const nlohmann::json report = nlohmann::json::parse(run.stdout_text.substr(run.stdout_text.find('{')));
-  EXPECT_EQ(report["submit_status"], "ok");
-  EXPECT_EQ(report["rounds"], 2);
-  EXPECT_EQ(report["asks"]["failed_calls"], 3);  // plan, analysis, plan
-  EXPECT_EQ(report["best_step"], 0);
-  EXPECT_EQ(report["steps"], 1);  // submit only
-  EXPECT_NE(report["stop_reason"].get<std::string>().find("2 rounds in a row"), std::string::npos);
-  EXPECT_NE(run.stderr_text.find("127.0.0.1:9"), std::string::npos) << "the failure names the endpoint";
+  EXPECT_EQ(report["rounds"], 2) << "the STOP drafted inside the thinking must not end round 1";
+  EXPECT_NE(report["stop_reason"].get<std::string>().find("enough now"), std::string::npos) << report["stop_reason"];
+  EXPECT_GT(report["chat"]["estimated_usage_calls"].get<int>(), 0);
+  EXPECT_EQ(report["chat"]["truncated"], 1);
+  // Both implementations compiled and passed: not the snippet, not the drafted diff, and the tool call was read.
+  std::istringstream lines(ReadText(transcript));
+  int implemented = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const nlohmann::json entry = nlohmann::json::parse(line);
+    if (entry["kind"] == "step" && entry["phase"] == "implement") {
+      ++implemented;
+      EXPECT_EQ(entry["status"], "ok") << entry.dump();
+    }
+  }
+  EXPECT_EQ(implemented, 2);
+  bool asked_to_think_less = false;
+  for (const llm::ScriptedRequest& r : model.requests()) {
+    const int64_t limit = r.body["max_tokens"].get<int64_t>();
+    EXPECT_LT(limit, 16384) << "the completion limit shrinks to fit the context window";
+    asked_to_think_less = asked_to_think_less || r.body.dump().find("while you were still reasoning") != std::string::npos;
+  }
+  EXPECT_TRUE(asked_to_think_less);
+
+  ASSERT_EQ(server.Terminate(30), 0);
+  TrajectoryReader reader(server.store());
+  int with_reasoning = 0;
+  for (nlohmann::json record; reader.Next(record);) {
+    if (record["kind"] != "transition" || !record.contains("meta")) continue;
+    for (const nlohmann::json& e : record["meta"].value("exchanges", nlohmann::json::array())) {
+      EXPECT_EQ(e["completion"].get<std::string>().find("<think>"), std::string::npos) << "thinking left in the answer";
+      if (e.contains("reasoning")) ++with_reasoning;
+    }
+  }
+  // The planner's twice (a field), the cut implementer reply (a field), its repair (inline), the
+  // first analysis (inline).
+  EXPECT_EQ(with_reasoning, 5);
 }
 
 // Without --connect the command starts its own server, and a prompt file with a typo is refused
