@@ -89,11 +89,64 @@ TEST(SearchTest, TheLlmProposerAsksTheImplementerForAStrategy) {
     EXPECT_NE(r.body["messages"][1]["content"].get<std::string>().find("Apply this optimization strategy"),
               std::string::npos);
   ASSERT_EQ(server.Terminate(30), 0);
-  int exchanges = 0;
+  int exchanges = 0, produced_none = 0;
   TrajectoryReader reader(server.store());
-  for (nlohmann::json record; reader.Next(record);)
-    if (record.contains("meta")) exchanges += static_cast<int>(record["meta"].value("exchanges", nlohmann::json::array()).size());
+  for (nlohmann::json record; reader.Next(record);) {
+    if (!record.contains("meta")) continue;
+    for (const nlohmann::json& e : record["meta"].value("exchanges", nlohmann::json::array())) {
+      ++exchanges;
+      produced_none += e["produced_step"] == false;
+    }
+  }
   EXPECT_EQ(exchanges, 3);
+  EXPECT_EQ(produced_none, 2) << "the two replies that repeated the first were not evaluated: no step of theirs";
+}
+
+// The parallel algorithm asks a model for exactly the proposals it evaluates, for all chains at
+// once; a reply that repeats a kernel already in the graph is refused with a repair turn before
+// it costs an evaluation; and every exchange is recorded with the step it produced, so that the
+// chat export credits each reply with its own kernel's reward.
+TEST(SearchTest, LlmProposalsAreAskedAsUsedInParallelAndRecordedWithTheirOwnStep) {
+  ServerProcess server({"--local-runners", "1"});
+  const std::filesystem::path source_dir(KERNELGYM_SOURCE_DIR);
+  const std::string starter = ReadText(source_dir / "datasets/suites/cpu/softmax_rows/starter.cpp");
+  const std::string fast = ReadText(source_dir / "tests/honest/softmax_rows_avx2/kernel.cpp");
+  nlohmann::json replies = nlohmann::json::array();
+  for (const std::string& kernel : {starter, starter, fast, "// another\n" + fast})
+    replies.push_back({{"content", "```cpp\n" + kernel + "```\n"}, {"delay_s", 0.3}});
+  llm::ScriptedServer model(nlohmann::json{{"default", replies}});
+  model.Start();
+  const std::filesystem::path graph_file = server.dir() / "parallel.json";
+  const ProcessResult run =
+      RunCli({"search", "--task", "cpu/softmax_rows", "--proposer", "llm", "--algorithm", "parallel", "--runs", "2",
+              "--max-evaluations", "2", "--endpoint", model.base_url(), "--model", "scripted", "--connect",
+              server.clients(), "--graph", graph_file.string(), "--record"});
+  ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
+  const nlohmann::json graph = ReadJson(graph_file);
+  ASSERT_EQ(graph["nodes"].size(), 3u);
+  // 2 evaluations for 4 calls: each chain's first reply repeated the starter and was answered with
+  // a repair turn (the old search asked 4 proposals per chain and evaluated 1).
+  ASSERT_EQ(model.requests().size(), 4u);
+  int repairs = 0;
+  for (const llm::ScriptedRequest& r : model.requests())
+    repairs += r.body.dump().find("identical to one already evaluated") != std::string::npos;
+  EXPECT_EQ(repairs, 2);
+  EXPECT_EQ(model.max_in_flight(), 2) << "the two chains' proposals are asked at once";
+
+  ASSERT_EQ(server.Terminate(30), 0);
+  TrajectoryReader reader(server.store());
+  int credited = 0;
+  for (nlohmann::json record; reader.Next(record);) {
+    if (record["kind"] != "transition" || !record.contains("meta")) continue;
+    const std::string source = record["observation"]["source"].get<std::string>();
+    for (const nlohmann::json& e : record["meta"].value("exchanges", nlohmann::json::array())) {
+      if (e.contains("parse_error") || e["produced_step"] == false) continue;
+      ++credited;
+      EXPECT_NE(e["completion"].get<std::string>().find(source), std::string::npos)
+          << "an exchange recorded with a step whose kernel it did not write";
+    }
+  }
+  EXPECT_EQ(credited, 2);
 }
 
 // kill -9 in the middle of a search, then --resume: the saved nodes are kept as they were and
