@@ -133,6 +133,23 @@ TEST(AgentTest, UnusableEndpointsStopAtOnceWithTheServersReason) {
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 20) << c.name;
   }
   EXPECT_TRUE(keyed.requests().empty()) << "the first contact is GET /models; no chat call was made";
+
+  // Every command that talks to a model makes the same first contact.
+  const std::vector<std::vector<std::string>> commands = {
+      {"search", "--task", "cpu/softmax_rows", "--proposer", "llm"},
+      {"hitl", "--task", "cpu/softmax_rows"},
+      {"evaluate", "--policy", "agent", "--task", "cpu/softmax_rows", "--out", (TestTempDir() / "eval").string()},
+      {"collect", "--policy", "agent", "--task", "cpu/softmax_rows", "--out", (TestTempDir() / "collect").string()}};
+  for (std::vector<std::string> argv : commands) {
+    SpawnOptions options;
+    argv.insert(argv.begin(), KERNELGYM_CLI);
+    argv.insert(argv.end(), {"--endpoint", without_v1, "--model", "scripted"});
+    options.argv = argv;
+    options.env = {"NO_PROXY=127.0.0.1", "PATH=/usr/bin:/bin"};
+    const ProcessResult run = RunProcess(options, 60);
+    EXPECT_EQ(run.exit_code, 3) << argv[1] << ": " << run.Describe() << run.stderr_text;
+    EXPECT_NE(run.stderr_text.find("HTTP 404"), std::string::npos) << argv[1] << ": " << run.stderr_text;
+  }
 }
 
 // The refusals only a chat call reveals (a hosted reasoning model's 400 for max_tokens, a
