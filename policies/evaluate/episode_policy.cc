@@ -163,6 +163,12 @@ class AgentPolicy final : public EpisodePolicy {
     const agent::AgentReport report = agent.Run();
     out.correct = report.submitted && report.submit_status == "ok";
     out.status = report.submitted ? report.submit_status : report.stop_reason;
+    if (!report.model_failure.empty()) {
+      // The policy under evaluation is the model: an episode it never took part in is a failed
+      // one, whatever the starter the agent submitted scored.
+      out.correct = false;
+      out.status = "error: the model endpoint failed: " + report.model_failure;
+    }
     out.speedup = out.correct ? report.submit_speedup : 0;
     out.best_speedup = report.best_speedup;
     out.starter_speedup = report.starter_speedup;

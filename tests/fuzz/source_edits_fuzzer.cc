@@ -1,13 +1,16 @@
 // The `edit` action (env/episode/source_edits.h ApplyEdits: SEARCH/REPLACE blocks applied to the
 // current source) on arbitrary sources and blocks. The `patch` action is applied by GNU patch in
-// a child process, which a fuzzer must not spawn per input: only its in-process part runs here
-// (the refusal of a diff without a hunk header); patch's own parsing is not fuzzed.
+// a child process, which a fuzzer must not spawn per input: only its in-process parts run here
+// (the refusal of a diff without a hunk header, and RecountHunks, which rewrites hunk headers
+// before GNU patch sees the diff); patch's own parsing is not fuzzed.
 //
 // Properties: no crash, leak or UB; exactly one of a source and an error; an error names the
 // failing block; an applied edit is what a naive reference model (count the places the search
-// text starts, replace the single one) gives.
+// text starts, replace the single one) gives; a recount keeps every change line, in order, and
+// says why when it declines a diff that has a hunk.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -39,6 +42,18 @@ std::optional<std::string> Model(std::string source, const std::vector<protocol:
     source = source.substr(0, starts[0]) + edits[i].replace + source.substr(starts[0] + edits[i].search.size());
   }
   return source;
+}
+
+// The lines that add or remove, in order: what a recount may move but never drop or invent.
+std::vector<std::string> ChangeLines(const std::string& diff) {
+  std::vector<std::string> changes;
+  std::size_t begin = 0;
+  while (begin < diff.size()) {
+    const std::size_t end = std::min(diff.find('\n', begin), diff.size());
+    if (diff[begin] == '+' || diff[begin] == '-') changes.push_back(diff.substr(begin, end - begin));
+    begin = end + 1;
+  }
+  return changes;
 }
 
 }  // namespace
@@ -73,6 +88,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (diff.find("@@") == std::string::npos) {
     const EditOutcome patched = ApplyPatch(source, diff);
     FUZZ_CHECK(!patched.source && !patched.error.empty(), "a diff without @@ is refused in process");
+  }
+
+  std::string why = "stale";
+  const std::optional<std::string> recounted = RecountHunks(source, diff, why);
+  if (recounted) {
+    FUZZ_CHECK(why.empty(), "a recount that succeeds leaves no reason: " + why);
+    FUZZ_CHECK(ChangeLines(*recounted) == ChangeLines(diff), "a recount keeps every change line, in order");
+  } else if (diff.find("\n@@") != std::string::npos || diff.rfind("@@", 0) == 0) {
+    FUZZ_CHECK(!why.empty(), "a declined diff with a hunk says why");
   }
   return 0;
 }
