@@ -200,19 +200,31 @@ TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
 // with a drafted diff, a "call it like this" snippet after the kernel, a tool call instead of
 // content, a draft STOP inside the thinking, no usage in some replies, and a small context window.
 // The run works: every implementation compiles and passes, the drafts are ignored, and the records
-// read the same whichever way the thinking came.
+// read the same whichever way the thinking came. Round 1's kernel is slower than the starter and
+// the tuner's gain comes after it: with --patience 2, round 2 (no gain either) ends the run only if
+// the tuner's gain did not count.
 TEST(AgentTest, AThinkingToolCallingModelOnASmallContextServerWorks) {
   ServerProcess server({"--local-runners", "1"});
-  const std::string fast = ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "tests/honest/softmax_rows_avx2/kernel.cpp");
-  const std::string plain = "// plain\n" + ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "datasets/suites/cpu/softmax_rows/starter.cpp");
-  const std::string plan = ReadText(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "policies/agent/scripted/softmax_rows/plan_1.md");
+  const std::filesystem::path source_dir(KERNELGYM_SOURCE_DIR);
+  const std::string starter = ReadText(source_dir / "datasets/suites/cpu/softmax_rows/starter.cpp");
+  // The starter with a second, useless exp pass that the compiler must keep: slower, still correct.
+  std::string slow = starter;
+  slow.replace(slow.find("        for (int64_t c = 0; c < C; ++c)\n            yr[c] = yr[c] / sum;"),
+               std::string("        for (int64_t c = 0; c < C; ++c)\n            yr[c] = yr[c] / sum;").size(),
+               "        static volatile float sink = 0;\n        for (int64_t c = 0; c < C; ++c) sink = sink + std::exp(xr[c] - m);\n"
+               "        for (int64_t c = 0; c < C; ++c)\n            yr[c] = yr[c] / sum;");
+  ASSERT_NE(slow, starter);
+  const std::string plain = "// plain\n" + starter;
+  const std::string plan = ReadText(source_dir / "policies/agent/scripted/softmax_rows/plan_1.md");
+  const std::string tune = ReadText(source_dir / "policies/agent/scripted/softmax_rows/tune_1.md");
+  const nlohmann::json tool_call = {{"name", "write_kernel"}, {"arguments", {{"source", plain}}}};
   const nlohmann::json script = {
       {"endpoint", {{"context_window", 16384}}},
       {"rules",
        {{{"match", "while you were still reasoning"},
          {"replies",
           {{"content", "<think>\nMaybe a diff:\n```diff\n@@ -1 +1 @@\n-a\n+b\n```\nNo: the whole kernel.\n</think>\n"
-                       "Here is the kernel:\n```cpp:kernel.cpp\n" + fast + "```\nCall it like this:\n```cpp\n"
+                       "Here is the kernel:\n```cpp:kernel.cpp\n" + slow + "```\nCall it like this:\n```cpp\n"
                        "std::vector<float> y(R * C);\nkernel(x.data(), y.data(), R, C);\n```\n"},
            {"usage", nullptr}}}},
         {{"match", "You are the planning engineer"},
@@ -220,10 +232,11 @@ TEST(AgentTest, AThinkingToolCallingModelOnASmallContextServerWorks) {
         {{"match", "You are an expert"},
          {"replies",
           {{{"content", nullptr}, {"reasoning_content", "Thinking at length..."}, {"finish_reason", "length"}},
-           {{"content", nullptr}, {"tool_calls", {{{"name", "write_kernel"}, {"arguments", {{"source", plain}}}}}}}}}},
+           {{"content", nullptr}, {"tool_calls", nlohmann::json::array({tool_call})}}}}},
+        {{"match", "You are an autotuning engineer"}, {"replies", {{"content", tune}, {"usage", nullptr}}}},
         {{"match", "You are a performance analyst"},
          {"replies",
-          {{{"content", "<think>DECISION: STOP - done already</think>\nThe exp dominates.\nDECISION: CONTINUE - more to gain"},
+          {{{"content", "<think>DECISION: STOP - done already</think>\nThe exp dominates.\nDECISION: TUNE - the knobs"},
             {"usage", nullptr}},
            {{"content", "Close to the roofline.\nDECISION: STOP - enough now"}}}}}}}};
   llm::ScriptedServer model(script);
@@ -231,11 +244,14 @@ TEST(AgentTest, AThinkingToolCallingModelOnASmallContextServerWorks) {
   const std::filesystem::path transcript = server.dir() / "dialects.jsonl";
   const ProcessResult run =
       RunAgent({"--endpoint", model.base_url(), "--connect", server.clients(), "--context-window", "16384", "--seed", "3",
-                "--transcript", transcript.string(), "--report", "-"});
+                "--patience", "2", "--transcript", transcript.string(), "--report", "-"});
   ASSERT_TRUE(run.ok()) << run.Describe() << "\n" << run.stderr_text << run.stdout_text;
   const nlohmann::json report = nlohmann::json::parse(run.stdout_text.substr(run.stdout_text.find('{')));
   EXPECT_EQ(report["rounds"], 2) << "the STOP drafted inside the thinking must not end round 1";
-  EXPECT_NE(report["stop_reason"].get<std::string>().find("enough now"), std::string::npos) << report["stop_reason"];
+  EXPECT_NE(report["stop_reason"].get<std::string>().find("enough now"), std::string::npos)
+      << report["stop_reason"] << ": the tuner's gain must reset --patience";
+  EXPECT_GT(report["tuner_steps"].get<int>(), 0);
+  EXPECT_GT(report["best_speedup"].get<double>(), report["starter_speedup"].get<double>());
   EXPECT_GT(report["chat"]["estimated_usage_calls"].get<int>(), 0);
   EXPECT_EQ(report["chat"]["truncated"], 1);
   // Both implementations compiled and passed: not the snippet, not the drafted diff, and the tool call was read.
