@@ -68,20 +68,16 @@ bool Assistant::any_usable_reply() const {
 
 void Assistant::Note(const llm::ChatOutcome& outcome, bool usable) {
   std::lock_guard lock(mutex_);
-  ++stats_.calls;
-  const bool no_reply = !outcome.ok() && outcome.status != llm::ChatStatus::kTruncated;
-  if (outcome.status == llm::ChatStatus::kBudget) {
-    ++stats_.refused;
-    --stats_.calls;  // nothing was sent
-  } else if (no_reply) {
-    ++stats_.failed_calls;
-  } else if (!usable) {
-    ++stats_.bad_replies;
-  }
+  const bool refused = outcome.status == llm::ChatStatus::kBudget;  // nothing was sent: not a call
+  const bool no_reply = !refused && !outcome.ok() && outcome.status != llm::ChatStatus::kTruncated;
+  if (refused) ++stats_.refused;
+  else ++stats_.calls;
+  if (no_reply) ++stats_.failed_calls;
+  else if (!refused && !usable) ++stats_.bad_replies;
   if (usable) any_usable_ = true;
   failures_in_a_row_ = no_reply ? failures_in_a_row_ + 1 : 0;
   if (!unusable_.empty()) return;
-  if (outcome.status == llm::ChatStatus::kBudget) {
+  if (refused) {
     unusable_ = outcome.error;
     unusable_budget_ = true;
   } else if (outcome.fatal()) {
@@ -123,7 +119,10 @@ std::optional<std::string> Assistant::Ask(Role role, const Variables& variables,
   std::vector<llm::ChatMessage> messages = roles_.Messages(role, variables);
   const std::size_t first = exchanges.size();
   for (int attempt = 0; attempt <= repairs_; ++attempt) {
-    Exchange exchange{role, messages, chat_.Complete(messages)};
+    Exchange exchange;
+    exchange.role = role;
+    exchange.messages = messages;
+    exchange.outcome = chat_.Complete(messages);
     exchange.reply = ReadModelReply(exchange.outcome);
     const llm::ChatOutcome& outcome = exchange.outcome;
     // A cut reply may still hold everything the parser needs (e.g. a complete code block followed

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "policies/llm/scripted_server.h"
+#include "tests/unit/scripted_chat_test.h"
 
 namespace kernelgym::llm {
 namespace {
@@ -28,39 +29,7 @@ const std::vector<ChatMessage> kHello = {{"system", "You write kernels."}, {"use
 
 std::vector<ChatMessage> Ask(const std::string& text) { return {{"user", text}}; }
 
-class ChatClientTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    // A proxy from the environment must not intercept requests to the local server.
-    setenv("NO_PROXY", "127.0.0.1,localhost", 1);
-    setenv("no_proxy", "127.0.0.1,localhost", 1);
-  }
-
-  ScriptedServer& Serve(json script) {
-    server_ = std::make_unique<ScriptedServer>(std::move(script));
-    server_->Start();
-    return *server_;
-  }
-
-  // Options for the current server: fast backoff, a fixed seed, and an API key variable that is
-  // unset unless a test sets it.
-  ChatOptions Options() const {
-    ChatOptions options;
-    options.base_url = server_->base_url();
-    options.model = "test-model";
-    options.api_key_env = "KERNELGYM_CHAT_TEST_KEY";
-    options.temperature = 0.5;
-    options.max_tokens = 123;
-    options.request_timeout_s = 10;
-    options.retries = 2;
-    options.backoff_initial_s = 0.001;
-    options.backoff_max_s = 0.01;
-    options.seed = 7;
-    return options;
-  }
-
-  std::unique_ptr<ScriptedServer> server_;
-};
+using ChatClientTest = ScriptedChatTest;
 
 TEST_F(ChatClientTest, NormalReply) {
   ScriptedServer& server = Serve({{"rules",
