@@ -41,9 +41,11 @@ class ConfigReader {
   // TPU): every speed reward reads it as "estimated_speedup", default true.
   bool EstimatedSpeedup() { return Bool("estimated_speedup", true); }
 
-  // Penalties per failure outcome, each <= 0, under "penalties": {...}.
+  // Penalties per failure outcome under "penalties": {...}, each below `ceiling` — the lowest a
+  // correct kernel can score — so that no configuration pays a policy to fail (the ordering
+  // contract, docs/adding_a_reward.md).
   std::map<Outcome, double> Penalties(double compile, double incorrect, double crash, double violation,
-                                      double implausible) {
+                                      double implausible, double ceiling) {
     std::map<Outcome, double> p{{Outcome::kCompileFailure, compile}, {Outcome::kIncorrect, incorrect},
                                 {Outcome::kCrash, crash},            {Outcome::kViolation, violation},
                                 {Outcome::kImplausible, implausible}};
@@ -56,8 +58,9 @@ class ConfigReader {
       for (auto& [outcome, penalty] : p) {
         if (OutcomeName(outcome) != key) continue;
         matched = true;
-        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() > 0)
-          Fail("penalties." + key, "must be a number <= 0");
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() >= ceiling)
+          Fail("penalties." + key, "must be a number below " + Str(ceiling) +
+                                       ", the least a correct kernel scores: a failure must never outrank a correct kernel");
         else
           penalty = value.get<double>();
       }
@@ -90,6 +93,13 @@ class ConfigReader {
 };
 
 constexpr double kMaxCap = 1e6;
+
+// The failure rungs of the default reward (docs/adding_a_reward.md, "The ordering contract"):
+// each stage a kernel gets through is progress toward a correct one, so a wrong answer (compiled
+// and ran) is paid more than a crash or timeout (compiled), which is paid more than a compile
+// failure; a sandbox violation or an implausible result (an attempt at the judge) is paid least,
+// so that cheating is never the cheaper failure.
+constexpr double kIncorrectPenalty = -0.1, kCrashPenalty = -0.2, kCompilePenalty = -0.3, kCheatPenalty = -1;
 
 // The speedup a reward pays for (RewardableSpeedupOf): measured, or a trusted estimate where the
 // env allows it; 0 when there is none.
@@ -160,14 +170,22 @@ class LogSpeedupGain final : public Reward {
   bool estimated_;
 };
 
+// 1 when correct and faster than p, 0 when correct but not, penalties below 0 when failing: a
+// threshold still tells a correct kernel from a broken one.
 class FastP final : public Reward {
  public:
-  FastP(double p, bool estimated) : p_(p), estimated_(estimated) {}
-  double Compute(const RewardContext& c) const override { return PaidSpeedup(c.result, estimated_) > p_ ? 1 : 0; }
-  RewardRange range() const override { return {0, 1}; }
+  FastP(double p, std::map<Outcome, double> penalties, bool estimated)
+      : p_(p), penalties_(std::move(penalties)), estimated_(estimated) {}
+  double Compute(const RewardContext& c) const override {
+    const Outcome o = OutcomeOf(c.result);
+    if (o != Outcome::kCorrect) return PenaltyFor(penalties_, o);
+    return PaidSpeedup(c.result, estimated_) > p_ ? 1 : 0;
+  }
+  RewardRange range() const override { return {MinPenalty(penalties_), 1}; }
 
  private:
   double p_;
+  std::map<Outcome, double> penalties_;
   bool estimated_;
 };
 
@@ -220,7 +238,8 @@ void RegisterBuiltinRewards() {
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "log_speedup_gain", error);
                const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
-               auto penalties = c.Penalties(-0.1, -0.1, -0.2, -1, -1);
+               auto penalties = c.Penalties(kCompilePenalty, kIncorrectPenalty, kCrashPenalty, kCheatPenalty, kCheatPenalty,
+                                            /*ceiling=*/0);
                const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
                return std::make_unique<LogSpeedupGain>(cap, std::move(penalties), estimated);
@@ -237,7 +256,9 @@ void RegisterBuiltinRewards() {
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "log_speedup", error);
                const double cap = c.Number("cap", 100, 1.0001, kMaxCap);
-               auto penalties = c.Penalties(-1, -1, -1, -2, -2);
+               // Below the floor of a correct kernel (-log cap), by the same rungs as the default's.
+               const double floor = -std::log(cap);
+               auto penalties = c.Penalties(floor - 1.5, floor - 0.5, floor - 1, floor - 3, floor - 3, /*ceiling=*/floor);
                const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
                return std::make_unique<LogSpeedup>(cap, std::move(penalties), estimated);
@@ -246,17 +267,19 @@ void RegisterBuiltinRewards() {
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "fast_p", error);
                const double p = c.Number("p", 1.0, 0, kMaxCap);
+               auto penalties = c.Penalties(kCompilePenalty, kIncorrectPenalty, kCrashPenalty, kCheatPenalty, kCheatPenalty,
+                                            /*ceiling=*/0);
                const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;
-               return std::make_unique<FastP>(p, estimated);
+               return std::make_unique<FastP>(p, std::move(penalties), estimated);
              });
   r.Register("piecewise", "a schedule: penalties for failures, `slower` when correct but not faster, "
                           "`faster` + per_speedup * (speedup - 1) when faster (speedup capped)",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "piecewise", error);
-               auto penalties = c.Penalties(-1, -0.5, -1, -1, -1);
                const double slower = c.Number("slower", 0.1, -1e3, 1e3);
                const double faster = c.Number("faster", 1.0, -1e3, 1e3);
+               auto penalties = c.Penalties(-1, -0.5, -0.75, -2, -2, /*ceiling=*/std::min(slower, faster));
                const double per_speedup = c.Number("per_speedup", 1.0, 0, 1e3);
                const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
                const bool estimated = c.EstimatedSpeedup();
@@ -266,7 +289,8 @@ void RegisterBuiltinRewards() {
   r.Register("kevin", "per-turn score for multi-turn training: correct_weight + speedup when correct, else 0",
              [](const json& config, std::string& error) -> std::unique_ptr<Reward> {
                ConfigReader c(config, "kevin", error);
-               const double weight = c.Number("correct_weight", 0.3, 0, 1e3);
+               // Above 0: a correct kernel without a speed figure must still outrank a failing one (0).
+               const double weight = c.Number("correct_weight", 0.3, 1e-6, 1e3);
                const double cap = c.Number("cap", 10, 1.0001, kMaxCap);
                const bool estimated = c.EstimatedSpeedup();
                if (!c.Finish()) return nullptr;

@@ -78,6 +78,88 @@ TEST_P(RewardConformanceTest, FiniteDeterministicBoundedAndFairToTheEnvironment)
     }
 }
 
+// The ordering contract (docs/adding_a_reward.md): a policy is never paid to fail. Over every
+// registered reward with its defaults, and every episode state (best so far):
+//   1. a correct kernel with a speed figure outranks every failing kernel; one without a figure
+//      (speed not paid for) is never below one;
+//   2. among correct kernels, more speed never pays less;
+//   3. failures rank: cheating (violation, implausible) <= compile failure <= crash = timeout <=
+//      wrong answer — each stage passed is progress toward a correct kernel.
+std::vector<EvalResult> FailingResults() {
+  std::vector<EvalResult> out;
+  for (Status s : {Status::kRejected, Status::kCompileError, Status::kIncorrect, Status::kCrashed, Status::kTimeout,
+                   Status::kSandboxViolation, Status::kImplausible})
+    out.push_back(Result(s));
+  return out;
+}
+
+const std::vector<double> kSpeedups = {1e-9, 1e-6, 1e-3, 0.01, 0.02, 0.1, 0.45, 0.999, 1.0, 1.001, 1.5, 2.0, 10.0, 99.0, 1e3, 1e9};
+
+TEST_P(RewardConformanceTest, ACorrectKernelOutranksEveryFailingOne) {
+  std::string error;
+  const std::unique_ptr<Reward> reward = RewardRegistry::Global().Create(GetParam(), nlohmann::json::object(), error);
+  ASSERT_NE(reward, nullptr) << error;
+  for (double best : {0.0, 0.01, 0.2, 1.0, 3.0, 1e3}) {
+    double best_failure = -std::numeric_limits<double>::infinity();
+    for (const EvalResult& failing : FailingResults())
+      best_failure = std::max(best_failure, reward->Compute(RewardContext{failing, best, 2, 10, false}));
+    for (double speedup : kSpeedups) {
+      const double measured = reward->Compute(RewardContext{Result(Status::kOk, speedup), best, 2, 10, false});
+      const double estimated = reward->Compute(RewardContext{Estimated(speedup), best, 2, 10, false});
+      EXPECT_GT(measured, best_failure) << "speedup " << speedup << " best " << best;
+      EXPECT_GT(estimated, best_failure) << "estimated speedup " << speedup << " best " << best;
+    }
+    EXPECT_GE(reward->Compute(RewardContext{Result(Status::kOk), best, 2, 10, false}), best_failure)
+        << "a correct kernel without a speed figure, best " << best;
+  }
+}
+
+TEST_P(RewardConformanceTest, AmongCorrectKernelsMoreSpeedNeverPaysLess) {
+  std::string error;
+  const std::unique_ptr<Reward> reward = RewardRegistry::Global().Create(GetParam(), nlohmann::json::object(), error);
+  ASSERT_NE(reward, nullptr) << error;
+  for (double best : {0.0, 0.01, 0.2, 1.0, 3.0, 1e3})
+    for (std::size_t i = 1; i < kSpeedups.size(); ++i) {
+      const auto at = [&](double s) { return reward->Compute(RewardContext{Result(Status::kOk, s), best, 2, 10, false}); };
+      EXPECT_LE(at(kSpeedups[i - 1]), at(kSpeedups[i])) << kSpeedups[i - 1] << " vs " << kSpeedups[i] << ", best " << best;
+    }
+}
+
+TEST_P(RewardConformanceTest, FailuresRankCheatingThenCompileThenCrashThenWrongAnswer) {
+  std::string error;
+  const std::unique_ptr<Reward> reward = RewardRegistry::Global().Create(GetParam(), nlohmann::json::object(), error);
+  ASSERT_NE(reward, nullptr) << error;
+  const auto of = [&](Status s) { return reward->Compute(RewardContext{Result(s), 1.0, 2, 10, false}); };
+  EXPECT_LE(of(Status::kSandboxViolation), of(Status::kCompileError));
+  EXPECT_LE(of(Status::kImplausible), of(Status::kCompileError));
+  EXPECT_EQ(of(Status::kRejected), of(Status::kCompileError));  // refused before compiling: a compile failure
+  EXPECT_LE(of(Status::kCompileError), of(Status::kCrashed));
+  EXPECT_EQ(of(Status::kCrashed), of(Status::kTimeout));
+  EXPECT_LE(of(Status::kCrashed), of(Status::kIncorrect));
+  // A reward with penalties tells the rungs apart: a GRPO group of failures still has a signal.
+  if (RewardRegistry::Global().Create(GetParam(), {{"penalties", nlohmann::json::object()}}, error) != nullptr) {
+    EXPECT_LT(of(Status::kSandboxViolation), of(Status::kCompileError));
+    EXPECT_LT(of(Status::kCompileError), of(Status::kCrashed));
+    EXPECT_LT(of(Status::kCrashed), of(Status::kIncorrect));
+  }
+}
+
+TEST_P(RewardConformanceTest, NoPenaltyMayBeConfiguredAsHighAsACorrectKernel) {
+  std::string error;
+  const std::unique_ptr<Reward> reward = RewardRegistry::Global().Create(GetParam(), nlohmann::json::object(), error);
+  ASSERT_NE(reward, nullptr) << error;
+  if (RewardRegistry::Global().Create(GetParam(), {{"penalties", {{"incorrect", -1e3}}}}, error) == nullptr) {
+    GTEST_SKIP() << GetParam() << " has no penalties";
+  }
+  double least_correct = std::numeric_limits<double>::infinity();
+  for (double best : {0.0, 1.0, 1e3})
+    for (double speedup : kSpeedups)
+      least_correct = std::min(least_correct, reward->Compute(RewardContext{Result(Status::kOk, speedup), best, 2, 10, false}));
+  EXPECT_EQ(RewardRegistry::Global().Create(GetParam(), {{"penalties", {{"incorrect", least_correct}}}}, error), nullptr)
+      << "a failure configured to pay " << least_correct << ", what the worst correct kernel gets";
+  EXPECT_NE(error.find("never outrank a correct kernel"), std::string::npos) << error;
+}
+
 TEST_P(RewardConformanceTest, RejectsUnknownConfigFieldsByName) {
   std::string error;
   EXPECT_EQ(RewardRegistry::Global().Create(GetParam(), {{"no_such_field", 1}}, error), nullptr);
@@ -147,7 +229,16 @@ TEST(BuiltinRewards, FastPIsAThreshold) {
   const auto reward = Make("fast_p", {{"p", 1.5}});
   EXPECT_EQ(Of(*reward, Result(Status::kOk, 1.5)), 0);
   EXPECT_EQ(Of(*reward, Result(Status::kOk, 1.51)), 1);
-  EXPECT_EQ(Of(*reward, Result(Status::kIncorrect)), 0);
+  EXPECT_LT(Of(*reward, Result(Status::kIncorrect)), 0);  // below a correct kernel that is not fast
+}
+
+// The figures the issue measured: the usual starters run at 0.02-0.45x, and log_speedup paid them
+// -3.9 to -0.8 while a broken kernel got -1.
+TEST(BuiltinRewards, LogSpeedupPaysASlowCorrectKernelMoreThanABrokenOne) {
+  const auto reward = Make("log_speedup");
+  for (Status failing : {Status::kCompileError, Status::kIncorrect, Status::kCrashed})
+    EXPECT_GT(Of(*reward, Result(Status::kOk, 0.02)), Of(*reward, Result(failing)));
+  EXPECT_GT(Of(*reward, Result(Status::kIncorrect)), Of(*reward, Result(Status::kCompileError)));
 }
 
 TEST(BuiltinRewards, PiecewiseFollowsItsSchedule) {
