@@ -6,10 +6,12 @@ episodes through one connection (kernelgym.vector); ``Client`` / ``AsyncClient``
 (kernelgym.client); ``Router`` places envs on several servers and routes each env's calls to its
 own (kernelgym.router); ``kernelgym.protocol`` holds the wire format and the action constructors;
 ``kernelgym.text`` turns observations into chat messages and model replies into actions;
-``kernelgym.errors`` is what is raised. Importing the package registers ``kernelgym/KernelGym-v0``
+``kernelgym.errors`` is what is raised; ``KernelGymEnv.score`` / ``score_groups`` score a GRPO group of
+candidate actions from one state in one call (kernelgym.group). Importing the package registers ``kernelgym/KernelGym-v0``
 with Gymnasium (``gymnasium.make`` / ``gymnasium.make_vec``).
 """
 
+from kernelgym import text
 from kernelgym.client import AsyncClient, Client
 from kernelgym.env import ENV_ID, KernelGymEnv, make
 from kernelgym.errors import (
@@ -20,6 +22,7 @@ from kernelgym.errors import (
     ServerError,
     TransportError,
 )
+from kernelgym.group import Scored, group_relative_advantages, score_groups
 from kernelgym.protocol import Reply
 from kernelgym.router import Router
 from kernelgym.vector import KernelGymVectorEnv, make_vec
@@ -38,9 +41,13 @@ __all__ = [
     "ProtocolError",
     "Reply",
     "Router",
+    "Scored",
     "ServerError",
     "TransportError",
     "__version__",
+    "group_relative_advantages",
     "make",
     "make_vec",
+    "score_groups",
+    "text",
 ]

@@ -14,8 +14,10 @@ import gymnasium
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from kernelgym import group
 from kernelgym.client import Client
 from kernelgym.errors import TransportError, UnknownEnv
+from kernelgym.group import Scored
 from kernelgym.router import Router
 from kernelgym.spaces import EnvSpaces
 
@@ -261,6 +263,15 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         twin._np_random = copy.deepcopy(self._np_random)
         twin._np_random_seed = self._np_random_seed
         return twin
+
+    def score(self, candidates: Sequence[Any], *, group_relative: bool = False,
+              timeout_s: float | None = None) -> list[Scored]:
+        """Scores G candidate actions from this state in one call, for GRPO-style training: a fork
+        per candidate, all stepped at once; this env is not stepped (kernelgym.group).
+        ``group_relative`` adds each candidate's advantage, ``(reward - mean) / std`` over the
+        group; use a reward that is strictly monotone in speed for it (``reward="log_speedup"``,
+        docs/adding_a_reward.md)."""
+        return group.score(self, candidates, group_relative=group_relative, timeout_s=timeout_s)
 
     def close(self) -> None:
         """Closes the server env, and the connection when the env made it. Safe to call again;

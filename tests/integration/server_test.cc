@@ -10,6 +10,7 @@
 #include "core/subprocess.h"
 #include "datasets/trajectory/reader.h"
 #include "env/client/client.h"
+#include "env/client/group_scoring.h"
 #include "env/protocol/codec.h"
 #include "env/protocol/runner_messages.h"
 #include "server_fixture.h"
@@ -205,6 +206,33 @@ TEST(ServerTest, AForkIsIndependentOfItsParent) {
   EXPECT_EQ(c3.observation.source, "// parent 1\n");  // the history before the fork is shared by value
   c.Close(child.env);
   EXPECT_EQ(c.Step(parent.env, protocol::RevertAction{2}).observation.source, "// parent 2\n");
+}
+
+// Group scoring (env/client/group_scoring.h): G candidates from one reset env, in one pass; the
+// env itself is not stepped and every fork is closed. (python/tests/test_group.py shows the same on
+// real cpu kernels, with the rewards' ordering.)
+TEST(ServerTest, AGroupOfCandidatesIsScoredFromOneStateWithoutSteppingIt) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  c.Reset(env.env, 3);
+  std::vector<protocol::Action> candidates;
+  for (int i = 0; i < 5; ++i) candidates.push_back(protocol::ReplaceAction{"// candidate " + std::to_string(i) + "\n"});
+  candidates.push_back(protocol::EditAction{{{"no such text", "x"}}});  // cannot apply: an invalid_action observation
+  const std::vector<protocol::StepResult> scored = client::Score(c, env.env, candidates);
+  ASSERT_EQ(scored.size(), candidates.size());
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(scored[i].observation.source, "// candidate " + std::to_string(i) + "\n");
+    EXPECT_EQ(scored[i].observation.step, 1);
+  }
+  EXPECT_EQ(scored[5].observation.status, "invalid_action");
+  EXPECT_EQ(c.Health().sessions, 1) << "every fork is closed";
+  EXPECT_EQ(c.Step(env.env, protocol::ReplaceAction{"// mine\n"}).observation.step, 1) << "the env was not stepped";
+
+  const std::vector<double> advantages = client::GroupRelativeAdvantages({1, 2, 3});
+  EXPECT_NEAR(advantages[0], -std::sqrt(1.5), 1e-12);
+  EXPECT_NEAR(advantages[1], 0, 1e-12);
+  EXPECT_EQ(client::GroupRelativeAdvantages({2, 2}), (std::vector<double>{0, 0}));
 }
 
 // The runner evaluating a step is killed with SIGKILL: the server notices the silence, re-queues
