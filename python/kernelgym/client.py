@@ -22,6 +22,11 @@ connection CURVE; without them, ``$KERNELGYM_SERVER_KEY`` and ``$KERNELGYM_CLIEN
 when set. A refused handshake raises ``AuthError`` with the reason (``Client``; an
 ``AsyncClient`` sees a timeout).
 
+No server: when nothing at the address has completed a ZeroMQ handshake ``connect_timeout_s`` (5 s)
+after the first request, that request raises ``TransportError`` saying how to start a server —
+rather than waiting ``timeout_s`` for a reply that cannot come. A server that is starting is waited
+for that long; once one has answered, a later restart of it is waited for as long as ``timeout_s``.
+
 Timeouts and retries: a call waits ``timeout_s`` for its reply. When none comes, the idempotent
 ops (hello, tasks.list, tasks.get, stats, health) are sent again on a fresh socket after an
 exponential backoff with jitter (``backoff_initial_s`` doubling up to ``backoff_max_s``), up to
@@ -89,6 +94,8 @@ _HANDSHAKE_CHECK_MS = 250
 # The handshake outcomes a monitor reports, and what each means for the caller.
 _HANDSHAKE_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                      | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+# A ZMTP peer answered: something that speaks ZeroMQ is at the address.
+_CONNECTED_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED
 
 
 def _handshake_failure(event: dict[str, Any], address: str, curve: bool) -> str:
@@ -193,8 +200,12 @@ class Client(_Options):
         backoff_max_s: float = 5.0,
         server_key: str | None = None,
         client_key: str | None = None,
+        connect_timeout_s: float = 5.0,
     ) -> None:
         super().__init__(address, timeout_s, retries, backoff_initial_s, backoff_max_s, server_key, client_key)
+        self.connect_timeout_s = float(connect_timeout_s)
+        self._connected = False  # a ZeroMQ handshake with the address completed, once
+        self._waiting_since: float | None = None  # the first request sent while not connected
         self._context = zmq.Context()
         self._connections: list[zmq.Socket] = []
         self._monitors: dict[zmq.Socket, zmq.Socket] = {}  # each connection's handshake events
@@ -321,7 +332,7 @@ class Client(_Options):
     def _open_connection(self) -> None:
         socket = self._context.socket(zmq.DEALER)
         self._configure(socket)
-        self._monitors[socket] = socket.get_monitor_socket(_HANDSHAKE_EVENTS)
+        self._monitors[socket] = socket.get_monitor_socket(_HANDSHAKE_EVENTS | _CONNECTED_EVENTS)
         self._connections.append(socket)
 
     def _close_socket(self, socket: zmq.Socket) -> None:
@@ -332,13 +343,23 @@ class Client(_Options):
         socket.close(linger=0)
 
     def _check_handshakes(self) -> None:
-        """Raises AuthError when a connection's handshake was refused: checked whenever a poll
-        comes back empty, so a refusal is reported within a poll slice, not after the timeout."""
+        """Raises AuthError when a connection's handshake was refused, TransportError when no server
+        has answered within connect_timeout_s: checked whenever a poll comes back empty, so either
+        is reported within a poll slice, not after the timeout."""
         for monitor in self._monitors.values():
             while monitor.poll(0):
                 event = recv_monitor_message(monitor)
                 if event["event"] & _HANDSHAKE_EVENTS:
                     raise AuthError(_handshake_failure(event, self.address, self._curve is not None))
+                if event["event"] & _CONNECTED_EVENTS:
+                    self._connected = True
+        if (not self._connected and self._waiting_since is not None
+                and time.monotonic() - self._waiting_since > self.connect_timeout_s):
+            raise TransportError(
+                f"no kernelgym server at {self.address}: nothing there answered within "
+                f"{_format_seconds(self.connect_timeout_s)}. Start one with `kernelgym serve` (it binds "
+                f"{DEFAULT_ADDRESS} by default; `kernelgym serve --help`), or give the address of a running one "
+                "(connect_timeout_s waits longer for a server that is starting)")
 
     def _send(self, op: str, fields: dict[str, Any], sync: bool) -> int:
         if not self._connections:
@@ -357,6 +378,8 @@ class Client(_Options):
         except zmq.ZMQError as e:
             raise TransportError(f"{op}: sending to {self.address} failed: {e}") from None
         self._pending[request_id] = (op, socket, sync)
+        if not self._connected and self._waiting_since is None:
+            self._waiting_since = time.monotonic()
         if not sync:
             self._async_outstanding += 1
         return request_id

@@ -148,6 +148,8 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         record: bool = False,
         render_mode: str | None = "ansi",
         client: Client | Router | None = None,
+        timeout_s: float = 600.0,
+        connect_timeout_s: float = 5.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode {render_mode!r} is not one of {self.metadata['render_modes']} or None")
@@ -155,7 +157,8 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         self._owns_client = client is None
         if client is None:
             # Several addresses: a Router places the env on one of them (kernelgym.router).
-            client = Client(address) if isinstance(address, str) else Router(address)
+            client = (Client(address, timeout_s=timeout_s, connect_timeout_s=connect_timeout_s)
+                      if isinstance(address, str) else Router(address, timeout_s=timeout_s))
         self._client: Client | Router | None = client
         self._env: str | None = None
         try:
@@ -301,12 +304,16 @@ def make(
     record: bool = False,
     render_mode: str | None = "ansi",
     client: Client | Router | None = None,
+    timeout_s: float = 600.0,
+    connect_timeout_s: float = 5.0,
 ) -> KernelGymEnv:
     """A ``KernelGymEnv`` for ``task`` on the server at ``address`` (or through ``client``,
     which the env then leaves open on ``close()``). A list of addresses places the env on one
     of those servers (the least loaded, failing over past those that are down: ``Router``);
     pass one ``Router`` as ``client`` to share it among envs. ``max_steps=0`` and ``time_budget_s=0`` take
-    the server's defaults; see ``KernelGymEnv`` for the spaces."""
+    the server's defaults; see ``KernelGymEnv`` for the spaces. ``timeout_s`` is how long a call waits
+    for its reply (an evaluation can take minutes), ``connect_timeout_s`` how long the first call
+    waits for a server to be there at all before ``TransportError`` says how to start one."""
     return KernelGymEnv(
         task,
         backend=backend,
@@ -318,6 +325,8 @@ def make(
         record=record,
         render_mode=render_mode,
         client=client,
+        timeout_s=timeout_s,
+        connect_timeout_s=connect_timeout_s,
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 import zmq
 from fake_server import FakeServer, reply_bytes
 
+import kernelgym
 from kernelgym import Client, errors, protocol, text
 from kernelgym.protocol import edit, replace, revert, submit
 
@@ -389,3 +390,25 @@ def test_a_steps_meta_is_recorded_with_its_transition(start_server):
     transitions = {r["step"]: r for r in records if r["kind"] == "transition"}
     assert transitions[1]["meta"] == meta
     assert "meta" not in transitions[2]
+
+
+def test_no_server_fails_fast_and_says_how_to_start_one():
+    # A port nothing listens on: the default connect_timeout_s (5 s), not timeout_s x retries.
+    start = time.monotonic()
+    with pytest.raises(errors.TransportError, match="kernelgym serve"):
+        kernelgym.make("cpu/softmax_rows", address="tcp://127.0.0.1:1")
+    assert time.monotonic() - start < 10
+    with Client("tcp://127.0.0.1:1", connect_timeout_s=0.5) as c:
+        start = time.monotonic()
+        with pytest.raises(errors.TransportError, match="no kernelgym server at tcp://127.0.0.1:1"):
+            c.hello()
+        assert time.monotonic() - start < 3
+
+
+def test_a_silent_server_is_not_mistaken_for_no_server():
+    # A server that accepts the connection but is slow to answer gets the whole timeout_s.
+    with FakeServer() as fake, Client(fake.address, timeout_s=1.5, retries=0, connect_timeout_s=0.2) as c:
+        start = time.monotonic()
+        with pytest.raises(errors.TransportError, match="no reply"):
+            c.hello()
+        assert time.monotonic() - start >= 1.4
