@@ -41,10 +41,10 @@ endpoint=$(sed -n 's/.*"clients":"\([^"]*\)".*/\1/p' "$work/endpoints.json")
   --improved tests/honest/softmax_rows_avx2/kernel.cpp --record "$@"
 echo
 echo "==== the same server from Python: random knob settings of cpu/softmax_rows ===="
-"$VENV/bin/python" python/examples/random_knobs_agent.py --address "$endpoint" --task cpu/softmax_rows --steps 3
+"$VENV/bin/python" -m kernelgym.examples.random_knobs_agent --connect "$endpoint" --task cpu/softmax_rows --steps 3
 echo
 echo "==== the pallas backend: a Pallas TPU kernel, compiled for TPU v5e without one ===="
-"$VENV/bin/python" python/examples/pallas_episode.py --address "$endpoint" --task cpu/silu_mul
+"$VENV/bin/python" -m kernelgym.examples.pallas_episode --connect "$endpoint" --task cpu/silu_mul
 echo
 echo "==== kernelgym agent: plan, implement, debug, analyse, tune, submit; its model is a script ===="
 "$BUILD_DIR/policies/llm/kernelgym-scripted-llm" --script policies/agent/scripted/softmax_rows/script.json \

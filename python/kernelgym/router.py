@@ -23,7 +23,7 @@ Health answers are cached for ``health_ttl_s``, so placing many envs costs at mo
 on the slow server; nobody will use it, and that server reaps it after its ``--idle-timeout``.
 
 One router is used by one thread at a time, like ``Client`` (give each thread, process or Ray
-actor its own; python/examples/ray_rollouts.py).
+actor its own; python -m kernelgym.examples.ray_rollouts).
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ from types import ModuleType
 
 import pytest
 
+import kernelgym
 from kernelgym.client import Client
 from kernelgym.text import ActionParseError, parse_action
 
 PYTHON_DIR = Path(__file__).resolve().parents[1]
-EXAMPLES = PYTHON_DIR / "examples"
+EXAMPLES = PYTHON_DIR / "kernelgym" / "examples"
 
 
 def load_example(name: str) -> ModuleType:
@@ -225,3 +226,12 @@ def test_grpo_main_prints_each_turn(server, capsys):
     assert lines[0].startswith("turn 1: replace -> reward +0.000 | status: ok")
     assert lines[1].startswith("turn 2: submit -> reward +0.000")
     assert lines[2] == "total reward +0.000 (episode over)"
+
+
+def test_the_examples_ship_with_the_installed_package():
+    import importlib
+
+    for name in ("random_knobs_agent", "pallas_episode", "grpo_rollout", "ray_rollouts"):
+        module = importlib.import_module(f"kernelgym.examples.{name}")
+        assert callable(module.main), name
+    assert callable(kernelgym.text.parse_action)  # `import kernelgym` is enough for kernelgym.text

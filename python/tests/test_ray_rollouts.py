@@ -1,4 +1,4 @@
-"""python/examples/ray_rollouts.py without Ray: the same workers and Router, run in this process
+"""python -m kernelgym.examples.ray_rollouts without Ray: the same workers and Router, run in this process
 against two real servers (null backend). Ray itself is never imported here."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ A GRPO trainer draws a group of rollouts per prompt (same task, same seed) and n
 
     build/cli/kernelgym serve &
     vllm serve Qwen/Qwen2.5-Coder-7B-Instruct &
-    python python/examples/grpo_rollout.py --model Qwen/Qwen2.5-Coder-7B-Instruct --turns 4
+    python -m kernelgym.examples.grpo_rollout --model Qwen/Qwen2.5-Coder-7B-Instruct --turns 4
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def rollout(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One multi-turn rollout of a chat model in a kernelgym episode.")
-    parser.add_argument("--address", default="tcp://127.0.0.1:5555", help="the kernelgym server's client endpoint")
+    parser.add_argument("--connect", "--address", dest="address", default="tcp://127.0.0.1:5555", help="the kernelgym server's client endpoint")
     parser.add_argument("--task", default="cpu/softmax_rows")
     parser.add_argument("--backend", default="cpu")
     parser.add_argument(

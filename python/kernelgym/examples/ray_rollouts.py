@@ -7,7 +7,7 @@ smallest one there is: replace ``choose_action`` with yours.
 
     pip install ray                                            # not a dependency of kernelgym
     build/cli/kernelgym serve --bind tcp://0.0.0.0:5555 &      # one or more servers (with runners)
-    python python/examples/ray_rollouts.py --address tcp://HOST_A:5555 --address tcp://HOST_B:5555 \\
+    python -m kernelgym.examples.ray_rollouts --connect tcp://HOST_A:5555 --connect tcp://HOST_B:5555 \\
         --actors 8 --episodes 64 --steps 4
 
 ``--no-ray`` runs the same workers one after another in this process (what the test suite runs,
@@ -130,7 +130,7 @@ def summarize(results: Sequence[dict[str, Any]], seconds: float) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", action="append", help="a server's client endpoint (repeat for several)")
+    parser.add_argument("--connect", "--address", dest="address", action="append", help="a server's client endpoint (repeat for several)")
     parser.add_argument("--task", default="cpu/softmax_rows")
     parser.add_argument("--backend", default="cpu", help="cpu, pallas, or null (a server run with --null-backend)")
     parser.add_argument("--episodes", type=int, default=16)

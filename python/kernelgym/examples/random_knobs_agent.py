@@ -5,7 +5,7 @@ Each step picks a value for every knob of the task (task.json's ``knobs``) at ra
 with the speedup. At the end it prints the best setting found.
 
     build/cli/kernelgym serve &                   # clients on tcp://127.0.0.1:5555, one cpu runner
-    python python/examples/random_knobs_agent.py --task cpu/softmax_rows --steps 8 --seed 0
+    python -m kernelgym.examples.random_knobs_agent --task cpu/softmax_rows --steps 8 --seed 0
 
 Exit status: 0 done (whether or not a setting beat the starter), 2 the task has no knobs.
 """
@@ -26,7 +26,7 @@ def describe(values: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default="tcp://127.0.0.1:5555", help="the server's client endpoint")
+    parser.add_argument("--connect", "--address", dest="address", default="tcp://127.0.0.1:5555", help="the server's client endpoint")
     parser.add_argument("--task", default="cpu/softmax_rows", help="a task with knobs")
     parser.add_argument("--backend", default="cpu")
     parser.add_argument("--steps", type=int, default=8, help="knob settings to try (the episode's max_steps)")

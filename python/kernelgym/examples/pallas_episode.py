@@ -7,7 +7,7 @@ is timed: the speed signal is the TPU compiler's static estimate, labelled "spee
 every observation, with the kernel's static profile ("tpu kernel" lines).
 
     build/cli/kernelgym serve --local-runner-backends cpu,pallas &
-    python python/examples/pallas_episode.py --task cpu/silu_mul
+    python -m kernelgym.examples.pallas_episode --task cpu/silu_mul
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from kernelgym.client import Client
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--address", default="tcp://127.0.0.1:5555", help="the server's client endpoint")
+    parser.add_argument("--connect", "--address", dest="address", default="tcp://127.0.0.1:5555", help="the server's client endpoint")
     parser.add_argument("--task", default="cpu/silu_mul", help="a task with a Pallas version")
     args = parser.parse_args(argv)
     with Client(args.address) as client:
