@@ -3,7 +3,7 @@
 known speedup on a task, with and without a cost model (`--cost-model`).
 
     python3 bench/cost_model_search.py --cost-model cost_model.pt --sweep heldout-sweep.jsonl \
-        --task cpu/silu_mul --task ... [--budget 16] [--seeds 3]
+        --task cpu/silu_mul --task ... [--max-evaluations 16] [--seeds 3]
 
 `--sweep` is a measurement file from `kernelgym train sweep` holding every setting of each task:
 its fastest setting is the best known speedup, and each setting's speedup there is the number a
@@ -69,7 +69,7 @@ def main() -> int:
     parser.add_argument("--cost-model", required=True)
     parser.add_argument("--sweep", required=True, type=Path)
     parser.add_argument("--task", action="append", required=True)
-    parser.add_argument("--budget", type=int, default=16)
+    parser.add_argument("--max-evaluations", dest="budget", type=int, default=16)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", default="")
     parser.add_argument("--bin", default=os.environ.get("KERNELGYM_BIN", str(REPO / "build" / "cli" / "kernelgym")))

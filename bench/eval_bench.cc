@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   app.add_option("--task", task_id)->capture_default_str();
   app.add_option("--kernel", kernel_path)->capture_default_str();
   app.add_option("--repeats", repeats)->capture_default_str();
-  app.add_option("--budget", budget, "timing budget per evaluation (s)")->capture_default_str();
+  app.add_option("--timing-budget-s", budget, "timing budget per evaluation (s)")->capture_default_str();
   double think_ms = 0;
   app.add_option("--think-ms", think_ms,
                  "pause between whole evaluations, as a policy thinking (lets the next harness start meanwhile)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The full sweep of every knob template: each combination evaluated, the best ones timed again.
 
-    python3 bench/knob_sweep.py [--suite all | --task ID ...] [--budget 0.3] [--top 3]
+    python3 bench/knob_sweep.py [--suite all | --task ID ...] [--timing-budget-s 0.3] [--top 3]
                                 [--final-budget 1.0] [--jobs 2] [--write]
 
 The CI's knobs test checks a covering sample of each template's combinations; this checks them
@@ -40,7 +40,7 @@ def text(combo: dict) -> str:
 
 def evaluate(kernelgym: str, task_id: str, combo: dict, budget: float) -> dict:
     knobs = ",".join(f"{k}={v}" for k, v in sorted(combo.items()))
-    run = subprocess.run([kernelgym, "eval", "--task", task_id, "--knobs", knobs, "--json", "--budget", str(budget)],
+    run = subprocess.run([kernelgym, "eval", "--task", task_id, "--knobs", knobs, "--json", "--timing-budget-s", str(budget)],
                          capture_output=True, text=True)
     try:
         return json.loads(run.stdout)
@@ -82,7 +82,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="all")
     parser.add_argument("--task", action="append", help="only these tasks (repeatable)")
-    parser.add_argument("--budget", type=float, default=0.3, help="timing budget per combination, seconds")
+    parser.add_argument("--timing-budget-s", dest="budget", type=float, default=0.3, help="timing budget per combination, seconds")
     parser.add_argument("--top", type=int, default=3, help="how many of the fastest to time again")
     parser.add_argument("--final-budget", type=float, default=1.0, help="timing budget of the second timing")
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")

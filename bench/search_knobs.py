@@ -2,7 +2,7 @@
 """`kernelgym search --proposer knobs` on every templated task: how much faster than the starter
 a small search gets, and how many evaluations it takes.
 
-    python3 bench/search_knobs.py [--budget 12] [--algorithm beam] [--suite all] [--out DIR]
+    python3 bench/search_knobs.py [--max-evaluations 12] [--algorithm beam] [--suite all] [--out DIR]
 
 Starts one `kernelgym serve` (one local runner), runs one search per templated task against it
 (each saves its graph and Markdown report under --out), and prints a Markdown table: the
@@ -29,7 +29,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=int, default=12, help="evaluations per search")
+    parser.add_argument("--max-evaluations", dest="budget", type=int, default=12, help="evaluations per search")
     parser.add_argument("--algorithm", default="beam", choices=["beam", "parallel", "ucb"])
     parser.add_argument("--suite", default="all")
     parser.add_argument("--out", default="", help="keep the graphs and reports here")

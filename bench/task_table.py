@@ -2,7 +2,7 @@
 """The per-task table of docs/tasks.md: every task's reference time, its starter's speedup, and
 for templated tasks the best knob combination's speedup.
 
-    python3 bench/task_table.py [--suite all] [--budget 1.0] [--jobs 2] [--write]   # measure the starters
+    python3 bench/task_table.py [--suite all] [--timing-budget-s 1.0] [--jobs 2] [--write]   # measure the starters
     python3 bench/task_table.py --recorded [--suite all]                 # the table from measured.json
 
 Evaluates each task's starter with the real runner (`kernelgym eval --json`): the reference's
@@ -31,7 +31,7 @@ def measure_starter(kernelgym: str, task_id: str, budget: float) -> dict | str:
     suite, name = task_id.split("/", 1)
     starter = REPO / "datasets/suites" / suite / name / "starter.cpp"
     run = subprocess.run([kernelgym, "eval", "--task", task_id, "--source", str(starter), "--json",
-                          "--budget", str(budget)], capture_output=True, text=True)
+                          "--timing-budget-s", str(budget)], capture_output=True, text=True)
     try:
         result = json.loads(run.stdout)
     except json.JSONDecodeError:
@@ -66,7 +66,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="all")
     parser.add_argument("--task", action="append", help="only these tasks (repeatable)")
-    parser.add_argument("--budget", type=float, default=1.0, help="timing budget per task, seconds")
+    parser.add_argument("--timing-budget-s", dest="budget", type=float, default=1.0, help="timing budget per task, seconds")
     parser.add_argument("--jobs", type=int, default=2, help="evaluations at once (timing windows never overlap)")
     parser.add_argument("--kernelgym", default=str(REPO / "build/cli/kernelgym"))
     parser.add_argument("--recorded", action="store_true", help="print measured.json's figures, measure nothing")
@@ -98,7 +98,7 @@ def main() -> int:
                 failures += 1
         print(row(task, figures), flush=True)
     if args.write and fresh:
-        measured.update(fresh, f"python3 bench/task_table.py --budget {args.budget} --write")
+        measured.update(fresh, f"python3 bench/task_table.py --timing-budget-s {args.budget} --write")
     return 1 if failures else 0
 
 

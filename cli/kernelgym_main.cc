@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   tasks->add_flag("--measure", tasks_options.measure,
                   "evaluate every starter here now instead of showing the recorded figures (measured.json)");
-  tasks->add_option("--budget", tasks_options.budget_seconds, "timing budget per starter with --measure, seconds")
+  tasks->add_option("--timing-budget-s", tasks_options.budget_seconds, "timing budget per starter with --measure, seconds")
       ->capture_default_str()
       ->check(CLI::Range(0.05, 600.0));
 
@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   bool samples = false, no_timing = false;
   double budget = 1.0;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a kernel source on a task");
+  eval->footer("Exit status: 0 when the kernel passed (status ok), 1 when it did not (the verdict says why), "
+               "2 for bad arguments (an unknown task, an unreadable file).");
   eval->add_option("--task", task_id, "task id, e.g. cpu/softmax_rows")->required();
   std::string knobs;
   auto* source_option = eval->add_option("--source", source, "the kernel's source file (default: the task's starter "
@@ -180,7 +182,7 @@ int main(int argc, char** argv) {
   eval->add_option("--backend", backend, "runner backend")->capture_default_str();
   eval->add_flag("--json", as_json, "print one JSON object");
   eval->add_flag("--samples", samples, "include raw timing samples in --json output");
-  eval->add_option("--budget", budget, "timing budget in seconds")->capture_default_str()->check(CLI::Range(0.05, 600.0));
+  eval->add_option("--timing-budget-s", budget, "timing budget in seconds")->capture_default_str()->check(CLI::Range(0.05, 600.0));
   eval->add_flag("--no-timing", no_timing, "stop after correctness");
 
   RunnerHostOptions runner_options;

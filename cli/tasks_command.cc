@@ -1,13 +1,17 @@
 #include "cli/tasks_command.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <iostream>
 #include <ostream>
 
 #include "core/backend_info.h"
+#include "core/progress.h"
 #include "datasets/measurements.h"
 #include "tpu_runner/backend.h"
 #include "tpu_runner/runner_config.h"
@@ -153,10 +157,13 @@ int RunTasksCommand(const TaskRegistry& registry, const std::filesystem::path& s
     RegisterBuiltinBackends();
     BackendConfig config = DefaultBackendConfig();
     std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(info->name, config);
+    Progress progress(std::cerr, isatty(STDERR_FILENO) != 0, static_cast<int>(tasks.size()), "measuring");
     for (const Task* t : tasks) {
-      spdlog::info("measuring {}", t->id);
-      if (auto m = MeasureStarter(*backend, *t, options.budget_seconds)) figures.tasks[t->id] = *m;
+      const std::optional<TaskMeasurement> m = MeasureStarter(*backend, *t, options.budget_seconds);
+      if (m) figures.tasks[t->id] = *m;
+      progress.Step(t->id, m ? fmt::format("starter {:.3g} ms", m->starter_ms) : "not measured");
     }
+    progress.Done();
     source = "measured now on this machine";
   } else {
     std::string error;

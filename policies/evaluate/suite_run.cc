@@ -21,33 +21,12 @@ std::string NowIso() {
 
 }  // namespace
 
-Progress::Progress(std::ostream& out, bool terminal, int total, std::string label)
-    : out_(out), terminal_(terminal), total_(total), label_(std::move(label)) {}
-
-void Progress::Step(const std::string& item, const std::string& result) {
-  ++done_;
-  constexpr int kWidth = 30;
-  const int filled = total_ > 0 ? kWidth * done_ / total_ : kWidth;
-  std::string bar(static_cast<std::size_t>(kWidth + 2), '.');
-  bar.front() = '[';
-  bar.back() = ']';
-  std::fill_n(bar.begin() + 1, filled, '#');
-  std::ostringstream line;
-  line << label_ << " " << bar << " " << done_ << "/" << total_ << " " << item << ": " << result;
-  if (terminal_) out_ << "\r\033[K" << line.str() << std::flush;
-  else out_ << line.str() << "\n" << std::flush;
-}
-
-void Progress::Done() {
-  if (terminal_) out_ << "\n" << std::flush;
-}
-
 void AddSuiteRunFlags(CLI::App& a, SuiteRunOptions& run) {
   a.add_option("--suite", run.suite, "the suite: cpu, jaxbench-p, jaxbench-k, jaxbench, models, all")->capture_default_str();
   a.add_option("--backend", run.backend, "runner backend")->capture_default_str();
   a.add_option("--task", run.tasks, "only this task of the suite (repeatable)");
   a.add_option("--episodes", run.episodes, "episodes per task")->capture_default_str()->check(CLI::Range(1, 1000));
-  a.add_option("--budget", run.budget, "evaluations per episode (steps for the agent and learned-knobs)")
+  a.add_option("--max-evaluations", run.budget, "evaluations per episode (steps for the agent and learned-knobs), as search's --max-evaluations")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
   a.add_option("--seed", run.seed, "episode e of every task uses seed + e")->capture_default_str();

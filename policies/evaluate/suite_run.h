@@ -2,6 +2,8 @@
 // task, `episodes` times, a progress bar on the way, a Report at the end.
 #pragma once
 
+#include "core/progress.h"
+
 #include <ostream>
 #include <string>
 #include <vector>
@@ -27,27 +29,13 @@ struct SuiteRunOptions {
   std::filesystem::path policy_model;  // learned-knobs: the trained policy file
 };
 
-// The flags that fill SuiteRunOptions (--suite, --backend, --task, --episodes, --budget, --seed,
+// The flags that fill SuiteRunOptions (--suite, --backend, --task, --episodes, --max-evaluations, --seed,
 // --policy-model), shared by `evaluate` and `collect`.
 void AddSuiteRunFlags(CLI::App& app, SuiteRunOptions& run);
 
 // Whether every policy of `names` is registered and has what it needs from `run` (a chat model,
 // a policy file); false with `error` naming the flag that is missing.
 bool PoliciesReady(const std::vector<std::string>& names, const SuiteRunOptions& run, std::string& error);
-
-// A progress bar on a terminal ("\r[#####.....] 3/6 cpu/conv2d"), one line per item otherwise.
-class Progress {
- public:
-  Progress(std::ostream& out, bool terminal, int total, std::string label);
-  void Step(const std::string& item, const std::string& result);  // one item done
-  void Done();
-
- private:
-  std::ostream& out_;
-  bool terminal_;
-  int total_, done_ = 0;
-  std::string label_;
-};
 
 // The tasks of `suite` that have a version for `backend`, then one episode each (x episodes).
 // An episode that fails with a server error is an outcome with status "error: ..." (not correct);

@@ -14,7 +14,7 @@ def test_a_collected_dataset_loads_in_pandas(tmp_path):
     out = tmp_path / "dataset"
     run = subprocess.run(
         [str(server_binary()), "collect", "--policy", "random-knobs", "--suite", "cpu", "--task", "cpu/silu_mul",
-         "--budget", "3", "--out", str(out)],
+         "--max-evaluations", "3", "--out", str(out)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr

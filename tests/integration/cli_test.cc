@@ -84,7 +84,7 @@ TEST(CliTest, TasksMeasureEvaluatesTheStartersHere) {
   std::filesystem::create_directories(root / "cpu");
   std::filesystem::copy(SourceDir() / "datasets/suites/cpu/silu_mul", root / "cpu/silu_mul",
                         std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
-  const ProcessResult r = Cli({"--suites", root.string(), "tasks", "--measure", "--budget", "0.2", "--json"});
+  const ProcessResult r = Cli({"--suites", root.string(), "tasks", "--measure", "--timing-budget-s", "0.2", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   const auto j = nlohmann::json::parse(r.stdout_text);
   ASSERT_EQ(j.size(), 1u);
@@ -114,7 +114,7 @@ TEST(CliTest, EvalKnobsBuildsTheTemplate) {
 
 TEST(CliTest, EvalJsonReportsStatusAndSpeedup) {
   const auto starter = (SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp").string();
-  const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--budget", "0.3"});
+  const ProcessResult r = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--timing-budget-s", "0.3"});
   ASSERT_EQ(r.exit_code, 0) << r.stdout_text << r.stderr_text;
   const auto j = nlohmann::json::parse(r.stdout_text);
   EXPECT_EQ(j.at("status"), "ok");
@@ -149,7 +149,7 @@ TEST(CliTest, WrongSignatureIsACompileError) {
 TEST(CliTest, WithoutNamespacesItStillEvaluatesAndSaysWhatWasOff) {
   setenv("KERNELGYM_SANDBOX", "none", 1);
   const auto starter = (SourceDir() / "datasets/suites/cpu/softmax_rows/starter.cpp").string();
-  const ProcessResult ok_run = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--budget", "0.2"});
+  const ProcessResult ok_run = Cli({"eval", "--task", "cpu/softmax_rows", "--source", starter, "--json", "--timing-budget-s", "0.2"});
   const auto socket_case = (SourceDir() / "tests/adversarial/socket_raw_syscall/kernel.cpp").string();
   const ProcessResult attack = Cli({"eval", "--task", "cpu/silu_mul", "--source", socket_case, "--json"});
   unsetenv("KERNELGYM_SANDBOX");

@@ -87,7 +87,7 @@ TEST(LearnedTest, PpoOnARealTaskImprovesTheMeanRewardAndReplaysExactly) {
   const fs::path through = server.dir() / "evaluate";
   const ProcessResult evaluate =
       RunCli({"evaluate", "--policy", "learned-knobs", "--policy-model", (first / "policy.pt").string(), "--suite", "cpu",
-              "--task", "cpu/softmax_rows", "--budget", "2", "--connect", server.clients(), "--out", through.string()});
+              "--task", "cpu/softmax_rows", "--max-evaluations", "2", "--connect", server.clients(), "--out", through.string()});
   ASSERT_TRUE(evaluate.ok()) << evaluate.Describe() << evaluate.stderr_text;
   const json outcomes = json::parse(ReadText(through / "learned-knobs.json"))["outcomes"];
   ASSERT_EQ(outcomes.size(), 1u);

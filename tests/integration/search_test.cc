@@ -201,7 +201,7 @@ TEST(EvaluateTest, TheReportsNumbersAreTheRecordedEpisodes) {
   const std::filesystem::path dir = TestTempDir() / "evaluate";
   const std::filesystem::path store = dir / "store";
   const ProcessResult run = RunCli({"evaluate", "--policy", "starter", "--policy", "random-knobs", "--suite", "cpu", "--task",
-                                 "cpu/silu_mul", "--budget", "2", "--out",
+                                 "cpu/silu_mul", "--max-evaluations", "2", "--out",
                                  (dir / "out").string(), "--record-dir", store.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
   std::multimap<std::string, double> submits;  // task -> the speedup of every recorded submit
@@ -234,7 +234,7 @@ TEST(CollectTest, WritesADatasetWithItsCard) {
   const std::filesystem::path out = TestTempDir() / "collected";
   std::filesystem::remove_all(out);
   const ProcessResult run = RunCli({"collect", "--policy", "random-knobs", "--suite", "cpu", "--task", "cpu/rms_norm",
-                                 "--budget", "3", "--out", out.string()});
+                                 "--max-evaluations", "3", "--out", out.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
   const nlohmann::json card = ReadJson(out / "card.json");
   std::istringstream lines(ReadText(out / "transitions.jsonl"));
