@@ -20,6 +20,11 @@ constexpr std::size_t kMaxDetails = 4;
 constexpr std::size_t kMaxFailingOutputs = 4;
 constexpr std::size_t kMaxMissedLoops = 6;
 constexpr std::size_t kMaxLineChars = 160;
+// A diagnostic's message is shown whole (the part a model needs — a Mosaic block-shape error's
+// shapes, a template's instantiation — is often past the first 160 bytes or on a later line),
+// wrapped at kWrapColumn; only a flood past kMaxMessageBytes is cut, and says so.
+constexpr std::size_t kWrapColumn = 120;
+constexpr std::size_t kMaxMessageBytes = 2000;
 
 // Every value of an enum that StageName / StatusName know, in declaration order. The enums are
 // contiguous from 0 and their name tables say "?" past the end, so a new status or stage joins
@@ -85,7 +90,38 @@ std::string Clip(std::string line) {
 // (hitl prints this text) or start a line a model could read as the environment's own.
 std::string OneLine(std::string_view text) { return Clip(PrintableText(ScrubPaths(text.substr(0, text.find('\n'))))); }
 
-bool InKernel(const Diagnostic& d) { return d.file.empty() || d.file == "kernel.cpp"; }
+// Whether a diagnostic is about the candidate's own source, whose lines the text quotes: the file
+// each backend compiles it as (cpu kernel.cpp, pallas candidate.py), or none named.
+bool InKernel(const Diagnostic& d) {
+  return d.file.empty() || d.file == "kernel.cpp" || d.file == "kernel.cu" || d.file == "kernel.py" ||
+         d.file == "candidate.py";
+}
+
+// `text` whole, every line made printable and paths scrubbed (as OneLine), wrapped at kWrapColumn
+// (at a space when there is one), continuation lines starting with `indent`.
+std::string Wrapped(std::string_view text, const std::string& indent) {
+  std::string kept(text.substr(0, kMaxMessageBytes));
+  const std::size_t cut = text.size() - Utf8Prefix(kept, kMaxMessageBytes).size();
+  kept = std::string(Utf8Prefix(kept, kMaxMessageBytes));
+  std::vector<std::string> lines;
+  std::istringstream in(kept);
+  for (std::string raw; std::getline(in, raw);) {
+    std::string line = PrintableText(ScrubPaths(raw));
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    while (line.size() > kWrapColumn) {
+      std::string_view head = Utf8Prefix(line, kWrapColumn);
+      const std::size_t space = head.rfind(' ');
+      if (space != std::string_view::npos && space > kWrapColumn / 2) head = head.substr(0, space + 1);
+      lines.emplace_back(head);
+      line.erase(0, head.size());
+    }
+    if (!line.empty()) lines.push_back(line);
+  }
+  if (cut > 0) lines.push_back("... (" + std::to_string(cut) + " more bytes)");
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) out += (i == 0 ? "" : "\n" + indent) + lines[i];
+  return out;
+}
 
 int SeverityRank(const Diagnostic& d) { return d.severity == "error" ? 0 : d.severity == "warning" ? 1 : 2; }
 
@@ -157,7 +193,7 @@ void RenderDiagnostics(std::ostringstream& out, const EvalResult& r, const std::
     const Diagnostic& d = *shown[i];
     out << "- " << d.severity << " at ";
     if (!InKernel(d)) out << OneLine(d.file.substr(d.file.rfind('/') + 1)) << ":";
-    out << d.line << ":" << d.column << ": " << OneLine(d.message) << "\n";
+    out << d.line << ":" << d.column << ": " << Wrapped(d.message, "    ") << "\n";
     if (InKernel(d) && d.line > 0) {
       out << "      " << d.line << " | " << Clip(PrintableText(SourceLine(source, d.line))) << "\n";
     }

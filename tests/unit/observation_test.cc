@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <limits>
 #include <set>
@@ -307,6 +309,32 @@ TEST(Observation, TheCandidatesTextCannotMoveTheCursorOrBreakUtf8) {
     for (const char c : o->text) EXPECT_TRUE(static_cast<unsigned char>(c) >= 0x20 || c == '\n') << int(c);
     EXPECT_NO_THROW((void)nlohmann::json(o->text).dump()) << "the text is valid UTF-8";
   }
+}
+
+// The part of a message a model needs is often late in it: a Mosaic block-shape error names the
+// shapes after a long preamble, and on later lines. The whole message is shown, wrapped; and a
+// pallas diagnostic (on candidate.py) quotes its source line as a cpu one does.
+TEST(Observation, ADiagnosticsWholeMessageIsShownWrappedAndPallasLinesAreQuoted) {
+  EvalResult r = CompileErrorResult();
+  const std::string preamble = "[lower] ValueError: The Pallas TPU lowering currently requires that the last two "
+                               "dimensions of your block shape are divisible by 8 and 128 respectively, or be equal "
+                               "to the respective dimensions of the overall array.";
+  r.diagnostics = {Diagnostic{"candidate.py", 4, 0, "error",
+                              preamble + "\nGot block_shape=(7, 100) for an array of shape (1024, 1024) (operand 0)."}};
+  const protocol::Observation obs = BuildObservation(r, Context());
+  EXPECT_TRUE(Contains(obs.text, "block_shape=(7, 100) for an array of shape (1024, 1024)")) << obs.text;
+  EXPECT_TRUE(Contains(obs.text, "respectively, or be equal")) << obs.text;
+  EXPECT_TRUE(Contains(obs.text, "      4 |         y[i] = foo(x[i]);\n")) << obs.text;
+  for (std::istringstream lines(obs.text); !lines.eof();) {
+    std::string line;
+    std::getline(lines, line);
+    EXPECT_LE(line.size(), 160u) << "wrapped, not one long line: " << line;
+  }
+  // A flood is still bounded, and says how much was left out.
+  r.diagnostics = {Diagnostic{"kernel.cpp", 4, 1, "error", std::string(50000, 'x')}};
+  const protocol::Observation flood = BuildObservation(r, Context());
+  EXPECT_LT(flood.text.size(), 5000u);
+  EXPECT_TRUE(Contains(flood.text, "(48000 more bytes)")) << flood.text.substr(0, 300);
 }
 
 TEST(Observation, AtMostTenDiagnosticsAreListed) {
