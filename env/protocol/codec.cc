@@ -14,6 +14,8 @@ using detail::Fields;
 using detail::kUnpackLimits;
 using detail::Packer;
 using detail::PackJson;
+using detail::QuotedText;
+using detail::RequireUtf8Text;
 using detail::ToJson;
 using detail::TypeName;
 
@@ -96,7 +98,7 @@ RequestBody DecodeBody(const std::string& op, Fields& f) {
   if (op == "env.close") return EnvCloseRequest{f.String("env")};
   if (op == "stats") return StatsRequest{};
   if (op == "health") return HealthRequest{};
-  throw DecodeFailure{"unknown op '" + op + "'", ErrorCode::kUnknownOp};
+  throw DecodeFailure{"unknown op " + QuotedText(op), ErrorCode::kUnknownOp};
 }
 
 // A float64 whatever its value. msgpack-c's pack_double writes a double with an integral value
@@ -224,16 +226,27 @@ DecodedRequest DecodeRequest(std::string_view bytes) {
     Fields f(handle.get(), "request");
     // id and op first, so that every later error can name them.
     if (const msgpack::object* id = f.Find("id"); id && id->type == msgpack::type::POSITIVE_INTEGER) out.id = id->via.u64;
-    out.op = f.String("op");
+    RequireUtf8Text(handle.get(), "request");
+    const std::string op = f.String("op");
+    if (!IsKnownOp(op)) throw DecodeFailure{"unknown op " + QuotedText(op), ErrorCode::kUnknownOp};
+    out.op = op;
     Fields body(handle.get(), out.op);
-    const int64_t v = body.Int("v");
-    if (v != kVersion)
-      throw DecodeFailure{out.op + ": protocol version " + std::to_string(v) + " is not supported (this server speaks " +
-                              std::to_string(kVersion) + ")",
+    // Any integer that is not this version is a version this server does not speak.
+    const msgpack::object& v_field = body.Require("v");
+    const bool integer = v_field.type == msgpack::type::POSITIVE_INTEGER || v_field.type == msgpack::type::NEGATIVE_INTEGER;
+    if (!integer) body.FieldType("v", "an integer", v_field);
+    const bool this_version = v_field.type == msgpack::type::POSITIVE_INTEGER && v_field.via.u64 == static_cast<uint64_t>(kVersion);
+    if (!this_version)
+      throw DecodeFailure{out.op + ": protocol version " +
+                              (v_field.type == msgpack::type::POSITIVE_INTEGER ? std::to_string(v_field.via.u64)
+                                                                              : std::to_string(v_field.via.i64)) +
+                              " is not supported (this server speaks " + std::to_string(kVersion) + ")",
                           ErrorCode::kUnsupportedVersion};
     Request request;
-    request.v = static_cast<int>(v);
+    request.v = kVersion;
     request.id = body.Unsigned("id");
+    // 0 marks a reply to a request whose id could not be read: a request may not use it.
+    if (request.id == 0) body.Fail("field 'id' must be >= 1 (0 marks a reply to an unreadable request)");
     body.Find("op");
     request.body = DecodeBody(out.op, body);
     body.Finish();

@@ -46,10 +46,17 @@ std::string_view ActionKind(const Action& action) {
   return kKinds[action.index()];
 }
 
-std::string_view OpName(const RequestBody& body) {
-  static constexpr std::string_view kOps[] = {"hello",    "tasks.list", "tasks.get", "env.make", "env.reset",
-                                              "env.step", "env.fork",   "env.close", "stats",    "health"};
-  return kOps[body.index()];
+const std::vector<std::string_view>& OpNames() {
+  static const std::vector<std::string_view> ops = {"hello",    "tasks.list", "tasks.get", "env.make", "env.reset",
+                                                    "env.step", "env.fork",   "env.close", "stats",    "health"};
+  return ops;
+}
+
+std::string_view OpName(const RequestBody& body) { return OpNames()[body.index()]; }
+
+bool IsKnownOp(std::string_view op) {
+  const std::vector<std::string_view>& ops = OpNames();
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
 }
 
 nlohmann::json ActionToJson(const Action& action) {

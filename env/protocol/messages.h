@@ -144,6 +144,9 @@ struct HealthRequest {
 using RequestBody = std::variant<HelloRequest, TasksListRequest, TasksGetRequest, EnvMakeRequest, EnvResetRequest,
                                  EnvStepRequest, EnvForkRequest, EnvCloseRequest, StatsRequest, HealthRequest>;
 std::string_view OpName(const RequestBody& body);
+// Every op of the protocol, in RequestBody's order; IsKnownOp: `op` is one of them.
+const std::vector<std::string_view>& OpNames();
+bool IsKnownOp(std::string_view op);
 
 struct Request {
   int v = kVersion;

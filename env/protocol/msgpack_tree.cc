@@ -1,5 +1,7 @@
 #include "env/protocol/msgpack_tree.h"
 
+#include "core/text_safety.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -13,11 +15,7 @@ using nlohmann::json;
 // fingerprint, hostile input) by sorting, so that a 4096-key map costs n log n, not n^2.
 constexpr uint32_t kPairwiseDuplicateCheck = 16;
 
-std::string Quoted(std::string_view key) {
-  std::string quoted;
-  quoted.reserve(key.size() + 2);
-  return quoted.append(1, '\'').append(key).append(1, '\'');
-}
+std::string Quoted(std::string_view key) { return QuotedText(key); }
 
 }  // namespace
 
@@ -313,4 +311,42 @@ void PackJson(Packer& pk, const json& j) {
   }
 }
 
+// A key (or op) a client chose, quoted in an error message: cut to a few dozen bytes and made
+// valid UTF-8, so that an error reply is never larger than a line, nor unreadable by a strict
+// decoder, whatever the client sent.
+std::string QuotedText(std::string_view text) {
+  constexpr std::size_t kMaxQuoted = 64;
+  const std::string_view kept = text.size() > kMaxQuoted ? Utf8Prefix(text, kMaxQuoted) : text;
+  return "'" + ValidUtf8(kept) + (kept.size() < text.size() ? "...'" : "'");
+}
+
+void RequireUtf8Text(const msgpack::object& o, const std::string& where) {
+  switch (o.type) {
+    case msgpack::type::STR:
+      if (!IsValidUtf8(std::string_view(o.via.str.ptr, o.via.str.size)))
+        throw DecodeFailure{where + " is not valid UTF-8 (the protocol's text is UTF-8)"};
+      return;
+    case msgpack::type::ARRAY:
+      for (uint32_t i = 0; i < o.via.array.size; ++i)
+        RequireUtf8Text(o.via.array.ptr[i], where + "[" + std::to_string(i) + "]");
+      return;
+    case msgpack::type::MAP:
+      for (uint32_t i = 0; i < o.via.map.size; ++i) {
+        const msgpack::object_kv& kv = o.via.map.ptr[i];
+        if (kv.key.type == msgpack::type::STR &&
+            !IsValidUtf8(std::string_view(kv.key.via.str.ptr, kv.key.via.str.size)))
+          throw DecodeFailure{"a key in " + where + " is not valid UTF-8 (the protocol's text is UTF-8)"};
+        const std::string key = kv.key.type == msgpack::type::STR
+                                    ? std::string(kv.key.via.str.ptr, kv.key.via.str.size)
+                                    : std::string("?");
+        const std::string quoted = QuotedText(key);
+        RequireUtf8Text(kv.val, where + "." + quoted.substr(1, quoted.size() - 2));
+      }
+      return;
+    default:
+      return;
+  }
+}
+
 }  // namespace kernelgym::protocol::detail
+

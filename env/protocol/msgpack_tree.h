@@ -32,6 +32,14 @@ extern const msgpack::unpack_limit kUnpackLimits;
 // "a string", "an integer", ... for messages that say what was found instead.
 std::string TypeName(const msgpack::object& o);
 
+// Throws DecodeFailure naming the first string (or map key) in `o` that is not valid UTF-8, by its
+// path from `where`: every string a client sends is text, and text is UTF-8 everywhere — in the
+// episode, in replies (which strict decoders refuse otherwise) and in the trajectory store.
+void RequireUtf8Text(const msgpack::object& o, const std::string& where);
+
+// Text a client chose (a key, an op), quoted for an error message: at most 64 bytes, valid UTF-8.
+std::string QuotedText(std::string_view text);
+
 // The fields of one msgpack map, read strictly: keys must be strings and unique, wrong types fail,
 // and Finish fails on a field nobody read. Every failure names `where` (the op, or the op and a
 // nested field). The map must outlive the Fields: entries point into it.

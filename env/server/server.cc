@@ -8,6 +8,7 @@
 #include <fstream>
 #include <zmq_addon.hpp>
 
+#include "core/text_safety.h"
 #include "env/protocol/codec.h"
 #include "env/server/server_loop.h"
 #include "rewards/reward.h"
@@ -36,11 +37,28 @@ void ServerLoop::SendTo(zmq::socket_t& socket, const std::string& identity, cons
   }
 }
 
+namespace {
+
+// An error message may quote what a client sent (an env id, a task name): it goes out as valid
+// UTF-8 and at most kMaxErrorMessageBytes, so that no request can make its error reply huge or
+// unreadable for a strict decoder (docs/protocol.md, "Text is UTF-8").
+constexpr std::size_t kMaxErrorMessageBytes = 4096;
+
+Error SafeError(Error error) {
+  const std::string_view kept = Utf8Prefix(error.message, kMaxErrorMessageBytes);
+  error.message = ValidUtf8(kept) + (kept.size() < error.message.size() ? "..." : "");
+  for (auto& [key, value] : error.details) value = ValidUtf8(Utf8Prefix(value, kMaxErrorMessageBytes));
+  return error;
+}
+
+}  // namespace
+
 void ServerLoop::ReplyError(const std::string& client, uint64_t id, ErrorCode code, const std::string& op,
                             std::string message, std::map<std::string, std::string> details) {
   ++errors_by_code_[std::string(protocol::ErrorCodeName(code))];
   if (!op.empty()) details["op"] = op;
-  SendTo(clients_, client, protocol::EncodeErrorReply(id, Error{code, std::move(message), std::move(details)}));
+  SendTo(clients_, client,
+         protocol::EncodeErrorReply(id, SafeError(Error{code, std::move(message), std::move(details)})));
 }
 
 void ServerLoop::Deliver(const std::string& client, std::string reply, std::optional<std::string> record) {
@@ -113,10 +131,12 @@ bool ServerLoop::EnsureRecorder(std::string& error) {
 void ServerLoop::OnClientMessage(const std::string& client, std::string_view bytes, const std::string& principal) {
   principal_ = principal;
   protocol::DecodedRequest decoded = protocol::DecodeRequest(bytes);
+  // Keyed by the protocol's own op names only (DecodeRequest leaves `op` empty for any other):
+  // a counter per op string a client chose would grow without bound.
   ++requests_by_op_[decoded.op.empty() ? "?" : decoded.op];
   if (!decoded.request) {
     ++errors_by_code_[std::string(protocol::ErrorCodeName(decoded.error.code))];
-    SendTo(clients_, client, protocol::EncodeErrorReply(decoded.id, decoded.error));
+    SendTo(clients_, client, protocol::EncodeErrorReply(decoded.id, SafeError(decoded.error)));
     return;
   }
   try {

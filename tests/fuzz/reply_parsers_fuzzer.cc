@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/text_safety.h"
 #include "env/protocol/codec.h"
 #include "policies/roles/reply_parsers.h"
 #include "tests/fuzz/fuzz_check.h"
@@ -37,6 +38,13 @@ void CheckKernelEdit(std::string_view reply, std::string_view backend) {
   request.id = 7;
   request.body = protocol::EnvStepRequest{"e1", *parsed.action, nlohmann::json::object()};
   const protocol::DecodedRequest decoded = protocol::DecodeRequest(protocol::EncodeRequest(request));
+  // A model's reply arrives as JSON text, which is UTF-8; bytes that are not are refused by the
+  // server as such, never taken as an action.
+  if (!IsValidUtf8(reply)) {
+    FUZZ_CHECK(decoded.request || decoded.error.message.find("not valid UTF-8") != std::string::npos,
+               "an action with invalid UTF-8 is refused as such: " + decoded.error.message);
+    return;
+  }
   FUZZ_CHECK(decoded.request && *decoded.request == request, "a parsed edit is a valid env.step action: " + decoded.error.message);
 }
 

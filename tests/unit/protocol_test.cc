@@ -2,6 +2,8 @@
 // every kind of bad input, which must become an error naming the op and the field.
 #include <gtest/gtest.h>
 
+#include "core/text_safety.h"
+
 #include <fstream>
 #include <functional>
 #include <msgpack.hpp>
@@ -350,6 +352,78 @@ TEST(ProtocolErrors, FieldProblemsNameTheOpAndTheField) {
               ErrorCode::kBadRequest, {"env.step.action.edits[0]", "'replace'"});
   ExpectError(env_step([](auto& pk) { pk.pack_map(2), pk.pack("kind"), pk.pack("replace"), pk.pack("source"), pk.pack(42); }),
               ErrorCode::kBadRequest, {"source", "string"});
+}
+
+// Text on the wire is UTF-8 (docs/protocol.md): a request with invalid UTF-8 anywhere is refused
+// with its id and the field named, and what a client chose (an op, a key) is never echoed raw or
+// long: an error reply must be readable by a strict decoder and about a line long.
+TEST(ProtocolErrors, TextIsUtf8AndAClientsTextIsNeverEchoedRawOrLong) {
+  const std::string bad = "\xff\xfe\xfd";
+  const std::string bad_op = Pack([&](auto& pk) {
+    pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(7), pk.pack("op"), pk.pack(bad);
+  });
+  const DecodedRequest op = DecodeRequest(bad_op);
+  ASSERT_FALSE(op.request);
+  EXPECT_EQ(op.id, 7u);
+  EXPECT_EQ(op.error.code, ErrorCode::kBadRequest);
+  EXPECT_NE(op.error.message.find("request.op is not valid UTF-8"), std::string::npos) << op.error.message;
+  EXPECT_TRUE(op.op.empty()) << "a bad op is no op a counter may be keyed by";
+  EXPECT_TRUE(IsValidUtf8(op.error.message));
+
+  const DecodedRequest task = DecodeRequest(Pack([&](auto& pk) {
+    pk.pack_map(4), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(8), pk.pack("op"), pk.pack("env.make");
+    pk.pack("task"), pk.pack("cpu/" + bad);
+  }));
+  EXPECT_EQ(task.id, 8u);
+  EXPECT_NE(task.error.message.find("request.task is not valid UTF-8"), std::string::npos) << task.error.message;
+  const DecodedRequest meta_key = DecodeRequest(Pack([&](auto& pk) {
+    pk.pack_map(6), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(9), pk.pack("op"), pk.pack("env.step");
+    pk.pack("env"), pk.pack("env-1"), pk.pack("action"), pk.pack_map(1), pk.pack("kind"), pk.pack("submit");
+    pk.pack("meta"), pk.pack_map(1), pk.pack(bad), pk.pack(1);
+  }));
+  EXPECT_NE(meta_key.error.message.find("a key in request.meta is not valid UTF-8"), std::string::npos)
+      << meta_key.error.message;
+  const DecodedRequest source = DecodeRequest(Pack([&](auto& pk) {
+    pk.pack_map(5), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(10), pk.pack("op"), pk.pack("env.step");
+    pk.pack("env"), pk.pack("env-1"), pk.pack("action"), pk.pack_map(2), pk.pack("kind"), pk.pack("replace");
+    pk.pack("source"), pk.pack("int x; // " + bad);
+  }));
+  EXPECT_NE(source.error.message.find("request.action.source is not valid UTF-8"), std::string::npos)
+      << source.error.message;
+
+  // A 1 MB unknown op: refused by name, the name cut short; no op to count it under.
+  const std::string huge_op(1 << 20, 'q');
+  const DecodedRequest unknown = DecodeRequest(Pack([&](auto& pk) {
+    pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(11), pk.pack("op"), pk.pack(huge_op);
+  }));
+  EXPECT_EQ(unknown.error.code, ErrorCode::kUnknownOp);
+  EXPECT_EQ(unknown.id, 11u);
+  EXPECT_LT(unknown.error.message.size(), 200u);
+  EXPECT_TRUE(unknown.op.empty());
+  // An unknown key of any length is named briefly too.
+  const DecodedRequest key = DecodeRequest(Pack([&](auto& pk) {
+    pk.pack_map(4), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(12), pk.pack("op"), pk.pack("hello");
+    pk.pack(huge_op), pk.pack(1);
+  }));
+  EXPECT_LT(key.error.message.size(), 200u) << key.error.message.substr(0, 300);
+}
+
+// Version and id rules: any integer version but this one is UNSUPPORTED_VERSION (not a range
+// error), and id 0 (which marks the reply to an unreadable request) may not be used.
+TEST(ProtocolErrors, VersionAndIdRules) {
+  for (uint64_t v : {uint64_t{2}, uint64_t{0}, uint64_t{1} << 63}) {
+    const DecodedRequest d = DecodeRequest(Pack([&](auto& pk) {
+      pk.pack_map(3), pk.pack("v"), pk.pack(v), pk.pack("id"), pk.pack(5), pk.pack("op"), pk.pack("hello");
+    }));
+    EXPECT_EQ(d.error.code, ErrorCode::kUnsupportedVersion) << v;
+    EXPECT_EQ(d.id, 5u);
+  }
+  ExpectError(Pack([](auto& pk) { pk.pack_map(3), pk.pack("v"), pk.pack(-1), pk.pack("id"), pk.pack(5), pk.pack("op"), pk.pack("hello"); }),
+              ErrorCode::kUnsupportedVersion, {"version -1"});
+  ExpectError(Pack([](auto& pk) { pk.pack_map(3), pk.pack("v"), pk.pack("1"), pk.pack("id"), pk.pack(5), pk.pack("op"), pk.pack("hello"); }),
+              ErrorCode::kBadRequest, {"'v'", "integer"});
+  ExpectError(Pack([](auto& pk) { pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(0), pk.pack("op"), pk.pack("hello"); }),
+              ErrorCode::kBadRequest, {"'id' must be >= 1"});
 }
 
 TEST(ProtocolErrors, DeepNestingIsRefusedNotRecursedInto) {

@@ -1,0 +1,60 @@
+"""The server against hostile and careless clients, spoken to in raw bytes over a DEALER socket
+and read back with msgpack's strict (default) decoder, as any client in another language would."""
+
+from __future__ import annotations
+
+import msgpack
+import zmq
+
+from kernelgym import Client
+
+
+def exchange(address: str, messages: list[bytes], timeout_ms: int = 10000) -> list[dict]:
+    context = zmq.Context()
+    socket = context.socket(zmq.DEALER)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.connect(address)
+    try:
+        for message in messages:
+            socket.send(message)
+        replies = []
+        for _ in messages:
+            assert socket.poll(timeout_ms), "no reply"
+            replies.append(msgpack.unpackb(socket.recv()))  # strict: invalid UTF-8 would raise here
+        return replies
+    finally:
+        socket.close(linger=0)
+        context.term()
+
+
+def test_invalid_utf8_is_refused_with_a_reply_a_strict_decoder_reads(server):
+    # The exact bytes from the issue: {v: 1, id: 1, op: "\xff\xfe\xfd"}.
+    bad_op = bytes.fromhex("83a17601a26964 01a26f70a3fffefd".replace(" ", ""))
+    # A str field holding invalid UTF-8: packed with a placeholder of the same length, then patched.
+    bad_task = msgpack.packb({"v": 1, "id": 2, "op": "env.make", "task": "cpu/PLACEHOLDER"})
+    bad_task = bad_task.replace(b"cpu/PLACEHOLDER", b"cpu/\xff\xfe" + b"x" * 9)
+    replies = exchange(server.address, [bad_op, bad_task])
+    assert [r["id"] for r in replies] == [1, 2]
+    assert all(r["ok"] is False and r["error"]["code"] == "BAD_REQUEST" for r in replies)
+    assert "not valid UTF-8" in replies[0]["error"]["message"]
+    # ...and stats stays readable for every strict client.
+    with Client(server.address) as client:
+        assert "?" in client.stats()["requests"]
+
+
+def test_stats_keep_one_counter_per_protocol_op_whatever_the_clients_send(server):
+    ops = [msgpack.packb({"v": 1, "id": i + 1, "op": f"no.such.op.{i}." + "x" * 10000}) for i in range(50)]
+    replies = exchange(server.address, ops)
+    assert all(r["error"]["code"] == "UNKNOWN_OP" and len(r["error"]["message"]) < 200 for r in replies)
+    with Client(server.address) as client:
+        requests = client.stats()["requests"]
+    assert set(requests) <= {"hello", "tasks.list", "tasks.get", "env.make", "env.reset", "env.step", "env.fork",
+                             "env.close", "stats", "health", "?"}, sorted(requests)[:5]
+
+
+def test_version_and_id_rules(server):
+    replies = exchange(server.address, [msgpack.packb({"v": 2**63, "id": 3, "op": "hello"}),
+                                        msgpack.packb({"v": 1, "id": 0, "op": "hello"})])
+    assert replies[0]["id"] == 3 and replies[0]["error"]["code"] == "UNSUPPORTED_VERSION"
+    assert replies[1]["id"] == 0 and replies[1]["error"]["code"] == "BAD_REQUEST"
+    assert "'id' must be >= 1" in replies[1]["error"]["message"]
