@@ -1,6 +1,7 @@
 #include "env/protocol/codec.h"
 
 #include <cstring>
+#include <optional>
 
 #include "env/protocol/msgpack_tree.h"
 
@@ -207,7 +208,49 @@ void PackError(Packer& pk, const Error& e) {
   pk.pack("details"), pk.pack(e.details);
 }
 
+// Reads the top-level "id" of a request without building it: for a request the decoder refused
+// before it could read the id (more elements than kUnpackLimits allows, a duplicated key), so that
+// every request whose id can be read is answered with it. Allocates nothing, stops at the id.
+class IdScanner : public msgpack::null_visitor {
+ public:
+  std::optional<uint64_t> id;
+
+  bool start_map(uint32_t) { return ++depth_, true; }
+  bool end_map() { return --depth_, true; }
+  bool start_array(uint32_t) { return ++depth_, true; }
+  bool end_array() { return --depth_, true; }
+  bool start_map_key() { return in_top_key_ = depth_ == 1, true; }
+  bool end_map_key() { return in_top_key_ = false, true; }
+  bool visit_str(const char* text, uint32_t size) {
+    if (in_top_key_) next_value_is_id_ = std::string_view(text, size) == "id";
+    return true;
+  }
+  bool visit_positive_integer(uint64_t value) {
+    if (depth_ != 1 || in_top_key_ || !next_value_is_id_) return true;
+    id = value;
+    return false;  // found: stop parsing
+  }
+  bool end_map_value() {
+    if (depth_ == 1) next_value_is_id_ = false;
+    return true;
+  }
+  void parse_error(size_t, size_t) {}
+  void insufficient_bytes(size_t, size_t) {}
+
+ private:
+  int depth_ = 0;
+  bool in_top_key_ = false, next_value_is_id_ = false;
+};
+
 }  // namespace
+
+uint64_t ScanRequestId(std::string_view bytes) {
+  if (bytes.size() > kMaxMessageBytes) return 0;
+  IdScanner scanner;
+  std::size_t offset = 0;
+  msgpack::parse(bytes.data(), bytes.size(), offset, scanner);
+  return scanner.id.value_or(0);
+}
 
 DecodedRequest DecodeRequest(std::string_view bytes) {
   DecodedRequest out;
@@ -254,6 +297,7 @@ DecodedRequest DecodeRequest(std::string_view bytes) {
   } catch (const DecodeFailure& failure) {
     out.error = {failure.code, failure.message, {}};
     if (!out.op.empty()) out.error.details["op"] = out.op;
+    if (out.id == 0) out.id = ScanRequestId(bytes);
   } catch (const std::exception& e) {  // a bug in the codec must still be an answer, not a crash
     out.error = {ErrorCode::kInternal, std::string("decoding failed: ") + e.what(), {}};
   }

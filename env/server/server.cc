@@ -253,8 +253,8 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
       // DEALER sends [payload]; REQ-style clients add an empty delimiter first.
       if (frames.size() == 3 && frames[1].size() == 0) frames.erase(frames.begin() + 1);
       if (frames.size() != 2) {
-        ReplyError(identity, 0, ErrorCode::kBadRequest, "", "a request must be one message part, not " +
-                                                                 std::to_string(frames.size() - 1));
+        ReplyError(identity, protocol::ScanRequestId(frames.back().to_string_view()), ErrorCode::kBadRequest, "",
+                   "a request must be one message part, not " + std::to_string(frames.size() - 1));
         continue;
       }
       // With CURVE the client is its key's name (the ZAP handler's User-Id), shared by all its

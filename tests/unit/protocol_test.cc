@@ -426,6 +426,34 @@ TEST(ProtocolErrors, VersionAndIdRules) {
               ErrorCode::kBadRequest, {"'id' must be >= 1"});
 }
 
+// Every request whose id can be read is answered with it, even when the decoder refuses the
+// message before reading it: more elements than its limits allow, a duplicated key.
+TEST(ProtocolErrors, ARefusedRequestKeepsItsIdWheneverItCanBeRead) {
+  const DecodedRequest long_array = DecodeRequest(Pack([](auto& pk) {
+    pk.pack_map(6), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(41), pk.pack("op"), pk.pack("env.step");
+    pk.pack("env"), pk.pack("e"), pk.pack("action"), pk.pack_map(1), pk.pack("kind"), pk.pack("submit");
+    pk.pack("meta"), pk.pack_map(1), pk.pack("tokens"), pk.pack_array(65537);
+    for (int i = 0; i < 65537; ++i) pk.pack(i);
+  }));
+  EXPECT_FALSE(long_array.request);
+  EXPECT_EQ(long_array.id, 41u);
+  const DecodedRequest wide_map = DecodeRequest(Pack([](auto& pk) {
+    pk.pack_map(4), pk.pack("meta"), pk.pack_map(5000);
+    for (int i = 0; i < 5000; ++i) pk.pack("k" + std::to_string(i)), pk.pack(i);
+    pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack("hello"), pk.pack("id"), pk.pack(42);
+  }));
+  EXPECT_FALSE(wide_map.request);
+  EXPECT_EQ(wide_map.id, 42u) << "the id after a large map is still found";
+  const DecodedRequest duplicated = DecodeRequest(Pack([](auto& pk) {
+    pk.pack_map(4), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(43), pk.pack("op"), pk.pack("hello");
+    pk.pack("op"), pk.pack("stats");
+  }));
+  EXPECT_EQ(duplicated.id, 43u);
+  // Only the top level's id counts.
+  EXPECT_EQ(ScanRequestId(Pack([](auto& pk) { pk.pack_map(1), pk.pack("meta"), pk.pack_map(1), pk.pack("id"), pk.pack(5); })), 0u);
+  EXPECT_EQ(ScanRequestId("\xc1"), 0u);
+}
+
 TEST(ProtocolErrors, DeepNestingIsRefusedNotRecursedInto) {
   std::string bytes = Pack([](auto& pk) {
     pk.pack_map(5), pk.pack("v"), pk.pack(1), pk.pack("id"), pk.pack(1), pk.pack("op"), pk.pack("env.make");
