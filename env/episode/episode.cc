@@ -83,16 +83,11 @@ EvaluationRequest Episode::Reset(uint64_t seed) {
   return MakeRequest(task_->StarterFor(backend_), false);
 }
 
-Episode::Plan Episode::PlanStep(const protocol::Action& action) {
-  Plan plan;
-  pending_ = PendingKind::kStep;
-  pending_action_error_.clear();
-  pending_submit_ = false;
-  pending_reused_ = false;
-  pending_action_kind_ = std::string(protocol::ActionKind(action));
-  const std::string& current = sources_.back();
+void Episode::BeginStep() { pending_ = PendingKind::kStep; }
 
+Episode::Plan Episode::PlanStep(const protocol::Action& action) {
   EditOutcome outcome;
+  const std::string& current = sources_.back();
   if (const auto* replace = std::get_if<protocol::ReplaceAction>(&action)) {
     outcome.source = replace->source;
   } else if (const auto* edit = std::get_if<protocol::EditAction>(&action)) {
@@ -109,8 +104,18 @@ Episode::Plan Episode::PlanStep(const protocol::Action& action) {
       outcome.source = sources_[static_cast<std::size_t>(revert->to_step)];
   } else {  // submit: the current source, evaluated afresh under the stricter budget
     outcome.source = current;
-    pending_submit_ = true;
   }
+  return PlanStep(action, std::move(outcome));
+}
+
+Episode::Plan Episode::PlanStep(const protocol::Action& action, EditOutcome outcome) {
+  Plan plan;
+  pending_ = PendingKind::kStep;
+  pending_action_error_.clear();
+  pending_submit_ = std::holds_alternative<protocol::SubmitAction>(action);
+  pending_reused_ = false;
+  pending_action_kind_ = std::string(protocol::ActionKind(action));
+  const std::string& current = sources_.back();
 
   if (!outcome.source) {
     pending_action_error_ = outcome.error.empty() ? "the action could not be applied" : outcome.error;

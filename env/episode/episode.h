@@ -21,6 +21,7 @@
 #include "core/result.h"
 #include "datasets/task.h"
 #include "env/protocol/messages.h"
+#include "env/episode/source_edits.h"
 #include "env/protocol/results.h"
 #include "rewards/reward.h"
 
@@ -61,6 +62,12 @@ class Episode {
   };
   // Precondition: active() && !pending(). Marks the step pending.
   Plan PlanStep(const protocol::Action& action);
+  // The same, with the action already applied to current_source() elsewhere (a `patch` runs GNU
+  // patch, which the server does off its event loop): `applied` is what ApplyPatch returned.
+  Plan PlanStep(const protocol::Action& action, EditOutcome applied);
+  // Marks a step pending before its action is applied (the env is busy meanwhile); PlanStep or
+  // Abandon follows.
+  void BeginStep();
 
   // Completes the pending reset or step. `result` is the evaluation of the planned source; pass
   // nullptr when the plan had no evaluation. `runner` is recorded in info.

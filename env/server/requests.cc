@@ -211,8 +211,16 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
                           "; call env.reset",
                       {{"env", r.env}});
   Pending pending{r.env, client, id, r.action, episode.last_text(), r.meta, principal_};
-  Episode::Plan plan = episode.PlanStep(r.action);
   ++steps_;
+  if (const auto* patch = std::get_if<protocol::PatchAction>(&r.action)) {
+    // GNU patch is a child process: off the loop (patch_workers.h). The env is busy until then.
+    episode.BeginStep();
+    const uint64_t token = next_patch_token_++;
+    patch_workers_.Submit(token, episode.current_source(), patch->diff);
+    patching_.emplace(token, std::move(pending));
+    return;
+  }
+  Episode::Plan plan = episode.PlanStep(r.action);
   if (!plan.evaluation) return Finish(pending, nullptr, "");
   Evaluate(*session, *plan.evaluation, std::move(pending), "env.step");
 }
@@ -284,6 +292,23 @@ void ServerLoop::Finish(const Pending& pending, const EvalResult* result, const 
   if (session.record)
     record = TransitionRecord(RecordContextFor(session, pending.env, runner), *pending.action, pending.prompt, pending.meta, step, result);
   Deliver(pending.client, protocol::EncodeReply(pending.request_id, step), std::move(record));
+}
+
+void ServerLoop::OnPatchesApplied() {
+  for (PatchWorkers::Done& done : patch_workers_.TakeDone()) {
+    auto it = patching_.find(done.token);
+    if (it == patching_.end()) continue;
+    Pending pending = std::move(it->second);
+    patching_.erase(it);
+    auto session = sessions_.find(pending.env);
+    if (session == sessions_.end()) continue;  // closed meanwhile: as for an evaluation (Finish)
+    Episode::Plan plan = session->second.episode->PlanStep(*pending.action, std::move(done.outcome));
+    if (!plan.evaluation) {
+      Finish(pending, nullptr, "");
+      continue;
+    }
+    Evaluate(session->second, *plan.evaluation, std::move(pending), "env.step");
+  }
 }
 
 void ServerLoop::OnJobDone(JobOutcome outcome) {

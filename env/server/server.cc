@@ -225,7 +225,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
                    held_replies_.size());
     }
     if (draining_) {
-      if (pending_.empty() && held_replies_.empty()) break;
+      if (pending_.empty() && held_replies_.empty() && patching_.empty()) break;
       if (Clock::now() >= drain_deadline) {
         for (auto& [job_id, pending] : std::unordered_map<uint64_t, Pending>(pending_))
           FailPending(job_id, pending, ErrorCode::kRunnerLost, "the server stopped before this evaluation finished");
@@ -235,6 +235,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     }
 
     std::vector<zmq::pollitem_t> items{{clients_.handle(), 0, ZMQ_POLLIN, 0}, {runners_.handle(), 0, ZMQ_POLLIN, 0}};
+    items.push_back({nullptr, patch_workers_.notify_fd(), ZMQ_POLLIN, 0});
     if (recorder_) items.push_back({nullptr, recorder_->notify_fd(), ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
@@ -274,6 +275,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
         spdlog::error("runner message: internal error: {}", e.what());
       }
     }
+    if (items[2].revents & ZMQ_POLLIN) OnPatchesApplied();
     if (recorder_) DeliverDurable();
     // Timeouts, reaping and supervision need no finer grain than this; running them after every
     // message would cost the request path for nothing.

@@ -22,6 +22,7 @@
 #include "env/server/local_runners.h"
 #include "env/server/task_info.h"
 #include "env/server/records.h"
+#include "env/server/patch_workers.h"
 #include "env/server/scheduler.h"
 #include "env/security/zap.h"
 #include "env/server/server.h"
@@ -95,6 +96,8 @@ class ServerLoop {
   // Starts the evaluation of a reset or step. False (and an OVERLOADED reply) when the queue is full.
   bool Evaluate(Session& session, const EvaluationRequest& request, Pending pending, const std::string& op);
   void OnJobDone(JobOutcome outcome);
+  // The patches PatchWorkers applied: each step goes on as PlanStep would have (evaluate or answer).
+  void OnPatchesApplied();
   // `attempts`: how many runners the evaluation was sent to (more than 1 after a runner was lost).
   void Finish(const Pending& pending, const EvalResult* result, const std::string& runner, int attempts = 0);
   void FailPending(uint64_t job_id, const Pending& pending, protocol::ErrorCode code, const std::string& message);
@@ -131,6 +134,9 @@ class ServerLoop {
   std::unordered_map<std::string, TaskInfoWire> task_info_;
   std::unique_ptr<LocalRunners> local_runners_;
   std::unique_ptr<TrajectoryRecorder> recorder_;
+  PatchWorkers patch_workers_;
+  std::unordered_map<uint64_t, Pending> patching_;  // token -> the step whose patch is being applied
+  uint64_t next_patch_token_ = 1;
   std::mt19937_64 rng_;
 
   ClientQuotas quotas_{options_.quotas};

@@ -235,6 +235,32 @@ TEST(ServerTest, AGroupOfCandidatesIsScoredFromOneStateWithoutSteppingIt) {
   EXPECT_EQ(client::GroupRelativeAdvantages({2, 2}), (std::vector<double>{0, 0}));
 }
 
+// A patch is applied off the event loop (env/server/patch_workers.h): the env is busy until its
+// step is answered, and other requests are served meanwhile.
+TEST(ServerTest, APatchIsAppliedOffTheLoopAndItsEnvIsBusyMeanwhile) {
+  ServerProcess server({"--local-runners", "0", "--null-backend"});
+  Client c(Options(server));
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  c.Reset(env.env, 3);
+  c.Step(env.env, protocol::ReplaceAction{"int a = 0;\nint b = 0;\n"});
+  // A model's diff with a wrong hunk header: recounted, applied by GNU patch on a worker thread.
+  const uint64_t patch = c.Send(protocol::EnvStepRequest{
+      env.env, protocol::PatchAction{"@@ -7,3 +7,3 @@\n-int b = 0;\n+int b = 1;\n"}, nlohmann::json::object()});
+  const uint64_t second = c.Send(protocol::EnvStepRequest{env.env, protocol::SubmitAction{}, nlohmann::json::object()});
+  const protocol::HealthResult health = c.Health();  // served while the patch is applied
+  EXPECT_EQ(health.sessions, 1);
+  std::map<uint64_t, client::Reply> replies;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<client::Reply> r = c.Recv(30);
+    ASSERT_TRUE(r);
+    replies.emplace(r->id, *r);
+  }
+  EXPECT_EQ(client::AsStepResult(replies.at(patch)).observation.source, "int a = 0;\nint b = 1;\n");
+  ASSERT_FALSE(replies.at(second).ok);
+  EXPECT_EQ(replies.at(second).error.code, ErrorCode::kEnvBusy);
+  EXPECT_TRUE(c.Step(env.env, protocol::SubmitAction{}).terminated) << "the env is free again";
+}
+
 // The runner evaluating a step is killed with SIGKILL: the server notices the silence, re-queues
 // the job on the restarted runner, and the step is answered with a real evaluation.
 TEST(ServerTest, ARunnerKilledMidJobHasItsJobRequeued) {
