@@ -380,6 +380,16 @@ void ServerLoop::Close(const std::string& client, uint64_t id, const protocol::E
       pending_.erase(pending);
     }
   }
+  // A step whose patch is still being applied is answered the same way, not left without a reply.
+  for (auto it = patching_.begin(); it != patching_.end();) {
+    if (it->second.env != r.env) {
+      ++it;
+      continue;
+    }
+    ReplyError(it->second.client, it->second.request_id, ErrorCode::kUnknownEnv, "env.step",
+               "the env was closed before its step finished", {{"env", r.env}});
+    it = patching_.erase(it);
+  }
   quotas_.SessionClosed(session->principal);
   sessions_.erase(r.env);
   ReplyResult(client, id, json::object());

@@ -259,6 +259,22 @@ TEST(ServerTest, APatchIsAppliedOffTheLoopAndItsEnvIsBusyMeanwhile) {
   ASSERT_FALSE(replies.at(second).ok);
   EXPECT_EQ(replies.at(second).error.code, ErrorCode::kEnvBusy);
   EXPECT_TRUE(c.Step(env.env, protocol::SubmitAction{}).terminated) << "the env is free again";
+
+  // Closing an env while its patch is applied answers the step (UNKNOWN_ENV), never leaves it.
+  const protocol::EnvInfo other = c.Make(MakeRequest("cpu/softmax_rows", "null"));
+  c.Reset(other.env, 3);
+  const uint64_t orphan = c.Send(protocol::EnvStepRequest{
+      other.env, protocol::PatchAction{"@@ -1 +1 @@\n-x\n+y\n"}, nlohmann::json::object()});
+  const uint64_t close = c.Send(protocol::EnvCloseRequest{other.env});
+  std::map<uint64_t, client::Reply> after_close;
+  for (int i = 0; i < 2; ++i) {
+    std::optional<client::Reply> r = c.Recv(30);
+    ASSERT_TRUE(r) << "a reply was lost";
+    after_close.emplace(r->id, *r);
+  }
+  EXPECT_TRUE(after_close.at(close).ok);
+  EXPECT_FALSE(after_close.at(orphan).ok);
+  EXPECT_EQ(after_close.at(orphan).error.code, ErrorCode::kUnknownEnv);
 }
 
 // The runner evaluating a step is killed with SIGKILL: the server notices the silence, re-queues
