@@ -58,3 +58,10 @@ def test_version_and_id_rules(server):
     assert replies[0]["id"] == 3 and replies[0]["error"]["code"] == "UNSUPPORTED_VERSION"
     assert replies[1]["id"] == 0 and replies[1]["error"]["code"] == "BAD_REQUEST"
     assert "'id' must be >= 1" in replies[1]["error"]["message"]
+
+
+def test_an_error_reply_stays_small_whatever_the_client_sent(server):
+    env = "env-" + "x" * 100_000
+    [reply] = exchange(server.address, [msgpack.packb({"v": 1, "id": 5, "op": "env.close", "env": env})])
+    assert reply["id"] == 5 and reply["error"]["code"] == "UNKNOWN_ENV"
+    assert len(reply["error"]["message"]) <= 4096 + 3 and reply["error"]["message"].endswith("...")
