@@ -235,6 +235,17 @@ TEST(ServerTest, AGroupOfCandidatesIsScoredFromOneStateWithoutSteppingIt) {
   EXPECT_EQ(client::GroupRelativeAdvantages({2, 2}), (std::vector<double>{0, 0}));
 }
 
+// Up to `n` replies to earlier Send()s, by id (fewer when one does not come within 30 s).
+std::map<uint64_t, client::Reply> RecvReplies(Client& c, int n) {
+  std::map<uint64_t, client::Reply> replies;
+  for (int i = 0; i < n; ++i) {
+    std::optional<client::Reply> r = c.Recv(30);
+    if (!r) break;
+    replies.emplace(r->id, std::move(*r));
+  }
+  return replies;
+}
+
 // A patch is applied off the event loop (env/server/patch_workers.h): the env is busy until its
 // step is answered, and other requests are served meanwhile.
 TEST(ServerTest, APatchIsAppliedOffTheLoopAndItsEnvIsBusyMeanwhile) {
@@ -249,12 +260,8 @@ TEST(ServerTest, APatchIsAppliedOffTheLoopAndItsEnvIsBusyMeanwhile) {
   const uint64_t second = c.Send(protocol::EnvStepRequest{env.env, protocol::SubmitAction{}, nlohmann::json::object()});
   const protocol::HealthResult health = c.Health();  // served while the patch is applied
   EXPECT_EQ(health.sessions, 1);
-  std::map<uint64_t, client::Reply> replies;
-  for (int i = 0; i < 2; ++i) {
-    std::optional<client::Reply> r = c.Recv(30);
-    ASSERT_TRUE(r);
-    replies.emplace(r->id, *r);
-  }
+  const std::map<uint64_t, client::Reply> replies = RecvReplies(c, 2);
+  ASSERT_EQ(replies.size(), 2u) << "a reply was lost";
   EXPECT_EQ(client::AsStepResult(replies.at(patch)).observation.source, "int a = 0;\nint b = 1;\n");
   ASSERT_FALSE(replies.at(second).ok);
   EXPECT_EQ(replies.at(second).error.code, ErrorCode::kEnvBusy);
@@ -266,12 +273,8 @@ TEST(ServerTest, APatchIsAppliedOffTheLoopAndItsEnvIsBusyMeanwhile) {
   const uint64_t orphan = c.Send(protocol::EnvStepRequest{
       other.env, protocol::PatchAction{"@@ -1 +1 @@\n-x\n+y\n"}, nlohmann::json::object()});
   const uint64_t close = c.Send(protocol::EnvCloseRequest{other.env});
-  std::map<uint64_t, client::Reply> after_close;
-  for (int i = 0; i < 2; ++i) {
-    std::optional<client::Reply> r = c.Recv(30);
-    ASSERT_TRUE(r) << "a reply was lost";
-    after_close.emplace(r->id, *r);
-  }
+  const std::map<uint64_t, client::Reply> after_close = RecvReplies(c, 2);
+  ASSERT_EQ(after_close.size(), 2u) << "a reply was lost";
   EXPECT_TRUE(after_close.at(close).ok);
   EXPECT_FALSE(after_close.at(orphan).ok);
   EXPECT_EQ(after_close.at(orphan).error.code, ErrorCode::kUnknownEnv);
