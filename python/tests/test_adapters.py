@@ -58,3 +58,24 @@ def test_completion_text_reads_both_dataset_formats():
     assert completion_text("plain") == "plain"
     assert completion_text([{"role": "assistant", "content": "a"}]) == "a"
     assert completion_text([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]) == "a"
+
+
+def test_verl_calls_the_reward_function_in_both_of_its_shapes(start_server):
+    from kernelgym.adapters import verl
+
+    server = start_server("--local-runners", "2")
+    info = {"task": "cpu/softmax_rows", "address": server.address}
+    try:
+        # The naive reward manager: one call per sample, keyword arguments.
+        fast = verl.compute_score(data_source="kernelgym", solution_str=f"```cpp\n{FAST}```", ground_truth=None,
+                                  extra_info=info)
+        broken = verl.compute_score(data_source="kernelgym", solution_str=f"```cpp\n{BROKEN}```",
+                                    ground_truth="cpu/softmax_rows", extra_info={"address": server.address})
+        assert isinstance(fast, float) and fast > broken
+        # The batch reward manager: lists.
+        scores = verl.compute_score_batch(data_sources=["kernelgym"] * 3,
+                                          solution_strs=[f"```cpp\n// v\n{FAST}```", "no code", f"```cpp\n{BROKEN}```"],
+                                          ground_truths=[None] * 3, extra_infos=[info] * 3)
+        assert len(scores) == 3 and scores[0] > scores[2] >= scores[1]
+    finally:
+        verl.close()
