@@ -336,8 +336,11 @@ TEST(ServerTest, SigtermFinishesInFlightStepsAndFlushesTheRecorder) {
   const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "cpu", /*record=*/true));
   c.Reset(env.env, 9);
   c.Step(env.env, protocol::ReplaceAction{Improved()});
-  const uint64_t id = c.Send(protocol::EnvStepRequest{env.env, protocol::EditAction{{{"extern \"C\"", "extern \"C\" oops"}}}});
-  // The step must be in flight (received, evaluating) when the signal comes.
+  // A correct new kernel (compiled, checked and timed: a second or more), not a compile error that
+  // is answered in a blink: the step must be in flight (received, evaluating) when the signal
+  // comes, and a poll of `stats` must be able to see it so.
+  const uint64_t id =
+      c.Send(protocol::EnvStepRequest{env.env, protocol::EditAction{{{"extern \"C\"", "// sigterm\nextern \"C\""}}}});
   ASSERT_TRUE(WaitFor([&] { return c.Stats()["pending"] == 1; }, 30));
   kill(server.pid(), SIGTERM);
   std::optional<client::Reply> reply = c.Recv(120);
