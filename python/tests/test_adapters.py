@@ -79,3 +79,15 @@ def test_verl_calls_the_reward_function_in_both_of_its_shapes(start_server):
         assert len(scores) == 3 and scores[0] > scores[2] >= scores[1]
     finally:
         verl.close()
+
+
+def test_envs_closed_by_the_server_between_batches_are_made_again(start_server):
+    # An idle timeout of 1 s: the env kept after the first batch is gone by the second.
+    server = start_server("--local-runners", "0", "--null-backend", "--idle-timeout", "1")
+    with KernelReward(server.address, backend="null") as reward:
+        first = reward(completions=[f"```cpp\n{STARTER}```"], task=["cpu/softmax_rows"])
+        import time
+
+        time.sleep(2.5)
+        second = reward(completions=[f"```cpp\n// b\n{STARTER}```"], task=["cpu/softmax_rows"])
+        assert len(first) == len(second) == 1 and second[0] is not None

@@ -27,6 +27,7 @@ from typing import Any
 from kernelgym import text
 from kernelgym.client import Client
 from kernelgym.env import KernelGymEnv
+from kernelgym.errors import UnknownEnv
 from kernelgym.group import score_groups
 
 __all__ = ["KernelReward", "completion_text"]
@@ -80,11 +81,23 @@ class KernelReward:
                 rewards[i] = self._parse_error_reward(env)
                 continue
             by_task.setdefault(str(task), []).append((i, action))
-        groups = [(self._envs[task], [action for _, action in items]) for task, items in by_task.items()]
-        for (task, items), scored in zip(by_task.items(), score_groups(groups, timeout_s=self.timeout_s)):
+        try:
+            results = self._score(by_task)
+        except UnknownEnv:
+            # A long pause between batches (evaluation, checkpointing) can outlast the server's idle
+            # timeout, which closes the kept envs: make them again, once.
+            for env in self._envs.values():
+                env.close()
+            self._envs.clear()
+            results = self._score(by_task)
+        for (task, items), scored in zip(by_task.items(), results):
             for (i, _), s in zip(items, scored):
                 rewards[i] = s.reward
         return rewards
+
+    def _score(self, by_task: Mapping[str, list[tuple[int, dict[str, Any]]]]) -> list[list[Any]]:
+        groups = [(self._env(task), [action for _, action in items]) for task, items in by_task.items()]
+        return score_groups(groups, timeout_s=self.timeout_s)
 
     def _env(self, task: str) -> KernelGymEnv:
         if task not in self._envs:
