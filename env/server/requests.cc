@@ -109,7 +109,7 @@ void ServerLoop::Hello(const std::string& client, uint64_t id) {
   hello.default_max_steps = options_.default_max_steps;
   hello.default_time_budget_s = options_.default_time_budget_s;
   hello.max_message_bytes = protocol::kMaxMessageBytes;
-  SendTo(clients_, client, protocol::EncodeHelloReply(id, hello));
+  SendToClient(client, protocol::EncodeHelloReply(id, hello));
 }
 
 void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::EnvMakeRequest& r) {
@@ -418,6 +418,12 @@ json ServerLoop::Stats() {
           {"requests", requests_by_op_},
           {"errors", errors_by_code_},
           {"undeliverable_replies", undeliverable_},
+          {"client_outboxes", outboxes_.size()},
+          {"client_outbox_bytes", [&] {
+             std::size_t bytes = 0;
+             for (const auto& [client, box] : outboxes_) bytes += box.bytes;
+             return bytes;
+           }()},
           {"rss_bytes", ResidentBytes()},
           {"open_fds", OpenFileDescriptors()},
           {"draining", draining_},

@@ -26,6 +26,72 @@ std::string ServerLoop::NewId(const char* prefix) {
   return buf;
 }
 
+namespace {
+
+// A client that does not read its replies may have this many waiting in ZeroMQ's queue for its
+// connection, and this many more bytes in the server's own outbox for it; past both, further
+// replies to it are dropped (stats.undeliverable_replies). Enough for an honest client pipelining
+// thousands of steps; a bound on what a client that never reads costs the server.
+constexpr int kMaxQueuedRepliesPerClient = 100;
+constexpr std::size_t kMaxOutboxBytesPerClient = std::size_t{64} << 20;
+
+enum class Sent { kOk, kQueueFull, kGone };
+
+Sent TrySend(zmq::socket_t& socket, const std::string& identity, const std::string& bytes) {
+  try {
+    std::array<zmq::const_buffer, 2> frames{zmq::buffer(identity), zmq::buffer(bytes)};
+    // ROUTER_MANDATORY: a peer that went away is an error here (EHOSTUNREACH), not a silent drop;
+    // a full queue for it is EAGAIN (no value).
+    return zmq::send_multipart(socket, frames, zmq::send_flags::dontwait) ? Sent::kOk : Sent::kQueueFull;
+  } catch (const zmq::error_t& e) {
+    spdlog::debug("reply undeliverable: {}", e.what());
+    return Sent::kGone;
+  }
+}
+
+}  // namespace
+
+void ServerLoop::SendToClient(const std::string& identity, std::string bytes) {
+  auto box = outboxes_.find(identity);
+  if (box == outboxes_.end()) {
+    switch (TrySend(clients_, identity, bytes)) {
+      case Sent::kOk:
+        return;
+      case Sent::kGone:
+        ++undeliverable_;
+        return;
+      case Sent::kQueueFull:
+        box = outboxes_.emplace(identity, Outbox{}).first;
+        break;
+    }
+  }
+  // Behind an outbox, replies keep their order.
+  if (box->second.bytes + bytes.size() > kMaxOutboxBytesPerClient) {
+    ++undeliverable_;
+    return;
+  }
+  box->second.bytes += bytes.size();
+  box->second.replies.push_back(std::move(bytes));
+}
+
+void ServerLoop::FlushOutboxes() {
+  for (auto it = outboxes_.begin(); it != outboxes_.end();) {
+    Outbox& box = it->second;
+    while (!box.replies.empty()) {
+      const Sent sent = TrySend(clients_, it->first, box.replies.front());
+      if (sent == Sent::kQueueFull) break;
+      if (sent == Sent::kGone) {
+        undeliverable_ += box.replies.size();
+        box.replies.clear();
+        break;
+      }
+      box.bytes -= box.replies.front().size();
+      box.replies.pop_front();
+    }
+    it = box.replies.empty() ? outboxes_.erase(it) : std::next(it);
+  }
+}
+
 void ServerLoop::SendTo(zmq::socket_t& socket, const std::string& identity, const std::string& bytes) {
   try {
     std::array<zmq::const_buffer, 2> frames{zmq::buffer(identity), zmq::buffer(bytes)};
@@ -57,12 +123,11 @@ void ServerLoop::ReplyError(const std::string& client, uint64_t id, ErrorCode co
                             std::string message, std::map<std::string, std::string> details) {
   ++errors_by_code_[std::string(protocol::ErrorCodeName(code))];
   if (!op.empty()) details["op"] = op;
-  SendTo(clients_, client,
-         protocol::EncodeErrorReply(id, SafeError(Error{code, std::move(message), std::move(details)})));
+  SendToClient(client, protocol::EncodeErrorReply(id, SafeError(Error{code, std::move(message), std::move(details)})));
 }
 
 void ServerLoop::Deliver(const std::string& client, std::string reply, std::optional<std::string> record) {
-  if (!record) return SendTo(clients_, client, reply);
+  if (!record) return SendToClient(client, std::move(reply));
   const uint64_t token = next_token_++;
   held_replies_.emplace(token, std::make_pair(client, std::move(reply)));
   recorder_->Submit(token, std::move(*record));
@@ -73,7 +138,7 @@ void ServerLoop::DeliverDurable() {
   for (uint64_t token : recorder_->TakeDurable()) {
     auto it = held_replies_.find(token);
     if (it == held_replies_.end()) continue;
-    SendTo(clients_, it->second.first, it->second.second);
+    SendToClient(it->second.first, std::move(it->second.second));
     held_replies_.erase(it);
   }
   // A record that could not be written must not cost the policy its step: the reply goes out,
@@ -82,7 +147,7 @@ void ServerLoop::DeliverDurable() {
     spdlog::error("trajectory record lost: {}", failed.error);
     auto it = held_replies_.find(failed.token);
     if (it == held_replies_.end()) continue;
-    SendTo(clients_, it->second.first, it->second.second);
+    SendToClient(it->second.first, std::move(it->second.second));
     held_replies_.erase(it);
   }
 }
@@ -136,7 +201,7 @@ void ServerLoop::OnClientMessage(const std::string& client, std::string_view byt
   ++requests_by_op_[decoded.op.empty() ? "?" : decoded.op];
   if (!decoded.request) {
     ++errors_by_code_[std::string(protocol::ErrorCodeName(decoded.error.code))];
-    SendTo(clients_, client, protocol::EncodeErrorReply(decoded.id, SafeError(decoded.error)));
+    SendToClient(client, protocol::EncodeErrorReply(decoded.id, SafeError(decoded.error)));
     return;
   }
   try {
@@ -185,7 +250,9 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
   for (zmq::socket_t* s : {&clients_, &runners_}) {
     s->set(zmq::sockopt::linger, 0);
     s->set(zmq::sockopt::router_mandatory, 1);
-    s->set(zmq::sockopt::sndhwm, 100000);
+    // A client's unread replies beyond a few go to its outbox (SendToClient), which is bounded in
+    // bytes; runners read everything at once.
+    s->set(zmq::sockopt::sndhwm, s == &clients_ ? kMaxQueuedRepliesPerClient : 100000);
     s->set(zmq::sockopt::rcvhwm, 100000);
     // ZeroMQ drops the connection of a peer that sends more than this, without a word; below it,
     // an oversized request (> kMaxMessageBytes) gets a BAD_REQUEST reply from the decoder.
@@ -277,6 +344,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     }
     if (items[2].revents & ZMQ_POLLIN) OnPatchesApplied();
     if (recorder_) DeliverDurable();
+    FlushOutboxes();
     // Timeouts, reaping and supervision need no finer grain than this; running them after every
     // message would cost the request path for nothing.
     if (now - last_tick_ >= std::chrono::milliseconds(10)) {
@@ -299,6 +367,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     ReplyError(frames.front().to_string(), decoded.id, ErrorCode::kOverloaded, decoded.op,
                "the server is shutting down", {{"retry_after_s", "5"}, {"reason", "shutting_down"}});
   }
+  FlushOutboxes();  // what the clients' queues take now; the rest goes with the server
   if (local_runners_) local_runners_->Stop(std::chrono::milliseconds(5000));
   RemoveRunnerKeys();
   spdlog::info("stopped");

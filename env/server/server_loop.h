@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -67,12 +68,18 @@ class ServerLoop {
 
  private:
   // ---- transport ----
+  // To a runner (SendToRunner); a client's replies go through SendToClient.
   void SendTo(zmq::socket_t& socket, const std::string& identity, const std::string& bytes);
+  // Replies to clients: straight to the socket, or — when the client has left
+  // kMaxQueuedRepliesPerClient replies unread in ZeroMQ's queue — to its outbox, up to
+  // kMaxOutboxBytesPerClient, then dropped and counted (docs/protocol.md, "Limits").
+  void SendToClient(const std::string& identity, std::string bytes);
+  void FlushOutboxes();  // each loop turn: what the clients' queues take again
   void SendToRunner(const std::string& identity, const std::string& bytes) { SendTo(runners_, identity, bytes); }
   void ReplyError(const std::string& client, uint64_t id, protocol::ErrorCode code, const std::string& op, std::string message,
                   std::map<std::string, std::string> details = {});
   void ReplyResult(const std::string& client, uint64_t id, const nlohmann::json& result) {
-    SendTo(clients_, client, protocol::EncodeResultReply(id, result));
+    SendToClient(client, protocol::EncodeResultReply(id, result));
   }
   // Sends a reset/step reply, after its record is durable when the env records.
   void Deliver(const std::string& client, std::string reply, std::optional<std::string> record);
@@ -154,6 +161,11 @@ class ServerLoop {
   Clock::time_point last_tick_{};
   std::map<std::string, uint64_t> requests_by_op_, errors_by_code_;
   uint64_t steps_ = 0, resets_ = 0, undeliverable_ = 0;
+  struct Outbox {
+    std::deque<std::string> replies;
+    std::size_t bytes = 0;
+  };
+  std::unordered_map<std::string, Outbox> outboxes_;  // only clients that have a backlog
 };
 
 }  // namespace kernelgym::server::detail

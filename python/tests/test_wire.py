@@ -3,6 +3,8 @@ and read back with msgpack's strict (default) decoder, as any client in another 
 
 from __future__ import annotations
 
+import time
+
 import msgpack
 import zmq
 
@@ -65,3 +67,45 @@ def test_an_error_reply_stays_small_whatever_the_client_sent(server):
     [reply] = exchange(server.address, [msgpack.packb({"v": 1, "id": 5, "op": "env.close", "env": env})])
     assert reply["id"] == 5 and reply["error"]["code"] == "UNKNOWN_ENV"
     assert len(reply["error"]["message"]) <= 4096 + 3 and reply["error"]["message"].endswith("...")
+
+
+def rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_replies_nobody_reads_cost_the_server_a_bounded_amount(start_server):
+    # 3,000 tasks.list (each reply ~100 KB) on a connection that never reads: the server keeps at
+    # most 100 in ZeroMQ's queue and 64 MiB in its outbox for it, and drops (counts) the rest.
+    server = start_server("--local-runners", "0", "--null-backend")
+    with Client(server.address) as client:
+        client.health()
+        baseline = rss_mb(server.pid)
+        context = zmq.Context()
+        silent = context.socket(zmq.DEALER)
+        silent.setsockopt(zmq.LINGER, 0)
+        silent.connect(server.address)
+        try:
+            for i in range(3000):
+                silent.send(msgpack.packb({"v": 1, "id": i + 1, "op": "tasks.list", "suite": ""}))
+            peak = 0.0
+            for _ in range(100):  # until every request was handled (at most 20 s)
+                stats = client.stats()
+                peak = max(peak, rss_mb(server.pid) - baseline)
+                if stats["requests"].get("tasks.list", 0) >= 3000:
+                    break
+                time.sleep(0.2)
+            assert stats["undeliverable_replies"] > 0
+            assert peak < 200, f"the server grew by {peak:.0f} MB for replies nobody read"
+            assert client.health()["status"] == "ok"
+        finally:
+            silent.close(linger=0)
+            context.term()
+        # A client that reads, however much it pipelines, loses nothing: 2,000 requests in flight.
+        ids = {client.send("health") for _ in range(2000)}
+        while ids:
+            reply = client.recv(timeout_s=30)
+            assert reply is not None, f"{len(ids)} replies lost"
+            ids.discard(reply.id)
