@@ -262,6 +262,10 @@ DecodedRequest DecodeRequest(std::string_view bytes) {
     msgpack::object_handle handle;
     try {
       handle = msgpack::unpack(bytes.data(), bytes.size(), offset, nullptr, nullptr, kUnpackLimits);
+    } catch (const msgpack::size_overflow& e) {
+      // Named, with the limits (docs/protocol.md, "Limits"): the message itself may be valid.
+      throw DecodeFailure{std::string("the message exceeds a limit: ") + e.what() +
+                          " (at most 65,536 elements per array, 4,096 entries per map, 32 levels of nesting)"};
     } catch (const std::exception& e) {
       throw DecodeFailure{std::string("not a valid msgpack message: ") + e.what()};
     }
