@@ -18,8 +18,8 @@ struct DecodedRequest {
 };
 
 [[nodiscard]] DecodedRequest DecodeRequest(std::string_view bytes);
-// The top-level "id" of a msgpack request map that may be malformed elsewhere (0 when it has none
-// that can be read): what DecodeRequest answers a refused request with, and what the server
+// The top-level "id" of a msgpack request map of any size that may be malformed elsewhere (0 when
+// it has none that can be read): what DecodeRequest answers a refused request with, and what the server
 // answers a multi-part message with (its last part).
 uint64_t ScanRequestId(std::string_view bytes);
 std::string EncodeRequest(const Request& request);

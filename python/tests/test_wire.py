@@ -109,3 +109,31 @@ def test_replies_nobody_reads_cost_the_server_a_bounded_amount(start_server):
             reply = client.recv(timeout_s=30)
             assert reply is not None, f"{len(ids)} replies lost"
             ids.discard(reply.id)
+
+
+def test_the_documented_limits_hold(start_server):
+    """docs/protocol.md, "Limits": each limit a client can reach, against the server."""
+    server = start_server("--local-runners", "0", "--null-backend", "--max-sessions", "2")
+    deep: object = 1
+    for _ in range(33):
+        deep = {"a": deep}
+    oversized = msgpack.packb({"v": 1, "id": 21, "op": "env.step", "env": "e", "action": {"kind": "replace",
+                               "source": "x" * (8 << 20)}})
+    replies = exchange(server.address, [
+        oversized,
+        msgpack.packb({"v": 1, "id": 22, "op": "env.step", "env": "e", "action": {"kind": "submit"}, "meta": deep}),
+        msgpack.packb({"v": 1, "id": 23, "op": "env.make", "task": "cpu/softmax_rows", "backend": "null",
+                       "max_steps": 10001}),
+    ])
+    assert [r["id"] for r in replies] == [21, 22, 23]
+    assert all(r["error"]["code"] == "BAD_REQUEST" for r in replies)
+    assert "8388608-byte limit" in replies[0]["error"]["message"]
+    assert "32 levels" in replies[1]["error"]["message"] or "depth" in replies[1]["error"]["message"]
+    assert "max_steps" in replies[2]["error"]["message"]
+    # --max-sessions: the third env is refused with a retry hint (a string, like every details value).
+    with Client(server.address) as client:
+        for _ in range(2):
+            client.make("cpu/softmax_rows", backend="null")
+        [refused] = exchange(server.address, [msgpack.packb({"v": 1, "id": 24, "op": "env.make",
+                                                             "task": "cpu/softmax_rows", "backend": "null"})])
+        assert refused["error"]["code"] == "OVERLOADED" and refused["error"]["details"]["retry_after_s"] == "10"
