@@ -73,14 +73,6 @@ constexpr double kIdleCpuSlackNs = 1'000'000;
 constexpr double kIdleCpuFraction = 0.02;
 // The pause after the trials is one interval of 20 ms: a thread left running uses all of it.
 constexpr double kAfterReturnCpuSlackNs = 500'000;
-// The executor runs under RLIMIT_CPU, which makes Linux read its process CPU clock from the group
-// CPU timer: a thread on the CPU has its time added there only at a scheduler tick or when it
-// sleeps. Read right after `done`, the clock can miss up to one tick of the call (4 ms at
-// Debian's HZ=250), which then shows up in the next interval as CPU used between calls: an honest
-// single-threaded kernel was failed so (3.9 ms "between calls" in 1.8 ms, once in a few suite
-// runs on a loaded machine). Each interval is allowed the part of the previous call that can be
-// unaccounted: at most a tick, at most the call's own wall time.
-constexpr double kCpuAccountingTickNs = 4'000'000;
 // Where the executor's file view is mounted before it chroots into it (in the sandbox's own /tmp).
 constexpr char kViewMountPoint[] = "/tmp/kernelgym-view";
 
@@ -542,9 +534,7 @@ class Judge {
     }
     idle_cpu_ns_ += call.idle_cpu_ns;
     idle_wall_ns_ += call.idle_wall_ns;
-    accounting_lag_ns_ += std::min(kCpuAccountingTickNs, last_call_wall_ns_);
-    last_call_wall_ns_ = call.wall_ns;
-    if (idle_cpu_ns_ > kIdleCpuSlackNs + accounting_lag_ns_ + kIdleCpuFraction * idle_wall_ns_) {
+    if (idle_cpu_ns_ > kIdleCpuSlackNs + kIdleCpuFraction * idle_wall_ns_) {
       char text[256];
       std::snprintf(text, sizeof(text), "%.0f us of CPU time in %.0f us between its calls (the last interval: %.0f us in %.0f us)",
                     idle_cpu_ns_ / 1e3, idle_wall_ns_ / 1e3, call.idle_cpu_ns / 1e3, call.idle_wall_ns / 1e3);
@@ -596,8 +586,7 @@ class Judge {
     bool changed = false;
     for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
       changed = changed || std::memcmp(snapshot[o].data(), CandOut(s, 0, o).data(), snapshot[o].size()) != 0;
-    const bool ran = idle_cpu > kAfterReturnCpuSlackNs + std::min(kCpuAccountingTickNs, last_call_wall_ns_) +
-                                    kIdleCpuFraction * idle_wall;
+    const bool ran = idle_cpu > kAfterReturnCpuSlackNs + kIdleCpuFraction * idle_wall;
     report::Send({FrameKind::kAfterReturn, {{"changed", changed}, {"ran", ran}, {"idle_cpu_ns", idle_cpu}, {"idle_wall_ns", idle_wall}}, {}});
   }
 
@@ -722,8 +711,6 @@ class Judge {
   Side reference_, executor_;
   std::vector<double> reference_call_ns_;  // per shape set: the reference's fastest trial call
   double idle_cpu_ns_ = 0, idle_wall_ns_ = 0;  // the executor's, summed over every interval between calls
-  double accounting_lag_ns_ = 0;  // summed allowance for CPU time of calls accounted late (kCpuAccountingTickNs)
-  double last_call_wall_ns_ = 0;  // the latest call's wall time
   std::unique_ptr<Counters> counters_;
   json protections_ = json::object();
 };
