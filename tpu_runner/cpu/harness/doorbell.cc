@@ -22,6 +22,10 @@ void FutexWakeAll(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+int FutexWakeOne(std::atomic<uint32_t>* word) {
+  return static_cast<int>(syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, 1, nullptr, nullptr, 0));
+}
+
 uint32_t AwaitGo(Doorbell& bell, uint32_t last_seen) {
   for (;;) {
     const uint32_t go = bell.go.load(std::memory_order_acquire);

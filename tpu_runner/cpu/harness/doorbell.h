@@ -50,6 +50,8 @@ static_assert(sizeof(Doorbell) <= 4096, "one page");
 // change, timeout or signal; the caller re-checks.
 void FutexWait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns);
 void FutexWakeAll(std::atomic<uint32_t>* word);
+// Wakes at most one waiter; returns how many were woken (0 or 1), -1 on error.
+int FutexWakeOne(std::atomic<uint32_t>* word);
 
 // The side's loop: waits for the next `go` after `last_seen` (forever) and returns it.
 uint32_t AwaitGo(Doorbell& bell, uint32_t last_seen);

@@ -1,5 +1,7 @@
 #include "tpu_runner/cpu/harness/side.h"
 
+#include <sched.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -57,6 +59,23 @@ bool Side::AwaitReady(double wall_limit_ns) {
   return true;
 }
 
+void Side::AwaitAsleep() {
+  // Under RLIMIT_CPU Linux reads a process's CPU clock from its group CPU timer, which gets a
+  // running thread's time only at a scheduler tick or when the thread sleeps. Read while the
+  // process is still on its way from `done` to its wait for the next call, the clock can miss up
+  // to a tick (4 ms) of the call — which the next interval would then count as CPU used between
+  // calls (an honest single-threaded starter was failed so, under load). So the clock is read
+  // once a thread sleeps on `go`: FUTEX_WAKE says whether one was waiting (the woken thread finds
+  // `go` unchanged and sleeps again). Bounded: a process that never waits is read after
+  // kAsleepWaitNs, as before. Reading later can only move CPU time from "between calls" into the
+  // call, by at most that bound.
+  const double start = MonotonicNs();
+  while (FutexWakeOne(&bell_->go) <= 0) {
+    if (MonotonicNs() - start > kAsleepWaitNs || Exited()) return;
+    sched_yield();
+  }
+}
+
 Side::Call Side::Ring(CallOp op, uint32_t shape_set, uint32_t input_set, double cpu_limit_ns, double wall_limit_ns) {
   Call call;
   bell_->op = static_cast<uint32_t>(op);
@@ -103,6 +122,7 @@ Side::Call Side::Ring(CallOp op, uint32_t shape_set, uint32_t input_set, double 
     return call;
   }
   const double t1 = MonotonicNs();
+  AwaitAsleep();
   const double c1 = CpuNs();
   call.wall_ns = t1 - t0;
   call.cpu_ns = c1 - c0;

@@ -51,6 +51,10 @@ class Side {
   bool AwaitReady(double wall_limit_ns);
 
   double CpuNs() const;  // the process's CPU time so far (all threads); 0 when unreadable
+  // After a call: until a thread of the process sleeps on `go` (at most kAsleepWaitNs), so that
+  // its CPU clock holds the whole call (side.cc says why).
+  void AwaitAsleep();
+  static constexpr double kAsleepWaitNs = 200'000;
   bool Exited();         // reaps it when it has exited
   int wait_status() const { return wait_status_; }
   void Kill();           // SIGKILL and reap
