@@ -307,6 +307,15 @@ std::optional<std::string> RecountHunks(const std::string& source, const std::st
 
 EditOutcome ApplyPatch(const std::string& source, const std::string& diff) {
   if (diff.find("@@") == std::string::npos) return {std::nullopt, "patch: not a unified diff (no @@ hunk header)"};
+  // The action changes one source; GNU patch given two files' sections with -o would write both
+  // results, one after the other, into it.
+  const std::vector<std::string> lines = SplitLines(diff);
+  int files = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    if (lines[i].rfind("--- ", 0) == 0 && i + 1 < lines.size() && lines[i + 1].rfind("+++ ", 0) == 0) ++files;
+  if (files > 1)
+    return {std::nullopt, "patch: the diff changes " + std::to_string(files) +
+                              " files; a patch action changes the one kernel source (send one file's hunks)"};
   std::string why;
   const std::optional<std::string> recounted = RecountHunks(source, diff, why);
   if (recounted) {

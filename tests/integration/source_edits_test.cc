@@ -262,5 +262,15 @@ TEST(RecountHunks, DeclinesWhatItCannotPlaceForSure) {
   EXPECT_TRUE(why.empty()) << why;
 }
 
+// Two files' sections, which GNU patch with -o would write one after the other into the source.
+TEST(ApplyPatch, ADiffOfTwoFilesIsRefused) {
+  const std::string diff =
+      "--- a/kernel.cpp\n+++ b/kernel.cpp\n@@ -1 +1 @@\n-a\n+A\n"
+      "--- a/other.cpp\n+++ b/other.cpp\n@@ -1 +1 @@\n-a\n+B\n";
+  const EditOutcome out = ApplyPatch("a\nb\nc\nd\n", diff);
+  EXPECT_FALSE(out.source) << *out.source;
+  EXPECT_NE(out.error.find("changes 2 files"), std::string::npos) << out.error;
+}
+
 }  // namespace
 }  // namespace kernelgym
