@@ -127,11 +127,9 @@ void Agent::Observe(const protocol::Observation& o, const std::string& phase) {
 }
 
 protocol::StepResult Agent::Step(const protocol::Action& action, const std::string& phase) {
-  json exchanges = json::array();
-  for (const roles::Exchange& e : pending_) exchanges.push_back(e.ToJson());
-  pending_.clear();
   json meta = {{"policy", "kernelgym-agent"}, {"model", options_.model}, {"round", round_}, {"phase", phase}};
-  if (!exchanges.empty()) meta[record::meta::kExchanges] = exchanges;
+  roles::AppendExchanges(pending_, meta);
+  pending_.clear();
   protocol::StepResult result = env_.Step(env_id_, action, meta);
   ++report_.steps;
   if (transcript_) {

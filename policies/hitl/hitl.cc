@@ -134,12 +134,8 @@ std::optional<protocol::Action> HitlSession::AskForEdit(Role role, const roles::
 
 void HitlSession::Step(const protocol::Action& action, const std::string& actor) {
   json meta = {{"policy", "kernelgym-hitl"}, {"actor", actor}, {"model", options_.model}};
-  if (!pending_.empty()) {
-    json exchanges = json::array();
-    for (const roles::Exchange& e : pending_) exchanges.push_back(e.ToJson());
-    meta[record::meta::kExchanges] = exchanges;
-    pending_.clear();
-  }
+  roles::AppendExchanges(pending_, meta);
+  pending_.clear();
   out_ << "evaluating...\n" << std::flush;
   const protocol::StepResult result = env_.Step(env_id_, action, meta);
   current_ = result.observation;

@@ -33,6 +33,13 @@ void MarkProducedNoStep(std::vector<Exchange>& exchanges) {
   for (Exchange& e : exchanges) e.produced_step = false;
 }
 
+void AppendExchanges(const std::vector<Exchange>& exchanges, nlohmann::json& meta) {
+  if (exchanges.empty()) return;
+  nlohmann::json& recorded = meta[record::meta::kExchanges];
+  if (!recorded.is_array()) recorded = nlohmann::json::array();
+  for (const Exchange& e : exchanges) recorded.push_back(e.ToJson());
+}
+
 Assistant::Assistant(llm::ChatClient& chat, const RoleSet& roles, int repairs)
     : chat_(chat), roles_(roles), repairs_(repairs) {}
 

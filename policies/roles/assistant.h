@@ -35,6 +35,9 @@ struct Exchange {
 
 // Marks every exchange as having led to no step (an ask that failed, a proposal refused).
 void MarkProducedNoStep(std::vector<Exchange>& exchanges);
+// Appends the exchanges' record forms to a step's meta["exchanges"] (docs/dataset.md, "meta");
+// leaves `meta` as it is when there are none.
+void AppendExchanges(const std::vector<Exchange>& exchanges, nlohmann::json& meta);
 
 // Counts over an Assistant's asks.
 struct AskStats {

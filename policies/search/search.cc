@@ -1,7 +1,5 @@
 #include "policies/search/search.h"
 
-#include "datasets/trajectory/record_schema.h"
-
 #include <algorithm>
 #include <cmath>
 #include <future>
@@ -161,11 +159,9 @@ std::vector<int> Searcher::Evaluate(const std::vector<Child>& children) {
                    {"strategy", c.proposal.strategy}, {"parent", c.parent}};
       // The model calls behind this child go with its own step; those that produced nothing ride
       // along, marked, so that they are recorded but never credited with this step's reward.
-      json recorded = json::array();
-      for (const roles::Exchange& e : c.proposal.exchanges) recorded.push_back(e.ToJson());
-      for (const roles::Exchange& e : unproductive_) recorded.push_back(e.ToJson());
+      roles::AppendExchanges(c.proposal.exchanges, meta);
+      roles::AppendExchanges(unproductive_, meta);
       unproductive_.clear();
-      if (!recorded.empty()) meta[record::meta::kExchanges] = recorded;
       in_flight[env_.Send(protocol::EnvStepRequest{env, c.proposal.action, meta})] = {next, env};
       ++next;
     }
@@ -377,12 +373,8 @@ void Searcher::SubmitBest() {
   json attempts = json::array();
   for (int id : candidates) {
     json meta = {{"policy", "kernelgym-search"}, {"submit_of_node", id}};
-    if (!unproductive_.empty()) {  // the last exchanges that produced nothing: recorded, marked
-      json recorded = json::array();
-      for (const roles::Exchange& e : unproductive_) recorded.push_back(e.ToJson());
-      unproductive_.clear();
-      meta[record::meta::kExchanges] = recorded;
-    }
+    roles::AppendExchanges(unproductive_, meta);  // the last exchanges that produced nothing, marked
+    unproductive_.clear();
     const protocol::StepResult r = env_.Step(EnvOf(id), protocol::SubmitAction{}, meta);
     envs_.erase(id);  // the submit ended that env's episode
     const protocol::Observation& o = r.observation;
