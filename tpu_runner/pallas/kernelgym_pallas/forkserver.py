@@ -41,13 +41,16 @@ SANDBOX_MARK = "KERNELGYM_FORK_SERVER_SANDBOX"  # the runner's word that /tmp is
 
 def _empty(folder: str, keep: str) -> bool:
     """Removes everything in `folder` but the job folder `keep` (a bind mount of the runner's, which
-    the runner empties) and the folders on the way to it; True when nothing else is left. The job
-    folder lies under /tmp when the runner's cache does (KERNELGYM_CACHE=/tmp/...)."""
+    the runner empties), the runner's other mounts (read-only binds: a checkout, a build folder or
+    a virtualenv under /tmp) and the folders on the way to them; True when nothing else is left.
+    The job folder lies under /tmp when the runner's cache does (KERNELGYM_CACHE=/tmp/...). A mount
+    is the runner's, never the candidate's: the sandbox lets no job mount anything."""
     clean = True
     for entry in os.scandir(folder):
-        if entry.path == keep:
+        if entry.path == keep or os.path.ismount(entry.path):
             continue
-        if keep.startswith(entry.path + "/") and entry.is_dir(follow_symlinks=False):
+        holds_mount = entry.is_dir(follow_symlinks=False) and (keep.startswith(entry.path + "/") or _holds_mount(entry.path))
+        if holds_mount:
             clean = _empty(entry.path, keep) and clean
             continue
         try:
@@ -59,6 +62,16 @@ def _empty(folder: str, keep: str) -> bool:
             pass
         clean = clean and not os.path.lexists(entry.path)
     return clean
+
+
+def _holds_mount(folder: str) -> bool:
+    """Whether a mount point lies somewhere under `folder` (bwrap makes the folders on the way to
+    a bind's target; those stay, emptied of anything else)."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return False
+    return any(os.path.ismount(e.path) or (e.is_dir(follow_symlinks=False) and _holds_mount(e.path)) for e in entries)
 
 
 def _become_job(server: socket.socket, fds: list[int], role: str, prepared, seccomp: bool, facts: dict) -> None:
