@@ -171,7 +171,10 @@ TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
        "Use 'max_completion_tokens' instead"},
       {"small context", {{"endpoint", {{"context_window", 8192}}}, {"default", {{"content", "x"}}}}, {"--max-tokens", "8192"},
        "maximum context length is 8192"},
-      {"slow model, short budget", {{"default", {{"content", "x"}, {"delay_s", 30}}}}, {"--time-budget-s", "3"},
+      // The budget must outlast the starter's evaluation (seconds on a loaded CI machine: a
+      // budget spent before the first call is an ordinary end, not a model failure) and end
+      // inside the reply; a reply not cut would hold the run past RunAgent's 120 s limit.
+      {"slow model, short budget", {{"default", {{"content", "x"}, {"delay_s", 600}}}}, {"--time-budget-s", "15"},
        "time budget"},
   };
   for (const Case& c : cases) {
@@ -179,13 +182,10 @@ TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
     model.Start();
     std::vector<std::string> flags = {"--endpoint", model.base_url(), "--connect", server.clients(), "--report", "-"};
     flags.insert(flags.end(), c.flags.begin(), c.flags.end());
-    const auto start = std::chrono::steady_clock::now();
     const ProcessResult run = RunAgent(flags, 120);
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(run.exit_code, 3) << c.name << ": " << run.Describe() << run.stderr_text;
     EXPECT_NE(run.stderr_text.find(c.expected), std::string::npos) << c.name << ": " << run.stderr_text;
-    EXPECT_LE(model.requests().size(), 1u) << c.name;
-    EXPECT_LT(seconds, 28) << c.name << ": the run did not stop at once";
+    EXPECT_EQ(model.requests().size(), 1u) << c.name << ": one call, then the run stops";
     const auto brace = run.stdout_text.find('{');
     ASSERT_NE(brace, std::string::npos) << c.name << ": " << run.stdout_text;
     const nlohmann::json report = nlohmann::json::parse(run.stdout_text.substr(brace));
