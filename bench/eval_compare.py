@@ -16,6 +16,7 @@ machine affects both alike, and reports:
 import argparse
 import json
 import statistics
+import os
 import subprocess
 import tempfile
 import time
@@ -30,8 +31,11 @@ def evaluate(build, task, source, cold, workdir):
         path = Path(workdir) / f"{uuid.uuid4().hex}.cpp"
         path.write_text(text)
     start = time.monotonic()
+    # Each build's own harness, reference and executor: the CLI's compiled-in tools folder names
+    # the folder it was built in, which a copied build folder does not change.
+    env = dict(os.environ, KERNELGYM_TOOLS_DIR=str(Path(build).resolve() / "tpu_runner"))
     out = subprocess.run([str(Path(build) / "cli/kernelgym"), "eval", "--task", task, "--source", str(path), "--json"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     seconds = time.monotonic() - start
     try:
         r = json.loads(out.stdout)

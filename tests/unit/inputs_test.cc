@@ -154,6 +154,12 @@ TEST(FillInput, UniformWithinLowHigh) {
     ASSERT_LT(x, 1.5f);
   }
   EXPECT_NEAR(Mean(w), 1.0, 0.01);
+  EXPECT_NEAR(StdDev(w), 1.0 / std::sqrt(12.0), 0.01);
+  // Flat: each tenth of [0.5, 1.5) holds a tenth of the draws (the float32 fast path draws its
+  // own words, four streams side by side).
+  std::vector<int> tenths(10);
+  for (float x : w) ++tenths[std::min(9, static_cast<int>((x - 0.5f) * 10))];
+  for (int count : tenths) EXPECT_NEAR(count, kSamples / 10.0, 6 * std::sqrt(kSamples / 10.0));
 }
 
 TEST(FillInput, Float32UniformNeverReachesHigh) {
