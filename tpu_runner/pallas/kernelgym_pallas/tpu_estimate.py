@@ -264,6 +264,38 @@ def read_schedules(dump_dir) -> dict[str, Schedule]:
     return out
 
 
+# libtpu keeps a dump file's name under 250 characters: an op name too long for that is cut, and a
+# hash of it takes the tail's place (`<n>-<prefix>-<hash>-02-final_bundles.txt`; splash
+# attention's Mosaic kernels have 232-character names). Such a file is keyed "<prefix>-<hash>".
+_TRUNCATED_KEY = re.compile(r"^(.{100,}?)-(-?\d+)$")
+
+
+def for_op(table: dict, op_name: str, op_names) -> object | None:
+    """The entry of `table` (read_schedules / read_utilization) for the compiled op `op_name`: its
+    own name's, or the one truncated file whose prefix starts `op_name` and no other op of the
+    program's (`op_names`). Anything ambiguous finds nothing: the kernel is then unpriced and the
+    estimate untrusted, never priced from another kernel's schedule."""
+    if op_name in table:
+        return table[op_name]
+    found = []  # (key, prefix) of the truncated files whose prefix starts op_name
+    for key in table:
+        match = _TRUNCATED_KEY.match(key)
+        if match and len(op_name) > len(match.group(1)) and op_name.startswith(match.group(1)):
+            found.append((key, match.group(1)))
+    if len(found) != 1 or sum(1 for other in op_names if other.startswith(found[0][1])) != 1:
+        return None
+    return table[found[0][0]]
+
+
+def _keys_for(table: dict, op_names) -> set:
+    """The keys of `table` that belong to one of `op_names` (their own, or truncated)."""
+    taken = set()
+    for name in op_names:
+        entry = for_op(table, name, op_names)
+        taken.update(key for key, value in table.items() if entry is not None and value is entry)
+    return taken
+
+
 # ---- the profile files ------------------------------------------------------------------------
 
 _ESTIMATE = re.compile(r'hlo_op_estimate\s*\{[^{}]*?hlo_op_name:\s*"([^"]*)"[^{}]*?estimated_cycles:\s*(\d+)', re.S)
@@ -753,7 +785,8 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             per_step = c / steps if steps else None
             moved = k.bytes
         else:
-            schedule, use = schedules.get(k.name), bundles.get(k.name)
+            kernel_ops = [h.name for h in hlo_kernels]
+            schedule, use = for_op(schedules, k.name, kernel_ops), for_op(bundles, k.name, kernel_ops)
             if schedule is None:
                 reasons.append(f"no final schedule was dumped for Mosaic kernel {k.name}")
                 executed, per_step = 0.0, None
@@ -785,7 +818,8 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     # nothing (exp(sin(x) x) on 16M floats: the profile 432,950 cycles, the model a copy's time),
     # the profile counts a loop's body once. Both are lower bounds: the larger is taken.
     xla_seconds = max(xla_model, xla_llo / clock)
-    xla_ops = [op for op in (cycles or schedules) if op not in kernel_names and not op.startswith(("<", "TLP"))]
+    kernel_keys = kernel_names | _keys_for(cycles or schedules, list(kernel_names))
+    xla_ops = [op for op in (cycles or schedules) if op not in kernel_keys and not op.startswith(("<", "TLP"))]
     if xla_ops and xla_model == 0.0:
         reasons.append("XLA ops were compiled but XLA's cost model gave no time for them")
     if not hlo_kernels and xla_seconds == 0.0:

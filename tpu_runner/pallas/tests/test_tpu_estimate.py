@@ -116,6 +116,52 @@ class ParseSchedule(unittest.TestCase):
         self.assertEqual(schedule.executed, 3 * 2 + 5 * 1 + 1)
 
 
+class TruncatedDumpNames(unittest.TestCase):
+    """libtpu cuts a long op name in a dump file's name and puts a hash in its tail's place (a
+    splash-attention kernel, 232 characters: `…_q_layou-3586331847269413423-02-final_bundles.txt`)."""
+
+    LONG = "splash_mha_fwd_residuals_True_save_residuals_True_mask_value_-inf_is_mqa_False_block_sizes_" \
+           "BlockSizes_block_q_512_block_kv_1024_block_kv_compute_512_block_q_dkv_None_block_kv_dkv_None_" \
+           "block_kv_dkv_compute_None_block_q_dq_None_k_layout_1_q_layout_1_v_layout_1.3"
+    SCHEDULE = ("   0x0 LB: > { %1 = scmp.ge.s32.totalorder %s1, 7 /* loop exit test */ }\n"
+                "   0x1   : > { %2 = vadd }\n"
+                "   0x2   :  { %3 = shalt }\n")
+
+    def write(self, folder, op_key):
+        (pathlib.Path(folder) / f"123-{op_key}-02-final_bundles.txt").write_text(self.SCHEDULE)
+
+    def test_a_truncated_file_is_the_long_named_kernels(self):
+        self.assertGreater(len(self.LONG), 200)
+        for hash_text in ("3586331847269413423", "-3586331847269413423"):
+            with tempfile.TemporaryDirectory() as folder:
+                self.write(folder, self.LONG[:190] + "-" + hash_text)
+                self.write(folder, "fusion.2")
+                table = tpu_estimate.read_schedules(folder)
+            schedule = tpu_estimate.for_op(table, self.LONG, [self.LONG])
+            self.assertIsNotNone(schedule, hash_text)
+            self.assertEqual(schedule.executed, 7 * 2 + 1)
+            self.assertIs(tpu_estimate.for_op(table, "fusion.2", [self.LONG]), table["fusion.2"])
+
+    def test_an_ambiguous_or_short_prefix_finds_nothing(self):
+        with tempfile.TemporaryDirectory() as folder:
+            self.write(folder, self.LONG[:190] + "-11")
+            table = tpu_estimate.read_schedules(folder)
+        # Two kernels of the program share the prefix: which one the file is cannot be known.
+        twin = self.LONG[:-1] + "4"
+        self.assertIsNone(tpu_estimate.for_op(table, self.LONG, [self.LONG, twin]))
+        # Two truncated files fit one name: neither is taken.
+        with tempfile.TemporaryDirectory() as folder:
+            self.write(folder, self.LONG[:190] + "-11")
+            self.write(folder, self.LONG[:180] + "-12")
+            table = tpu_estimate.read_schedules(folder)
+        self.assertIsNone(tpu_estimate.for_op(table, self.LONG, [self.LONG]))
+        # A short op name ending in digits is an ordinary name, not a truncation.
+        with tempfile.TemporaryDirectory() as folder:
+            self.write(folder, "fusion-12")
+            table = tpu_estimate.read_schedules(folder)
+        self.assertIsNone(tpu_estimate.for_op(table, "fusion-12345", ["fusion-12345"]))
+
+
 class ParseHlo(unittest.TestCase):
     def test_golden_hlo_of_a_pallas_matmul(self):
         kernels, control = tpu_estimate.mosaic_kernels((DATA / "v6e_matmul512_hlo.txt").read_text())
@@ -227,6 +273,31 @@ class DevicelessCompiles(unittest.TestCase):
         # Tiny blocks are estimated slower than XLA's matmul, large ones within 2x of it.
         self.assertGreater(sweep[128].seconds, 4 * reference.seconds)
         self.assertLess(sweep[512].seconds, 2 * reference.seconds)
+
+    def test_a_long_kernel_name_keeps_its_schedule(self):
+        # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
+        # that long (splash attention's are 232) was left unpriced and untrusted.
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+
+        def body(x, o):
+            o[...] = x[...] * 2.0
+
+        def named(name):
+            def fn(x):
+                return pl.pallas_call(body, grid=(8,), in_specs=[pl.BlockSpec((256, 512), lambda i: (i, 0))],
+                                      out_specs=pl.BlockSpec((256, 512), lambda i: (i, 0)),
+                                      out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype), name=name)(x)
+            return fn
+
+        specs = [jax.ShapeDtypeStruct((2048, 512), jnp.float32)]
+        short = self._estimate(named("doubler"), specs)
+        long = self._estimate(named("a_kernel_with_a_long_generated_name_" * 7), specs)
+        self.assertGreater(len(long.kernels[0].hlo_op), 250)
+        self.assertTrue(long.trusted, long.reasons)
+        self.assertEqual(long.kernels[0].estimated_cycles, short.kernels[0].estimated_cycles)
+        self.assertEqual(long.kernels[0].bundles_per_step, short.kernels[0].bundles_per_step)
 
     def _case(self, name):
         import importlib.util
