@@ -199,6 +199,28 @@ TEST(PallasEstimate, BiggerBlocksEarnALabelledEstimatedSpeedup) {
   EXPECT_NE(VerdictText(blocked).find("speed estimated from the TPU compiler"), std::string::npos) << VerdictText(blocked);
 }
 
+// A kernel's declared pl.CostEstimate is the author's claim: XLA's model prices a Mosaic call by
+// it, so an estimate compiled with it counted the kernel twice (its schedule, and the claim among
+// the "XLA ops"). The same kernel declaring a million times its work gets the same estimate.
+TEST(PallasEstimate, ADeclaredCostEstimateDoesNotMoveTheEstimate) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_estimate";
+  const EvalResult plain = Pallas().Evaluate(*task, ReadText(dir / "plain_silu.py"), PallasOptions());
+  const EvalResult declared = Pallas().Evaluate(*task, ReadText(dir / "declared_cost_silu.py"), PallasOptions());
+  double figures[2] = {0, 0};
+  int i = 0;
+  for (const EvalResult* r : {&plain, &declared}) {
+    ASSERT_EQ(r->status, Status::kOk) << VerdictText(*r);
+    const auto us = r->estimates.find("candidate_estimated_tpu_us");
+    ASSERT_NE(us, r->estimates.end()) << VerdictText(*r);
+    EXPECT_EQ(r->estimates.at("candidate_estimate_trusted"), 1.0) << VerdictText(*r);
+    figures[i++] = us->second;
+  }
+  EXPECT_GT(figures[0], 0);
+  EXPECT_NEAR(figures[1], figures[0], 0.01 * figures[0]) << "plain " << figures[0] << " us, declared " << figures[1] << " us";
+}
+
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
 // and in its working folder (files are what a Python candidate can still write past the static
 // check); the next answers wrongly if it finds one. Each evaluation's fresh tracer, with its own

@@ -268,12 +268,17 @@ def set_interpret(closed_jaxpr, interpret):
     """The program with every pallas_call's `interpret` parameter set to `interpret` (False for
     the TPU compile, InterpretParams for the correctness runs): Pallas decides between Mosaic and
     its interpreter by that parameter, which the tracer filled in, so the judge overwrites it."""
+    return set_pallas_params(closed_jaxpr, interpret=interpret)
+
+
+def set_pallas_params(closed_jaxpr, **params):
+    """The program with these parameters overwritten in every pallas_call, at any depth."""
 
     def walk(jaxpr):
         eqns = []
         for eqn in jaxpr.eqns:
             if eqn.primitive.name == "pallas_call":
-                eqns.append(eqn.replace(params=dict(eqn.params, interpret=interpret)))
+                eqns.append(eqn.replace(params=dict(eqn.params, **params)))
             else:
                 eqns.append(eqn.replace(params={k: _map_jaxprs(v, walk) for k, v in eqn.params.items()}))
         return jaxpr.replace(eqns=eqns)
