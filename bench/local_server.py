@@ -12,12 +12,13 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def served(binary: str, directory: Path, runners: int = 1) -> Iterator[str]:
-    """Yields the clients' endpoint; raises RuntimeError when the server does not come up."""
+def served(binary: str, directory: Path, runners: int = 1, *flags: str) -> Iterator[str]:
+    """Yields the clients' endpoint; raises RuntimeError when the server does not come up.
+    ``flags`` go to `kernelgym serve` as they are (e.g. "--null-backend")."""
     endpoint_file = directory / "endpoints.json"
     endpoint_file.unlink(missing_ok=True)
     server = subprocess.Popen([binary, "serve", "--bind", "tcp://127.0.0.1:*", "--local-runners", str(runners),
-                               "--endpoint-file", str(endpoint_file)],
+                               "--endpoint-file", str(endpoint_file), *flags],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while not endpoint_file.exists():
