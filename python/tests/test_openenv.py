@@ -93,11 +93,18 @@ def test_an_openenv_client_plays_a_kernelgym_episode(openenv):
         assert nothing.reward is None and nothing.observation["action_error"]
         assert env.state()["step_count"] == 2
 
+        tuned = env.step({"kind": "knobs", "knobs": {"SIMD": 1, "EXP": "exp_poly", "RECOMPUTE": 0}})
+        assert tuned.observation["status"] == "ok", tuned.observation["message"]
+        assert tuned.observation["source"] != fast.observation["source"]  # the template, instantiated
+        back = env.step({"kind": "revert", "to_step": 2})
+        assert back.observation["source"] == fast.observation["source"]
+
         done = env.step({"kind": "submit"})
         assert done.done is True and done.observation["status"] == "ok"
         state = env.state()
-        assert state["task"] == "cpu/softmax_rows" and state["step_count"] == 3
-        assert state["best_speedup"] == pytest.approx(fast.observation["best_speedup"])
+        assert state["task"] == "cpu/softmax_rows" and state["step_count"] == 5
+        assert state["best_speedup"] == pytest.approx(done.observation["best_speedup"])
+        assert state["best_speedup"] >= fast.observation["speedup"]
 
 
 def test_two_sessions_are_two_episodes_closed_with_their_sessions(openenv, cpu_server):

@@ -13,7 +13,7 @@ and talk to it with any OpenEnv client, e.g. ``GenericEnvClient(base_url="http:/
 (a model's reply, read by ``kernelgym.text.parse_action``).
 
 The action's fields are the wire action's (docs/protocol.md): ``kind`` and the field of that kind
-(``source``, ``edits``, ``diff``, ``knobs``, ``to_step``), or ``reply``. An action the server
+(``source``, ``edits``, ``diff``, ``knobs`` — the wire's ``values`` —, ``to_step``), or ``reply``. An action the server
 refuses (a patch that does not apply, an unknown knob value) is a step with ``status
 "invalid_action"`` and the reward the server gives it, as in kernelgym itself; a reply with no
 action in it is answered without a step, ``action_error`` saying why and a reward of None.
@@ -147,13 +147,15 @@ def _wire_action(action: KernelAction) -> dict[str, Any]:
     kind = action.kind or ("replace" if action.source is not None else None)
     if kind is None:
         raise ValueError("a kernelgym action needs `kind` (replace, edit, patch, knobs, revert, submit) or `reply`")
-    field = {"replace": "source", "edit": "edits", "patch": "diff", "knobs": "knobs", "revert": "to_step"}.get(kind)
+    # this action's field -> the wire action's (docs/protocol.md: a knobs action's map is `values`)
+    field, wire_field = {"replace": ("source", "source"), "edit": ("edits", "edits"), "patch": ("diff", "diff"),
+                         "knobs": ("knobs", "values"), "revert": ("to_step", "to_step")}.get(kind, (None, None))
     wire: dict[str, Any] = {"kind": kind}
     if field is not None:
         value = getattr(action, field)
         if value is None:
             raise ValueError(f"a {kind!r} action needs `{field}`")
-        wire[field] = value
+        wire[wire_field] = value
     return wire
 
 
