@@ -180,9 +180,11 @@ def test_grpo_rollout_with_a_scripted_model(server, monkeypatch):
     assert third["action"] == {"kind": "submit"}
     assert third["observation"].startswith("## cpu/softmax_rows | step 2 ")  # the parse error was no step
 
-    # The null backend answers speedup 1: no gain, no penalty; the unparsable reply costs the penalty.
-    assert result["rewards"] == [0.0, grpo.PARSE_ERROR_REWARD, 0.0]
-    assert result["total_reward"] == pytest.approx(grpo.PARSE_ERROR_REWARD)
+    # The null backend answers speedup 1: no gain, no penalty; the unparsable reply costs the
+    # reward's minimum (log_speedup_gain's: -1, below a compile failure's -0.3).
+    assert result["parse_error_reward"] == -1.0
+    assert result["rewards"] == [0.0, -1.0, 0.0]
+    assert result["total_reward"] == pytest.approx(-1.0)
     assert result["finished"] is True  # submit ended the episode before max_turns
 
     # What the endpoint saw: the conversation so far each time, with the parse error told back.
@@ -201,7 +203,7 @@ def test_grpo_rollout_stops_at_max_turns(server):
     with Client(server.address) as client, ScriptedChat(["no action here", "nor here"]) as chat:
         llm = grpo.OpenAICompatibleChat(chat.base_url, "scripted", api_key_env="KERNELGYM_UNSET_KEY_FOR_TESTS")
         result = grpo.rollout("cpu/softmax_rows", client, llm, max_turns=2, backend="null")
-    assert result["rewards"] == [grpo.PARSE_ERROR_REWARD] * 2
+    assert result["rewards"] == [result["parse_error_reward"]] * 2 and result["parse_error_reward"] < 0
     assert result["finished"] is False
     assert all("Authorization" not in h for h in chat.headers)
 

@@ -3,8 +3,10 @@
 ``rollout(task, client, llm)`` plays one episode: the system prompt and the starter go to the
 model, each reply is parsed into an action (kernelgym.text.parse_action) and stepped, and the
 observation goes back as the next user message, until the episode ends or ``max_turns`` replies
-were made. A reply that holds no action costs ``PARSE_ERROR_REWARD``, is not sent to the
-server, and the model is told what was wrong. The result::
+were made. A reply that holds no action is not sent to the server, the model is told what was
+wrong, and it costs ``parse_error_reward``: by default the reward's minimum (``reward_min`` of the
+env, as kernelgym.adapters.trl does), below every outcome a kernel can have, so that a group
+learns to answer in form. The result::
 
     {"prompt": [system, user],            # the messages the first completion was made from
      "turns": [{"completion": str,        # the model's reply
@@ -13,7 +15,8 @@ server, and the model is told what was wrong. The result::
                 "observation": str,       # the user message that answered it
                 "reward": float}, ...],
      "rewards": [float per turn], "total_reward": float,
-     "messages": [the whole conversation], "finished": bool}   # the episode ended
+     "messages": [the whole conversation], "finished": bool,   # the episode ended
+     "parse_error_reward": float}
 
 A GRPO trainer draws a group of rollouts per prompt (same task, same seed) and normalizes
 ``total_reward`` (or the per-turn ``rewards``) within the group. ``llm`` is anything with
@@ -38,12 +41,6 @@ from typing import Any, Protocol
 
 from kernelgym.client import Client
 from kernelgym.text import ActionParseError, fence_language, observation_message, parse_action, system_prompt
-
-# A reply that holds no action costs what a kernel that does not compile costs under the default
-# reward (log_speedup_gain's compile_failure penalty, docs/adding_a_reward.md): small enough that
-# one slip does not swamp an episode's gains, not zero, so that a group learns to answer in form.
-PARSE_ERROR_REWARD = -0.1
-
 
 class ChatModel(Protocol):
     def complete(self, messages: Sequence[Mapping[str, str]]) -> str: ...
@@ -135,10 +132,13 @@ def rollout(
     backend: str = "cpu",
     reward: str = "log_speedup_gain",
     max_steps: int = 0,
+    parse_error_reward: float | None = None,
 ) -> dict[str, Any]:
     """One episode of ``llm`` on ``task``, at most ``max_turns`` replies (the module's doc)."""
     info = client.get_task(task)
-    env = client.make(task, backend=backend, reward=reward, max_steps=max_steps)["env"]
+    made = client.make(task, backend=backend, reward=reward, max_steps=max_steps)
+    env = made["env"]
+    no_action = float(made["reward_min"]) if parse_error_reward is None else float(parse_error_reward)
     try:
         start = client.reset(env, seed=seed)
         prompt = [
@@ -157,7 +157,7 @@ def rollout(
                 answer = parse_error_message(e, backend)
                 turns.append(
                     {"completion": completion, "action": None, "parse_error": str(e),
-                     "observation": answer["content"], "reward": PARSE_ERROR_REWARD}
+                     "observation": answer["content"], "reward": no_action}
                 )  # fmt: skip
                 messages.append(answer)
                 continue
@@ -181,6 +181,7 @@ def rollout(
         "total_reward": sum(rewards),
         "messages": messages,
         "finished": finished,
+        "parse_error_reward": no_action,
     }
 
 
