@@ -80,12 +80,15 @@ def test_random_knobs_agent_refuses_a_task_without_knobs(server):
 
 
 class ScriptedChat:
-    """Serves POST /v1/chat/completions with the scripted replies in order; keeps each request."""
+    """Serves POST /v1/chat/completions with the scripted replies in order; keeps each request.
+    ``together=n``: each request is answered only once n are in flight (10 s at most, then 503),
+    so a client that asks one at a time fails."""
 
-    def __init__(self, replies: list[str]) -> None:
+    def __init__(self, replies: list[str], together: int = 1) -> None:
         self.replies = list(replies)
         self.requests: list[dict] = []
         self.headers: list[dict] = []
+        self.barrier = threading.Barrier(together, timeout=10) if together > 1 else None
         chat = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -94,6 +97,12 @@ class ScriptedChat:
                 if self.path != "/v1/chat/completions" or not chat.replies:
                     self.send_error(404 if chat.replies else 503, "no such path or no reply left")
                     return
+                if chat.barrier is not None:
+                    try:
+                        chat.barrier.wait()
+                    except threading.BrokenBarrierError:
+                        self.send_error(503, "the other requests of the group never came")
+                        return
                 chat.requests.append(body)
                 chat.headers.append(dict(self.headers))
                 content = chat.replies.pop(0)
@@ -206,6 +215,24 @@ def test_grpo_rollout_stops_at_max_turns(server):
     assert result["rewards"] == [result["parse_error_reward"]] * 2 and result["parse_error_reward"] < 0
     assert result["finished"] is False
     assert all("Authorization" not in h for h in chat.headers)
+
+
+def test_a_grpo_group_is_played_at_once(server):
+    # Three rollouts of one prompt, one reply each: the chat endpoint answers only when all three
+    # asked (rollouts one after another would wait 10 s and fail), one reply submits and two hold
+    # no action; the group's advantages say which.
+    grpo = load_example("grpo_rollout")
+    with ScriptedChat(["SUBMIT", "no action here", "nor here"], together=3) as chat:
+        llm = grpo.OpenAICompatibleChat(chat.base_url, "scripted", api_key_env="KERNELGYM_UNSET_KEY_FOR_TESTS")
+        results = grpo.rollout_group("cpu/softmax_rows", server.address, llm, 3, max_turns=1, seed=5, backend="null")
+    assert len(chat.requests) == 3
+    totals = sorted(r["total_reward"] for r in results)
+    assert totals == [-1.0, -1.0, 0.0]  # the submit (null backend: speedup 1, reward 0) and two no-actions
+    best = max(results, key=lambda r: r["total_reward"])
+    assert best["turns"][0]["action"] == {"kind": "submit"} and best["finished"] is True
+    assert best["advantage"] == pytest.approx(2 ** 0.5)
+    assert sorted(r["advantage"] for r in results)[:2] == pytest.approx([-(2 ** 0.5) / 2] * 2)
+    assert sum(r["advantage"] for r in results) == pytest.approx(0.0)
 
 
 def test_chat_errors_say_what_was_called():

@@ -25,7 +25,10 @@ A GRPO trainer draws a group of rollouts per prompt (same task, same seed) and n
 
     build/cli/kernelgym serve &
     vllm serve Qwen/Qwen2.5-Coder-7B-Instruct &
-    python -m kernelgym.examples.grpo_rollout --model Qwen/Qwen2.5-Coder-7B-Instruct --turns 4
+    python -m kernelgym.examples.grpo_rollout --model Qwen/Qwen2.5-Coder-7B-Instruct --turns 4 --group 8
+
+``rollout_group(task, address, llm, group_size)`` plays a GRPO group's rollouts at once (a thread
+and a connection each) and adds each one's group-relative ``advantage``.
 """
 
 from __future__ import annotations
@@ -36,10 +39,12 @@ import os
 import sys
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from kernelgym.client import Client
+from kernelgym.group import group_relative_advantages
 from kernelgym.text import ActionParseError, fence_language, observation_message, parse_action, system_prompt
 
 class ChatModel(Protocol):
@@ -185,6 +190,32 @@ def rollout(
     }
 
 
+def rollout_group(
+    task: str,
+    address: str,
+    llm: ChatModel,
+    group_size: int,
+    max_turns: int = 4,
+    seed: int | None = None,
+    **rollout_kwargs: Any,
+) -> list[dict[str, Any]]:
+    """A GRPO group: ``group_size`` rollouts of one prompt (the same task and seed) played at once,
+    one thread and one connection each (a ``Client`` belongs to one thread), so that the model's
+    replies and the server's evaluations of the group overlap. Each result gains ``advantage``,
+    its ``total_reward`` against the group's (kernelgym.group_relative_advantages). ``llm`` is
+    called from several threads (``OpenAICompatibleChat`` may be)."""
+
+    def one(_: int) -> dict[str, Any]:
+        with Client(address) as client:
+            return rollout(task, client, llm, max_turns=max_turns, seed=seed, **rollout_kwargs)
+
+    with ThreadPoolExecutor(max_workers=group_size) as pool:
+        results = list(pool.map(one, range(group_size)))
+    for result, advantage in zip(results, group_relative_advantages([r["total_reward"] for r in results])):
+        result["advantage"] = advantage
+    return results
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="One multi-turn rollout of a chat model in a kernelgym episode.")
     parser.add_argument("--connect", "--address", dest="address", default="tcp://127.0.0.1:5555", help="the kernelgym server's client endpoint")
@@ -200,22 +231,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--max-tokens", type=int, default=4096)
     parser.add_argument("--timeout-s", type=float, default=600.0, help="per completion")
-    parser.add_argument("--json", action="store_true", help="print the whole rollout as JSON")
+    parser.add_argument("--group", type=int, default=1, help="rollouts of the prompt played at once (a GRPO group)")
+    parser.add_argument("--json", action="store_true", help="print the whole rollout(s) as JSON")
     args = parser.parse_args(argv)
 
     llm = OpenAICompatibleChat(
         args.base_url, args.model, args.api_key_env, args.temperature, args.max_tokens, args.timeout_s
     )
-    with Client(args.address) as client:
-        result = rollout(args.task, client, llm, max_turns=args.turns, seed=args.seed, backend=args.backend)
+    results = rollout_group(args.task, args.address, llm, args.group, max_turns=args.turns, seed=args.seed,
+                            backend=args.backend)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json.dumps(results if args.group > 1 else results[0], indent=2))
         return 0
-    for i, turn in enumerate(result["turns"], start=1):
-        what = turn["action"]["kind"] if turn["action"] else f"parse error: {turn['parse_error']}"
-        status = turn["observation"].splitlines()[1] if turn["action"] and "\n" in turn["observation"] else ""
-        print(f"turn {i}: {what} -> reward {turn['reward']:+.3f}" + (f" | {status}" if status else ""))
-    print(f"total reward {result['total_reward']:+.3f}" + (" (episode over)" if result["finished"] else ""))
+    for g, result in enumerate(results):
+        if args.group > 1:
+            print(f"rollout {g + 1} of {args.group}:")
+        for i, turn in enumerate(result["turns"], start=1):
+            what = turn["action"]["kind"] if turn["action"] else f"parse error: {turn['parse_error']}"
+            status = turn["observation"].splitlines()[1] if turn["action"] and "\n" in turn["observation"] else ""
+            print(f"turn {i}: {what} -> reward {turn['reward']:+.3f}" + (f" | {status}" if status else ""))
+        print(f"total reward {result['total_reward']:+.3f}" + (" (episode over)" if result["finished"] else "") +
+              (f", advantage {result['advantage']:+.3f}" if args.group > 1 else ""))
     return 0
 
 
