@@ -267,12 +267,37 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertGreater(sweep[256].seconds, sweep[512].seconds)
         reference = self._estimate(lambda a, b: jnp.dot(a, b), specs)
         self.assertTrue(reference.trusted, reference.reasons)
-        self.assertEqual(reference.seconds, reference.xla_model_seconds)
+        # XLA's op: the larger of XLA's model and its own schedule's cycles (both lower bounds).
+        self.assertGreater(reference.xla_llo_cycles, 0)
+        self.assertEqual(reference.seconds, max(reference.xla_model_seconds,
+                                                reference.xla_llo_cycles / tpu_estimate.CLOCK_HZ["v6e"]))
+        self.assertLess(reference.seconds, 1.2 * reference.xla_model_seconds)  # a dot: the two agree
         # 512^3 blocks: the MXU busy in a good share of the bundles, more than with 128^3.
         self.assertGreater(sweep[512].kernels[0].unit_share["mxu"], 2 * sweep[128].kernels[0].unit_share["mxu"])
         # Tiny blocks are estimated slower than XLA's matmul, large ones within 2x of it.
         self.assertGreater(sweep[128].seconds, 4 * reference.seconds)
         self.assertLess(sweep[512].seconds, 2 * reference.seconds)
+
+    def test_xla_ops_are_the_larger_of_xla_model_and_their_schedule(self):
+        # XLA's model prices a convolution as if the MXU were always full; its schedule knows
+        # better. A 3-channel one is memory-bound: there XLA's model (bytes) is the larger.
+        import jax
+        import jax.numpy as jnp
+
+        def conv(x, w):
+            return jax.nn.relu(jax.lax.conv_general_dilated(x, w, (1, 1), "SAME",
+                                                            dimension_numbers=("NHWC", "HWIO", "NHWC")))
+
+        def specs(shape):
+            return [jax.ShapeDtypeStruct(shape, jnp.float32), jax.ShapeDtypeStruct((3, 3, shape[-1], 64), jnp.float32)]
+
+        clock = tpu_estimate.CLOCK_HZ["v6e"]
+        wide, thin = self._estimate(conv, specs((16, 64, 64, 64))), self._estimate(conv, specs((32, 128, 128, 3)))
+        for est in (wide, thin):
+            self.assertTrue(est.trusted, est.reasons)
+            self.assertEqual(est.seconds, max(est.xla_model_seconds, est.xla_llo_cycles / clock))
+        self.assertGreater(wide.xla_llo_cycles / clock, 1.3 * wide.xla_model_seconds)
+        self.assertGreater(thin.xla_model_seconds, 1.3 * thin.xla_llo_cycles / clock)
 
     def test_a_long_kernel_name_keeps_its_schedule(self):
         # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
