@@ -71,7 +71,8 @@ METHOD_TEXT = {
     "xla": "XLA cost model: cost_analysis()['optimal_seconds']",
     "llo": "static LLO cycles, summed over every compiled HLO op (fitted scale: seconds per cycle)",
     "combined": "tpu_estimate.estimate(), the judge's default 'bundles' mode: Mosaic kernels' final-schedule cycles "
-                "(floored by HBM bytes) + XLA's optimal_seconds for the XLA ops",
+                "(floored by HBM bytes) + for the XLA ops the larger of XLA's optimal_seconds and their final-schedule "
+                "cycles",
 }
 _PROFILE_SUFFIX = "_static_llo_profile.textproto"
 _ESTIMATE_RE = re.compile(r'hlo_op_estimate\s*\{[^{}]*?hlo_op_name:\s*"([^"]*)"[^{}]*?estimated_cycles:\s*(\d+)', re.S)
