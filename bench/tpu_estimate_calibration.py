@@ -168,7 +168,11 @@ def _child_measure(args) -> dict:
     }
     if mode == "bundles":
         t0 = time.perf_counter()
-        est = estimator.estimate(module.workload, specs, target, dump, compiled=compiled)
+        # A baseline is valued as the judge values a task's reference: trusted code.
+        import inspect
+        extra = ({"trusted_code": program.stem == "baseline"}
+                 if "trusted_code" in inspect.signature(estimator.estimate).parameters else {})
+        est = estimator.estimate(module.workload, specs, target, dump, compiled=compiled, **extra)
         estimate_seconds = time.perf_counter() - t0
         result["combined_seconds"] = est.seconds
         result["combined"] = {"mode": est.mode, "mosaic_cycles": est.mosaic_cycles,

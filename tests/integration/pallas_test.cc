@@ -199,6 +199,21 @@ TEST(PallasEstimate, BiggerBlocksEarnALabelledEstimatedSpeedup) {
   EXPECT_NE(VerdictText(blocked).find("speed estimated from the TPU compiler"), std::string::npos) << VerdictText(blocked);
 }
 
+// cpu/attention's reference is plain JAX, which XLA compiles partly into a Mosaic kernel of its own
+// (the softmax): no pallas_call traced it, which made the reference's estimate untrusted and the
+// task pay nothing for speed off a TPU. The task's own code is priced by that kernel's schedule.
+TEST(PallasEstimate, AReferenceWithXlasOwnMosaicKernelIsEstimated) {
+  const Task* task = Tasks().Find("cpu/attention");
+  ASSERT_NE(task, nullptr);
+  EvalOptions options = PallasOptions();
+  options.estimates = true;
+  const EvalResult r = Pallas().Evaluate(*task, task->StarterFor("pallas"), options);
+  ASSERT_EQ(r.status, Status::kOk) << VerdictText(r);
+  EXPECT_EQ(r.estimates.count("reference_estimate_trusted") ? r.estimates.at("reference_estimate_trusted") : 0.0, 1.0)
+      << VerdictText(r);
+  EXPECT_EQ(RewardableSpeedupOf(r).kind, SpeedupKind::kEstimated) << VerdictText(r);
+}
+
 // A kernel's declared pl.CostEstimate is the author's claim: XLA's model prices a Mosaic call by
 // it, so an estimate compiled with it counted the kernel twice (its schedule, and the claim among
 // the "XLA ops"). The same kernel declaring a million times its work gets the same estimate.

@@ -358,7 +358,8 @@ def _estimates(task, target, full_specs, dump_dir=None) -> dict:
         else:
             tpu_estimate.clear_dump(dump_dir)
             compiled = tpu_target.compile_for(target, tpu_estimate.fresh(task.reference()), full_specs)
-            est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled)
+            est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled,
+                                        trusted_code=True)
             if est.seconds > 0:
                 out["reference_estimated_tpu_us"] = est.seconds * 1e6
             out["reference_xla_model_us"] = est.xla_model_seconds * 1e6

@@ -736,13 +736,19 @@ def _match(hlo_kernels, facts) -> list:
 
 
 def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, closed_jaxpr=None,
-             mode: str = DEFAULT_MODE) -> Estimate:
+             mode: str = DEFAULT_MODE, trusted_code: bool = False) -> Estimate:
     """The estimated device time of `fn` at `specs` on `target` (a tpu_target.Target), from the
     dump that `apply_environment(scratch, mode)` switched on.
 
     compiled: a tpu_target.Compiled of the program done with nothing compiled since (its files
     must still be in dump_dir); without it fn is compiled here, after clearing the folder.
-    closed_jaxpr: the traced program (for the trust rules and the grids); without it fn is traced."""
+    closed_jaxpr: the traced program (for the trust rules and the grids); without it fn is traced.
+    trusted_code: the program is the task's own (its reference), not a candidate's. XLA compiles
+    some ops into Mosaic kernels of its own (an attention's online softmax) that no pallas_call
+    traced: in trusted code, when the program has no pallas_call at all, they are priced by their
+    schedules like any kernel instead of making the estimate untrusted for want of a pairing.
+    (Unpaired, their grid steps are unknown: the per-step overhead and the blocks' bytes are left
+    out, which can only make the reference look faster, and a candidate's speedup smaller.)"""
     from . import tpu_target
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: one of {MODES}")
@@ -779,7 +785,8 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         if mode == "profile":
             reasons.extend(f.branch_reasons)
     matched = _match(hlo_kernels, facts)
-    if hlo_kernels and any(m is None for m in matched):
+    xla_own_kernels = trusted_code and not facts and closed_jaxpr is not None
+    if hlo_kernels and any(m is None for m in matched) and not xla_own_kernels:
         reasons.append(f"{len(facts)} pallas_calls traced, {len(hlo_kernels)} Mosaic kernels compiled, and they do "
                        f"not pair up by their operands: the grids cannot be assigned")
     clock, bandwidth = CLOCK_HZ[name], HBM_BYTES_PER_S[name]

@@ -299,6 +299,27 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertGreater(wide.xla_llo_cycles / clock, 1.3 * wide.xla_model_seconds)
         self.assertGreater(thin.xla_model_seconds, 1.3 * thin.xla_llo_cycles / clock)
 
+    def test_xla_own_mosaic_kernels_count_in_trusted_code_only(self):
+        # XLA compiles a plain attention's softmax into a Mosaic kernel of its own, which no
+        # pallas_call traced. In a task's reference that is XLA's code, priced by its schedule; in
+        # a candidate's program the unpaired kernel keeps the estimate untrusted.
+        import jax
+        import jax.numpy as jnp
+
+        def attention(q, k, v):
+            s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+            return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+        specs = [jax.ShapeDtypeStruct((1, 8, 1024, 128), jnp.bfloat16)] * 3
+        as_candidate = self._estimate(attention, specs)
+        self.assertEqual(len(as_candidate.kernels), 1)
+        self.assertFalse(as_candidate.trusted)
+        self.assertTrue(any("do not pair up" in r for r in as_candidate.reasons), as_candidate.reasons)
+        as_reference = tpu_estimate.estimate(attention, specs, self.target, self.dump, trusted_code=True)
+        self.assertTrue(as_reference.trusted, as_reference.reasons)
+        self.assertGreater(as_reference.kernels[0].estimated_cycles, 0)
+        self.assertAlmostEqual(as_reference.seconds, as_candidate.seconds, delta=0.01 * as_candidate.seconds)
+
     def test_a_long_kernel_name_keeps_its_schedule(self):
         # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
         # that long (splash attention's are 232) was left unpriced and untrusted.
