@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import socket
 import statistics
 import subprocess
@@ -181,7 +182,6 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--kernelgym", default=str(Path(__file__).resolve().parents[1] / "build/cli/kernelgym"))
     args = parser.parse_args()
-    import os
 
     with tempfile.TemporaryDirectory() as tmp, served(args.kernelgym, Path(tmp), 0, "--null-backend") as address:
         (Path(tmp) / "echo_app.py").write_text(ECHO_APP)

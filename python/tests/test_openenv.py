@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-openenv_core = pytest.importorskip("openenv.core", reason="openenv-core is not installed (scripts/python_venv.sh)")
+pytest.importorskip("openenv.core", reason="openenv-core is not installed (scripts/python_venv.sh)")
 requests = pytest.importorskip("requests")
 uvicorn = pytest.importorskip("uvicorn")
 
