@@ -145,14 +145,14 @@ ACTION_SAMPLE_KEYS: dict[str, str | None] = {
 _ACTION_TEXT_DIVISOR = 16 * 2 * 4
 
 
-def _plain(value: Any) -> Any:
-    """``value`` with NumPy scalars and arrays, tuples and mappings made msgpack-able."""
+def plain_value(value: Any) -> Any:
+    """``value`` with NumPy scalars and arrays, tuples and mappings made plain (msgpack- and JSON-able)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): plain_value(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
+        return [plain_value(v) for v in value]
     if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
+        return plain_value(value.tolist())
     if isinstance(value, np.generic):
         return value.item()
     return value
@@ -262,7 +262,7 @@ class EnvSpaces:
             )
         kind = action.get("kind")
         if isinstance(kind, str):
-            return _plain(action)
+            return plain_value(action)
         if isinstance(kind, (bool, np.bool_)) or not isinstance(kind, (int, np.integer)):
             raise TypeError(f"action['kind'] must be a kind's name or its index in {self.action_kinds}, not {kind!r}")
         if not 0 <= int(kind) < len(self.action_kinds):

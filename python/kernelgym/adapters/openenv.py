@@ -31,6 +31,7 @@ from openenv.core.env_server import Action, Environment, Observation, State, cre
 from pydantic import Field
 
 import kernelgym
+from kernelgym.spaces import plain_value
 from kernelgym.text import ActionParseError, parse_action
 
 __all__ = ["KernelAction", "KernelObservation", "KernelState", "KernelGymEnvironment", "create_kernelgym_app", "main"]
@@ -140,7 +141,7 @@ class KernelGymEnvironment(Environment[KernelAction, KernelObservation, KernelSt
         fields["step"], fields["steps_left"] = int(obs.get("step", 0)), int(obs.get("steps_left", 0))
         fields["features"] = [float(x) for x in obs.get("features", [])]
         self._state.best_speedup = fields["best_speedup"]
-        return KernelObservation(**fields, reward=reward, done=done, info=_plain(info))
+        return KernelObservation(**fields, reward=reward, done=done, info=plain_value(info))
 
 
 def _wire_action(action: KernelAction) -> dict[str, Any]:
@@ -157,17 +158,6 @@ def _wire_action(action: KernelAction) -> dict[str, Any]:
             raise ValueError(f"a {kind!r} action needs `{field}`")
         wire[wire_field] = value
     return wire
-
-
-def _plain(value: Any) -> Any:
-    """JSON-ready: numpy scalars and arrays from the Gymnasium view become numbers and lists."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if hasattr(value, "tolist"):
-        return value.tolist()
-    return value
 
 
 def create_kernelgym_app(task: str = "cpu/softmax_rows", address: str = DEFAULT_ADDRESS, backend: str = "cpu",

@@ -279,13 +279,13 @@ def read_schedules(dump_dir) -> dict[str, Schedule]:
 _TRUNCATED_KEY = re.compile(r"^(.{100,}?)-(-?\d+)$")
 
 
-def for_op(table: dict, op_name: str, op_names) -> object | None:
-    """The entry of `table` (read_schedules / read_utilization) for the compiled op `op_name`: its
-    own name's, or the one truncated file whose prefix starts `op_name` and no other op of the
+def _key_for(table: dict, op_name: str, op_names) -> str | None:
+    """The key of `table` (read_schedules / read_utilization) for the compiled op `op_name`: its
+    own name, or the one truncated file whose prefix starts `op_name` and no other op of the
     program's (`op_names`). Anything ambiguous finds nothing: the kernel is then unpriced and the
     estimate untrusted, never priced from another kernel's schedule."""
     if op_name in table:
-        return table[op_name]
+        return op_name
     found = []  # (key, prefix) of the truncated files whose prefix starts op_name
     for key in table:
         match = _TRUNCATED_KEY.match(key)
@@ -293,16 +293,13 @@ def for_op(table: dict, op_name: str, op_names) -> object | None:
             found.append((key, match.group(1)))
     if len(found) != 1 or sum(1 for other in op_names if other.startswith(found[0][1])) != 1:
         return None
-    return table[found[0][0]]
+    return found[0][0]
 
 
-def _keys_for(table: dict, op_names) -> set:
-    """The keys of `table` that belong to one of `op_names` (their own, or truncated)."""
-    taken = set()
-    for name in op_names:
-        entry = for_op(table, name, op_names)
-        taken.update(key for key, value in table.items() if entry is not None and value is entry)
-    return taken
+def for_op(table: dict, op_name: str, op_names) -> object | None:
+    """The entry of `table` for the compiled op `op_name` (see _key_for), or None."""
+    key = _key_for(table, op_name, op_names)
+    return None if key is None else table[key]
 
 
 # ---- the profile files ------------------------------------------------------------------------
@@ -761,9 +758,11 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         # pl.CostEstimate, which XLA's model would add to the XLA ops' figure.
         from jax._src import core
         from . import jaxpr_check
+        if closed_jaxpr is None:
+            raise ValueError("estimate() needs fn (and specs), closed_jaxpr or compiled")
         clear_dump(dump_dir)
-        program = jaxpr_check.set_pallas_params(closed_jaxpr, cost_estimate=None) if closed_jaxpr is not None else None
-        compiled = tpu_target.compile_for(target, core.jaxpr_as_fun(program) if program is not None else fresh(fn), specs)
+        program = jaxpr_check.set_pallas_params(closed_jaxpr, cost_estimate=None)
+        compiled = tpu_target.compile_for(target, core.jaxpr_as_fun(program), specs)
     reasons: list[str] = []
     if not dump_enabled(dump_dir, mode):
         reasons.append(f"the {mode} dump is not enabled in LIBTPU_INIT_ARGS")
@@ -790,6 +789,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         reasons.append(f"{len(facts)} pallas_calls traced, {len(hlo_kernels)} Mosaic kernels compiled, and they do "
                        f"not pair up by their operands: the grids cannot be assigned")
     clock, bandwidth = CLOCK_HZ[name], HBM_BYTES_PER_S[name]
+    kernel_names = {k.name for k in hlo_kernels}
     profiles: list[KernelProfile] = []
     mosaic_cycles, mosaic_seconds = 0, 0.0
     for k, f in zip(hlo_kernels, matched):
@@ -806,8 +806,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             per_step = c / steps if steps else None
             moved = k.bytes
         else:
-            kernel_ops = [h.name for h in hlo_kernels]
-            schedule, use = for_op(schedules, k.name, kernel_ops), for_op(bundles, k.name, kernel_ops)
+            schedule, use = for_op(schedules, k.name, kernel_names), for_op(bundles, k.name, kernel_names)
             if schedule is None:
                 reasons.append(f"no final schedule was dumped for Mosaic kernel {k.name}")
                 executed, per_step = 0.0, None
@@ -832,8 +831,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                                       unit_share=share))
         mosaic_cycles += c
         mosaic_seconds += max(s_cycles, s_bytes)
-    kernel_names = {k.name for k in hlo_kernels}
-    kernel_keys = kernel_names | _keys_for(cycles or schedules, list(kernel_names))
+    kernel_keys = kernel_names | {_key_for(cycles or schedules, n, kernel_names) for n in kernel_names} - {None}
     xla_ops = [op for op in (cycles or schedules) if op not in kernel_keys and not op.startswith(("<", "TLP"))]
     # The XLA ops' own static cycles: the profile's ("profile" mode), or their final schedules'
     # ("bundles"). Not the kernels', which are priced above.
