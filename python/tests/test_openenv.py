@@ -96,13 +96,15 @@ def test_an_openenv_client_plays_a_kernelgym_episode(openenv):
         tuned = env.step({"kind": "knobs", "knobs": {"SIMD": 1, "EXP": "exp_poly", "RECOMPUTE": 0}})
         assert tuned.observation["status"] == "ok", tuned.observation["message"]
         assert tuned.observation["source"] != fast.observation["source"]  # the template, instantiated
+        same = env.step({"kind": "knobs", "values": {"SIMD": 1, "EXP": "exp_poly", "RECOMPUTE": 0}})  # the wire's name
+        assert same.observation["source"] == tuned.observation["source"]
         back = env.step({"kind": "revert", "to_step": 2})
         assert back.observation["source"] == fast.observation["source"]
 
         done = env.step({"kind": "submit"})
         assert done.done is True and done.observation["status"] == "ok"
         state = env.state()
-        assert state["task"] == "cpu/softmax_rows" and state["step_count"] == 5
+        assert state["task"] == "cpu/softmax_rows" and state["step_count"] == 6
         assert state["best_speedup"] == pytest.approx(done.observation["best_speedup"])
         assert state["best_speedup"] >= fast.observation["speedup"]
 
@@ -131,4 +133,6 @@ def test_bad_actions_are_refused_with_a_reason(openenv):
     env = KernelGymEnvironment("cpu/softmax_rows", address="tcp://127.0.0.1:1", connect_timeout_s=0.5)
     with pytest.raises(ValueError, match="`diff`"):
         env.step(KernelAction(kind="patch"))
+    with pytest.raises(ValueError, match="not both"):
+        env.step(KernelAction(kind="knobs", knobs={"SIMD": 1}, values={"SIMD": 0}))
     env.close()

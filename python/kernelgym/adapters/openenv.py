@@ -13,7 +13,8 @@ and talk to it with any OpenEnv client, e.g. ``GenericEnvClient(base_url="http:/
 (a model's reply, read by ``kernelgym.text.parse_action``).
 
 The action's fields are the wire action's (docs/protocol.md): ``kind`` and the field of that kind
-(``source``, ``edits``, ``diff``, ``knobs`` — the wire's ``values`` —, ``to_step``), or ``reply``. An action the server
+(``source``, ``edits``, ``diff``, ``knobs`` or the wire's own name for it ``values``, ``to_step``),
+or ``reply``. An action the server
 refuses (a patch that does not apply, an unknown knob value) is a step with ``status
 "invalid_action"`` and the reward the server gives it, as in kernelgym itself; a reply with no
 action in it is answered without a step, ``action_error`` saying why and a reward of None.
@@ -47,6 +48,7 @@ class KernelAction(Action):
     edits: list[dict[str, str]] | None = None
     diff: str | None = None
     knobs: dict[str, Any] | None = None
+    values: dict[str, Any] | None = Field(default=None, description="the wire's name for `knobs`; either may be used")
     to_step: int | None = None
     reply: str | None = Field(default=None, description="a model's reply; kernelgym.text.parse_action reads the action")
 
@@ -148,14 +150,18 @@ def _wire_action(action: KernelAction) -> dict[str, Any]:
     kind = action.kind or ("replace" if action.source is not None else None)
     if kind is None:
         raise ValueError("a kernelgym action needs `kind` (replace, edit, patch, knobs, revert, submit) or `reply`")
+    if action.knobs is not None and action.values is not None:
+        raise ValueError("a knobs action takes `knobs` or `values` (the same map), not both")
     # this action's field -> the wire action's (docs/protocol.md: a knobs action's map is `values`)
     field, wire_field = {"replace": ("source", "source"), "edit": ("edits", "edits"), "patch": ("diff", "diff"),
                          "knobs": ("knobs", "values"), "revert": ("to_step", "to_step")}.get(kind, (None, None))
     wire: dict[str, Any] = {"kind": kind}
     if field is not None:
         value = getattr(action, field)
+        if value is None and field == "knobs":
+            value = action.values
         if value is None:
-            raise ValueError(f"a {kind!r} action needs `{field}`")
+            raise ValueError(f"a {kind!r} action needs `{field}`" + (" (or `values`)" if field == "knobs" else ""))
         wire[wire_field] = value
     return wire
 
