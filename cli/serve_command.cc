@@ -33,6 +33,9 @@ void AddServeCommand(CLI::App& app, ServeCommand& command) {
   serve->add_option("--time-budget", o.default_time_budget_s, "default evaluation seconds per episode")
       ->capture_default_str();
   serve->add_option("--max-sessions", o.max_sessions, "envs held at once")->capture_default_str();
+  serve->add_option("--max-outbox-bytes", o.max_outbox_bytes,
+                    "replies held for clients that do not read them, all connections together")
+      ->capture_default_str();
   serve->add_option("--idle-timeout", o.session_idle_timeout_s, "seconds after which an idle env is closed")
       ->capture_default_str();
   serve->add_option("--record-dir", o.record_dir, "trajectory store (used by envs made with record=true)")

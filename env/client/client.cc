@@ -8,6 +8,7 @@
 #include <list>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <vector>
 #include <zmq.hpp>
 
@@ -117,9 +118,15 @@ struct Client::Impl {
   }
 
   uint64_t SendOn(const protocol::RequestBody& body, bool sync) {
-    const uint64_t id = next_id++;
+    const uint64_t id = next_id;
     const std::string op(protocol::OpName(body));
     const std::string bytes = protocol::EncodeRequest({protocol::kVersion, id, body});
+    // The server answers a request over the limit with BAD_REQUEST, but one over ZeroMQ's socket
+    // limit (64 MiB) closes the connection and every reply queued on it: refused here, unsent.
+    if (bytes.size() > protocol::kMaxMessageBytes)
+      throw std::invalid_argument(op + ": the request is " + std::to_string(bytes.size()) + " bytes, over the protocol's " +
+                                  std::to_string(protocol::kMaxMessageBytes) + "-byte limit; nothing was sent");
+    ++next_id;
     Connection& connection = connections.back();
     try {
       if (!connection.socket.send(zmq::buffer(bytes), zmq::send_flags::none))

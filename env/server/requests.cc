@@ -419,11 +419,7 @@ json ServerLoop::Stats() {
           {"errors", errors_by_code_},
           {"undeliverable_replies", undeliverable_},
           {"client_outboxes", outboxes_.size()},
-          {"client_outbox_bytes", [&] {
-             std::size_t bytes = 0;
-             for (const auto& [client, box] : outboxes_) bytes += box.bytes;
-             return bytes;
-           }()},
+          {"client_outbox_bytes", outbox_bytes_},
           {"rss_bytes", ResidentBytes()},
           {"open_fds", OpenFileDescriptors()},
           {"draining", draining_},

@@ -66,11 +66,14 @@ void ServerLoop::SendToClient(const std::string& identity, std::string bytes) {
     }
   }
   // Behind an outbox, replies keep their order.
-  if (box->second.bytes + bytes.size() > kMaxOutboxBytesPerClient) {
+  if (box->second.bytes + bytes.size() > kMaxOutboxBytesPerClient ||
+      outbox_bytes_ + bytes.size() > options_.max_outbox_bytes) {
     ++undeliverable_;
+    if (box->second.replies.empty()) outboxes_.erase(box);
     return;
   }
   box->second.bytes += bytes.size();
+  outbox_bytes_ += bytes.size();
   box->second.replies.push_back(std::move(bytes));
 }
 
@@ -82,10 +85,13 @@ void ServerLoop::FlushOutboxes() {
       if (sent == Sent::kQueueFull) break;
       if (sent == Sent::kGone) {
         undeliverable_ += box.replies.size();
+        outbox_bytes_ -= box.bytes;
+        box.bytes = 0;
         box.replies.clear();
         break;
       }
       box.bytes -= box.replies.front().size();
+      outbox_bytes_ -= box.replies.front().size();
       box.replies.pop_front();
     }
     it = box.replies.empty() ? outboxes_.erase(it) : std::next(it);

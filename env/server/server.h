@@ -42,6 +42,9 @@ struct ServerOptions {
   double default_time_budget_s = 600;
   int64_t max_steps_limit = 10000;
   std::size_t max_sessions = 100000;
+  // Replies the server holds for clients that do not read them, summed over every connection
+  // (each connection has its own 64 MiB bound too): past it, such replies are dropped and counted.
+  std::size_t max_outbox_bytes = std::size_t{1} << 30;
   double session_idle_timeout_s = 1800;      // an env with no request for this long is closed
   std::filesystem::path record_dir = "trajectories";  // the trajectory store (opened on first use)
   double drain_timeout_s = 60;               // on SIGTERM: how long in-flight steps may finish

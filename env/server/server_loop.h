@@ -166,6 +166,7 @@ class ServerLoop {
     std::size_t bytes = 0;
   };
   std::unordered_map<std::string, Outbox> outboxes_;  // only clients that have a backlog
+  std::size_t outbox_bytes_ = 0;                       // over all of them
 };
 
 }  // namespace kernelgym::server::detail

@@ -296,13 +296,20 @@ def request_fields(op: str, **fields: Any) -> dict[str, Any]:
 def encode_request(request_id: int, op: str, **fields: Any) -> bytes:
     """One request's canonical bytes: ``{"v": 1, "id": request_id, "op": op, <fields>}``.
 
-    Raises ValueError for an unknown op, TypeError for a missing, unknown or wrongly typed field.
+    Raises ValueError for an unknown op or a request over the protocol's size limit (which the
+    server would refuse, or past 64 MiB answer by closing the connection), TypeError for a missing,
+    unknown or wrongly typed field.
     """
     if isinstance(request_id, bool) or not isinstance(request_id, int) or not 0 <= request_id < 1 << 64:
         raise ValueError(f"request id must be an integer in [0, 2^64), not {request_id!r}")
     message: dict[str, Any] = {"v": VERSION, "id": request_id, "op": op}
     message.update(request_fields(op, **fields))
-    return msgpack.packb(message, use_bin_type=True)
+    data = msgpack.packb(message, use_bin_type=True)
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise ValueError(
+            f"the {op} request is {len(data)} bytes, over the protocol's {MAX_MESSAGE_BYTES}-byte limit; nothing was sent"
+        )
+    return data
 
 
 # ---------------------------------------------------------------------------------------------

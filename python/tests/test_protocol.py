@@ -186,6 +186,13 @@ def test_a_malformed_request_is_refused_before_sending(op, fields, error, fragme
     assert fragment in str(caught.value)
 
 
+def test_a_request_over_the_size_limit_is_refused_before_sending():
+    at_limit = encode_request(1, "tasks.get", task="x" * (protocol.MAX_MESSAGE_BYTES - 64))
+    assert len(at_limit) <= protocol.MAX_MESSAGE_BYTES
+    with pytest.raises(ValueError, match="over the protocol's 8388608-byte limit"):
+        encode_request(1, "tasks.get", task="x" * protocol.MAX_MESSAGE_BYTES)
+
+
 def test_ranges_are_left_to_the_server():
     # Sent as they are: the server answers BAD_REQUEST naming the field (one place for the rules).
     make = msgpack.unpackb(encode_request(1, "env.make", task="t", max_steps=-1, time_budget_s=-2))

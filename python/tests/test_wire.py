@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import msgpack
+import pytest
 import zmq
 
 from kernelgym import Client
@@ -109,6 +110,56 @@ def test_replies_nobody_reads_cost_the_server_a_bounded_amount(start_server):
             reply = client.recv(timeout_s=30)
             assert reply is not None, f"{len(ids)} replies lost"
             ids.discard(reply.id)
+
+
+def test_replies_held_for_all_silent_connections_together_are_bounded(start_server):
+    # Each connection may hold 64 MiB of unread replies; many connections together may not hold
+    # more than --max-outbox-bytes (here 8 MiB, under what one connection alone would fill).
+    server = start_server("--local-runners", "0", "--null-backend", "--max-outbox-bytes", str(8 << 20))
+    context = zmq.Context()
+    silent = []
+    try:
+        with Client(server.address) as client:
+            for c in range(3):
+                socket = context.socket(zmq.DEALER)
+                socket.setsockopt(zmq.LINGER, 0)
+                socket.setsockopt(zmq.RCVHWM, 1)  # its own queue takes (almost) nothing off the server's
+                socket.connect(server.address)
+                silent.append(socket)
+                for i in range(400):
+                    socket.send(msgpack.packb({"v": 1, "id": i + 1, "op": "tasks.list", "suite": ""}))
+            held = []
+            for _ in range(100):  # until every request was handled (at most 20 s)
+                stats = client.stats()
+                held.append(stats["client_outbox_bytes"])
+                if stats["requests"].get("tasks.list", 0) >= 1200:
+                    break
+                time.sleep(0.2)
+            assert stats["requests"]["tasks.list"] == 1200
+            assert max(held) <= 8 << 20
+            assert held[-1] > (8 << 20) - 200_000  # filled to the bound, not below it
+            assert stats["client_outboxes"] >= 1 and stats["undeliverable_replies"] > 0
+            assert client.health()["status"] == "ok"  # a client that reads is still answered
+    finally:
+        for socket in silent:
+            socket.close(linger=0)
+        context.term()
+
+
+def test_a_request_over_the_limit_is_refused_by_the_client_unsent(start_server):
+    """Past 64 MiB the server's socket closes the connection with every reply queued on it, so the
+    client refuses anything over the protocol's limit before it is sent."""
+    server = start_server("--local-runners", "0", "--null-backend")
+    with Client(server.address) as client:
+        env = client.make("cpu/softmax_rows", backend="null")["env"]
+        client.reset(env)
+        pending = client.send("health")
+        with pytest.raises(ValueError, match="8388608-byte limit; nothing was sent"):
+            client.step(env, {"kind": "replace", "source": "x" * (65 << 20)})
+        reply = client.recv(timeout_s=30)  # the reply already on its way is not lost
+        assert reply is not None and reply.id == pending and reply.ok
+        assert client.step(env, {"kind": "submit"})["terminated"]
+        assert client.stats()["undeliverable_replies"] == 0
 
 
 def test_the_documented_limits_hold(start_server):

@@ -105,7 +105,14 @@ TEST(ServerTest, ErrorsNameTheOpAndKeepTheServerServing) {
   EXPECT_EQ(CodeOf([&] { c.Reset("env-nope"); }), ErrorCode::kUnknownEnv);
   const protocol::EnvInfo env = c.Make(MakeRequest("cpu/softmax_rows", "null"));
   EXPECT_EQ(CodeOf([&] { c.Step(env.env, protocol::SubmitAction{}); }), ErrorCode::kEpisodeOver);  // not reset
-
+  // A request over the size limit is refused by the client, unsent: past 64 MiB the server's
+  // socket would close the connection and lose every reply queued on it.
+  try {
+    c.Step(env.env, protocol::ReplaceAction{std::string(65u << 20, 'x')});
+    ADD_FAILURE() << "a 65 MiB request was sent";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("8388608-byte limit; nothing was sent"), std::string::npos) << e.what();
+  }
   EXPECT_EQ(c.Hello().protocol, protocol::kVersion);
 }
 
