@@ -16,4 +16,13 @@ fi
 if ! "$VENV/bin/python" -c "import openenv.core.env_server" 2>/dev/null; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "openenv-core==0.3.0" >&2
 fi
+# verifiers (prime-rl's environment format) for the verifiers adapter's tests: the package without
+# its dependencies, then only what `import verifiers.v1` loads (about 200 MB, most of it sympy via
+# math-verify, and the openai and anthropic SDKs); not its sandboxes' clients, harbor, gepa or uv.
+if ! "$VENV/bin/python" -c "import verifiers.v1" 2>/dev/null; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-deps "verifiers==0.4.0" >&2
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "prime-pydantic-config[toml]==0.4.3" \
+    "renderers==0.1.12" "openai==2.54.0" "anthropic==2.16.0" "prime-sandboxes==0.5.1" "math-verify==0.9.0" \
+    "aiohttp>=3.14.1" "tomli-w>=1.0" "tenacity>=8.5" >&2
+fi
 echo "$VENV"
