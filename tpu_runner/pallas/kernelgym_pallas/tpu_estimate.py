@@ -20,13 +20,14 @@ jax is imported):
   data-dependent pl.when added nothing), hence the branch rules below in this mode only.
 
 Both add the XLA ops around the kernels, priced by XLA's cost model (`cost_analysis()
-["optimal_seconds"]`, which counts loops and sees nothing inside a Mosaic kernel), floored by the
-ops' own static cycles at CLOCK_HZ: in "bundles" mode their final schedules (each bundle times its
-loops' trip counts, as for a kernel), in "profile" mode their static profile. Each is a lower
-bound that misses something: XLA's model prices a convolution or a transcendental as if the MXU
-and VPU were always full (2-3x optimistic on JAXBench's convolutions); a schedule counts an op in
-an XLA while loop once and knows nothing of HBM bandwidth (a memory-bound RMSNorm: 0.35x). The
-larger is taken. The reference is valued the same way. Against the measured v6e times of 46
+["optimal_seconds"]`, which sees nothing inside a Mosaic kernel and, on TPU, is erratic around an
+XLA while loop), floored by the ops' own static cycles at CLOCK_HZ: in "bundles" mode their final
+schedules (each bundle times its loops' trip counts, as for a kernel; an op in the body of an XLA
+while loop with a static trip count, hlo_loops.py, times that count), in "profile" mode their
+static profile. Each is a lower bound that misses something: XLA's model prices a convolution or
+a transcendental as if the MXU and VPU were always full (2-3x optimistic on JAXBench's
+convolutions); a schedule knows nothing of HBM bandwidth (a memory-bound RMSNorm: 0.35x), and
+counts an op in a loop without a static trip count once. The larger is taken. The reference is valued the same way. Against the measured v6e times of 46
 JAXBench baselines (bench/tpu_estimate_calibration.py, docs/benchmarks.md) the estimate's rank
 correlation went from 0.89 to 0.97 with the schedule floor, and the share within 1.5x after one
 scale from 80% to 83%.
@@ -42,7 +43,8 @@ What the static figures cannot see makes the estimate untrusted (`trusted=False`
 and the reward then pays nothing for speed:
   * a loop inside a kernel with a trip count known only at run time (`while`): counted once;
   * a grid whose size is known only at run time;
-  * a Mosaic kernel inside an XLA loop or branch (counted once);
+  * a Mosaic kernel inside an XLA loop or branch (counted once); in trusted code (a task's
+    reference: `trusted_code=True`), one in a loop with a static trip count is priced per trip;
   * an XLA `while`/`cond` in the program (XLA's model cannot know the trip count or branch);
   * no figures for a kernel, kernels that cannot be matched to the traced pallas_calls, no XLA
     figure where XLA ops exist;
@@ -76,6 +78,8 @@ import os
 import pathlib
 import re
 import shutil
+
+from . import hlo_loops
 
 CLOCK_HZ = {"v5e": 1.040e9, "v6e": 1.246e9}
 NOMINAL_CLOCK_HZ = {"v5e": 1.50e9, "v6e": 1.75e9}
@@ -356,16 +360,8 @@ def shape_bytes(shape: str) -> float:
 
 
 def _shape_of(rest: str) -> str:
-    """The result shape at the start of an instruction's right-hand side (a tuple in parentheses
-    or one array type)."""
-    if rest.startswith("("):
-        depth = 0
-        for i, ch in enumerate(rest):
-            depth += ch == "("
-            depth -= ch == ")"
-            if depth == 0:
-                return rest[:i + 1]
-    return rest.split(" ", 1)[0]
+    """The result shape at the start of an instruction's right-hand side."""
+    return hlo_loops.split_shape(rest)[0]
 
 
 @dataclasses.dataclass
@@ -769,7 +765,9 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     cycles = read_profiles(dump_dir) if mode == "profile" and dump_dir is not None else {}
     bundles = read_utilization(dump_dir) if mode == "bundles" and dump_dir is not None else {}
     schedules = read_schedules(dump_dir) if mode == "bundles" and dump_dir is not None else {}
-    hlo_kernels, _ = mosaic_kernels(compiled.executable.as_text() or "")
+    hlo_text = compiled.executable.as_text() or ""
+    hlo_kernels, _ = mosaic_kernels(hlo_text)
+    loops = hlo_loops.module_loops(hlo_text)
     if hlo_kernels and not (cycles or schedules):
         reasons.append("the compile dumped nothing (jax reused a cached executable, or libtpu did not dump): no "
                        "figures for the kernels")
@@ -793,9 +791,14 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     profiles: list[KernelProfile] = []
     mosaic_cycles, mosaic_seconds = 0, 0.0
     for k, f in zip(hlo_kernels, matched):
-        if not k.in_entry:
-            reasons.append(f"Mosaic kernel {k.name} sits in HLO computation {k.computation} (a loop or branch): "
-                           f"it is counted once")
+        # In trusted code (a task's reference) a kernel in a loop with a static trip count (lax.map
+        # over heads) is priced for every trip; a candidate's pallas_call in a loop stays untrusted
+        # (analyse_program says why).
+        runs = 1 if k.in_entry else (loops.runs.get(k.computation) if trusted_code else None)
+        if runs is None:
+            reasons.append(f"Mosaic kernel {k.name} sits in HLO computation {k.computation} (a loop or branch "
+                           f"without a static trip count): it is counted once")
+            runs = 1
         static_grid = f is not None and all(isinstance(g, int) for g in f.grid)
         steps = _points(f.grid) if static_grid else 0
         share = None
@@ -824,6 +827,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                 share["dma"] = schedule.dma_bundles / schedule.bundles
             c = int(round(executed + max(steps, 1) * STEP_OVERHEAD_CYCLES[name]))
             moved = max(k.bytes, (steps * f.step_bytes + f.once_bytes) if f is not None else 0.0)
+        c, moved, steps = c * runs, moved * runs, steps * runs
         s_cycles, s_bytes = c / clock, moved / bandwidth
         profiles.append(KernelProfile(kernel=f.name if f else k.name, hlo_op=k.name, grid_steps=steps,
                                       estimated_cycles=c, bundles_per_step=per_step, bytes=moved,
@@ -838,7 +842,9 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     if mode == "profile":
         xla_llo = sum(c for op, c in cycles.items() if op not in kernel_keys)
     else:
-        xla_llo = int(round(sum(schedules[op].executed for op in xla_ops)))
+        # An op in a loop with a static trip count runs that many times; otherwise it is counted
+        # once (XLA's model, the other bound, counts it once too).
+        xla_llo = int(round(sum(schedules[op].executed * (loops.runs_of_instruction(op) or 1) for op in xla_ops)))
     xla_model = max(0.0, float(compiled.cost.get("optimal_seconds", 0.0) or 0.0))
     # Each source misses something. XLA's model prices transcendentals at nothing (exp(sin(x) x)
     # on 16M floats: the profile 432,950 cycles, the model a copy's time) and convolutions as if

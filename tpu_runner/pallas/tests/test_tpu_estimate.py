@@ -320,6 +320,39 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertGreater(as_reference.kernels[0].estimated_cycles, 0)
         self.assertAlmostEqual(as_reference.seconds, as_candidate.seconds, delta=0.01 * as_candidate.seconds)
 
+    def test_a_reference_mapped_over_heads_is_priced_for_every_trip(self):
+        # jaxbench-p/flash_attention's reference maps an attention over its heads (lax.map): an
+        # XLA while loop whose body holds XLA's own softmax kernel and the score matmuls. The
+        # schedules hold the body once; its static trip count prices it for every head.
+        import jax
+        import jax.numpy as jnp
+
+        def attention(qkv):
+            q, k, v = qkv
+            s = jnp.einsum("hqd,hkd->hqk", q, k) / 8.0
+            return jnp.einsum("hqk,hkd->hqd", jax.nn.softmax(s, axis=-1), v)
+
+        def mapped(q, k, v):
+            return jax.lax.map(attention, (q, k, v))
+
+        def estimates(heads):
+            specs = [jax.ShapeDtypeStruct((heads, 8, 1024, 128), jnp.bfloat16)] * 3
+            return (tpu_estimate.estimate(mapped, specs, self.target, self.dump, trusted_code=True),
+                    tpu_estimate.estimate(mapped, specs, self.target, self.dump))
+
+        (two, two_as_candidate), (six, _) = estimates(2), estimates(6)
+        for est in (two, six):
+            self.assertTrue(est.trusted, est.reasons)
+            self.assertEqual(len(est.kernels), 1)
+        self.assertEqual(six.kernels[0].estimated_cycles, 3 * two.kernels[0].estimated_cycles)
+        self.assertGreater(six.xla_llo_cycles, 2.5 * two.xla_llo_cycles)  # the loop's matmuls too
+        # XLA's model of the loop (the other bound of the XLA ops) is erratic: 38 us for two heads,
+        # 18 us for six. Before the trip counts the six heads were estimated below the two.
+        self.assertGreater(six.seconds, 2 * two.seconds)
+        # A candidate's program with the same loop stays untrusted: its kernel counted once.
+        self.assertFalse(two_as_candidate.trusted)
+        self.assertLess(two_as_candidate.kernels[0].estimated_cycles, two.kernels[0].estimated_cycles)
+
     def test_a_long_kernel_name_keeps_its_schedule(self):
         # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
         # that long (splash attention's are 232) was left unpriced and untrusted.
