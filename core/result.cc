@@ -74,12 +74,11 @@ RewardableSpeedup RewardableSpeedupOf(const EvalResult& r) {
   auto usable = [](double s) { return std::isfinite(s) && s > 0; };
   if (r.timing && r.timing_representative)
     return usable(r.timing->speedup) ? RewardableSpeedup{r.timing->speedup, SpeedupKind::kMeasured} : RewardableSpeedup{};
-  if (r.timing_clock != kTpuEstimateClock) return {};
-  const auto trusted = r.estimates.find("estimate_trusted");
-  const auto speedup = r.estimates.find("estimated_speedup");
-  if (trusted == r.estimates.end() || trusted->second != 1 || speedup == r.estimates.end() || !usable(speedup->second))
+  // The clock label and the trust are both the backend's verdict (a pallas result off a TPU):
+  // an estimate on a result labelled with another clock is not what was judged.
+  if (r.timing_clock != kTpuEstimateClock || !r.estimate || !r.estimate->trusted || !usable(r.estimate->speedup))
     return {};
-  return {speedup->second, SpeedupKind::kEstimated};
+  return {r.estimate->speedup, SpeedupKind::kEstimated};
 }
 
 std::string_view SpeedupKindName(SpeedupKind kind) {

@@ -118,6 +118,23 @@ struct TpuKernelProfile {
   double critical_path_cycles = 0;           // 0: not reported
 };
 
+// The speed signal where no clock of the target ran (pallas off a TPU): the TPU compiler's static
+// figures for the candidate's program and the reference's. An estimate, never a measurement, and
+// labelled so wherever it appears (the wire form carries "label": "estimate").
+struct SpeedEstimate {
+  std::string method;              // how the candidate's time was estimated ("" when it was not)
+  double candidate_us = 0;         // estimated device time of the candidate's program; 0: none
+  double reference_us = 0;         // of the task's reference; 0: none
+  bool candidate_trusted = false;  // the estimator's own view of each figure
+  bool reference_trusted = false;
+  double speedup = 0;              // reference_us / candidate_us when both are > 0, else 0
+  // The verdict, made in one place (the backend's, beside the evaluation's status): this speedup
+  // may be paid. When false, `reasons` says why.
+  bool trusted = false;
+  std::vector<std::string> reasons;
+  bool operator==(const SpeedEstimate&) const = default;
+};
+
 struct EvalResult {
   std::string task_id;
   std::string backend;
@@ -137,11 +154,11 @@ struct EvalResult {
   bool timing_representative = true;
   std::string timing_clock;
   std::string timing_note;
-  // Labelled estimates and compile facts, never measurements (reference_estimated_tpu_us from
-  // XLA's cost model, the TPU executable's memory, ...). One of them can be paid for: a trusted
-  // estimated_speedup where no clock of the target ran (see RewardableSpeedupOf).
+  // The speed estimate where no clock of the target ran (see SpeedEstimate, RewardableSpeedupOf).
+  std::optional<SpeedEstimate> estimate;
+  // Other labelled estimates and compile facts, never measurements and never paid for (the TPU
+  // executable's memory, the reference's flops, XLA's cost-model time, ...).
   std::map<std::string, double> estimates;
-  std::vector<std::string> estimate_reasons;   // why the estimate is not trusted (empty: trusted or none)
   std::vector<TpuKernelProfile> tpu_profile;   // pallas: the compiler's static profile per kernel
   std::map<std::string, bool> protections;     // which sandbox protections were on
   std::map<std::string, double> stage_seconds; // wall time per stage
@@ -153,9 +170,9 @@ struct EvalResult {
 inline constexpr std::string_view kTpuEstimateClock = "tpu_estimate";
 
 // What a speed reward may pay for: the measured speedup of a correct result timed on the target's
-// own clock, or, where no such clock ran, a trusted estimate (timing_clock kTpuEstimateClock,
-// estimates "estimated_speedup" with "estimate_trusted" = 1). Never the two mixed: a reward
-// compares a speedup only with earlier ones of the same kind.
+// own clock, or, where no such clock ran (timing_clock kTpuEstimateClock), the estimate's speedup
+// when its verdict trusts it (`estimate->trusted`: decided by the backend, read here). Never the two
+// mixed: a reward compares a speedup only with earlier ones of the same kind.
 enum class SpeedupKind { kNone, kMeasured, kEstimated };
 struct RewardableSpeedup {
   double value = 0;  // > 0 and finite unless kind is kNone

@@ -27,6 +27,14 @@ std::string Fmt(const char* fmt, double a, double b = 0, double c = 0, double d 
 }
 
 
+// The wire form's label on a SpeedEstimate: whoever reads the record sees it is not a measurement.
+constexpr const char* kEstimateLabel = "estimate";
+// The estimate's figures under protocol version 1's names in `estimates`, derived from it.
+constexpr const char* kDerivedEstimateKeys[] = {"candidate_estimated_tpu_us", "reference_estimated_tpu_us",
+                                                "candidate_estimate_trusted", "reference_estimate_trusted",
+                                                "estimate_trusted",           "estimated_speedup",
+                                                "estimated_speedup_untrusted"};
+
 // Thrown inside ResultFromJson only, which turns it into `problem`.
 struct ReadFailure {
   std::string message;
@@ -256,6 +264,23 @@ TpuKernelProfile ReadTpuKernelProfile(const json& j, const std::string& where) {
   return k;
 }
 
+SpeedEstimate ReadSpeedEstimate(const json& j, const std::string& where) {
+  Fields f(j, where);
+  if (ReadString(f.Require("label"), f.Path("label")) != kEstimateLabel)
+    Fail(f.Path("label"), std::string("must be '") + kEstimateLabel + "'");
+  SpeedEstimate e;
+  e.method = ReadString(f.Require("method"), f.Path("method"));
+  e.candidate_us = ReadNumber(f.Require("candidate_us"), f.Path("candidate_us"));
+  e.reference_us = ReadNumber(f.Require("reference_us"), f.Path("reference_us"));
+  e.candidate_trusted = ReadBool(f.Require("candidate_trusted"), f.Path("candidate_trusted"));
+  e.reference_trusted = ReadBool(f.Require("reference_trusted"), f.Path("reference_trusted"));
+  e.speedup = ReadNumber(f.Require("speedup"), f.Path("speedup"));
+  e.trusted = ReadBool(f.Require("trusted"), f.Path("trusted"));
+  e.reasons = ReadArray(f.Require("reasons"), f.Path("reasons"), ReadString);
+  f.Finish();
+  return e;
+}
+
 EvalResult ReadResult(const json& j) {
   Fields f(j, "result");
   EvalResult r;
@@ -287,8 +312,12 @@ EvalResult ReadResult(const json& j) {
   if (const json* v = f.Find("timing_representative")) r.timing_representative = ReadBool(*v, f.Path("timing_representative"));
   if (const json* v = f.Find("timing_clock")) r.timing_clock = ReadString(*v, f.Path("timing_clock"));
   if (const json* v = f.Find("timing_note")) r.timing_note = ReadString(*v, f.Path("timing_note"));
+  if (const json* v = f.Find("estimate")) r.estimate = ReadSpeedEstimate(*v, f.Path("estimate"));
   if (const json* v = f.Find("estimates")) r.estimates = ReadMap(*v, f.Path("estimates"), ReadNumber);
-  if (const json* v = f.Find("estimate_reasons")) r.estimate_reasons = ReadArray(*v, f.Path("estimate_reasons"), ReadString);
+  // The estimate's figures under their version-1 names are derived from `estimate` (see
+  // ValidResultToJson): read, checked for type, never trusted.
+  for (const char* key : kDerivedEstimateKeys) r.estimates.erase(key);
+  if (const json* v = f.Find("estimate_reasons")) ReadArray(*v, f.Path("estimate_reasons"), ReadString);
   if (const json* v = f.Find("tpu_profile")) r.tpu_profile = ReadArray(*v, f.Path("tpu_profile"), ReadTpuKernelProfile);
   // Like the top-level speedup, speedup_kind is derived (RewardableSpeedupOf): read, never trusted.
   if (const json* v = f.Find("speedup_kind")) ReadString(*v, f.Path("speedup_kind"));
@@ -327,7 +356,24 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
          {"timing_note", r.timing_note},
          {"estimates", r.estimates}};
   j["speedup_kind"] = std::string(SpeedupKindName(RewardableSpeedupOf(r).kind));
-  if (!r.estimate_reasons.empty()) j["estimate_reasons"] = r.estimate_reasons;
+  if (r.estimate) {
+    const SpeedEstimate& e = *r.estimate;
+    j["estimate"] = {{"label", kEstimateLabel},         {"method", e.method},
+                     {"candidate_us", e.candidate_us},  {"reference_us", e.reference_us},
+                     {"candidate_trusted", e.candidate_trusted}, {"reference_trusted", e.reference_trusted},
+                     {"speedup", e.speedup},            {"trusted", e.trusted},
+                     {"reasons", e.reasons}};
+    // Protocol version 1's names for the same figures, for the clients that read them there:
+    // derived from `estimate`, never read back (ReadResult drops them).
+    json& legacy = j["estimates"];
+    if (e.candidate_us > 0) legacy["candidate_estimated_tpu_us"] = e.candidate_us;
+    if (e.reference_us > 0) legacy["reference_estimated_tpu_us"] = e.reference_us;
+    legacy["candidate_estimate_trusted"] = e.candidate_trusted ? 1 : 0;
+    legacy["reference_estimate_trusted"] = e.reference_trusted ? 1 : 0;
+    legacy["estimate_trusted"] = e.trusted ? 1 : 0;
+    if (e.speedup > 0) legacy[e.trusted ? "estimated_speedup" : "estimated_speedup_untrusted"] = e.speedup;
+    if (!e.reasons.empty()) j["estimate_reasons"] = e.reasons;
+  }
   if (!r.tpu_profile.empty()) {
     json kernels = json::array();
     for (const TpuKernelProfile& k : r.tpu_profile)
@@ -516,7 +562,16 @@ std::vector<std::string> RenderStaticEstimate(const EvalResult& r) {
   if (const RewardableSpeedup s = RewardableSpeedupOf(r); s.kind == SpeedupKind::kEstimated)
     lines.push_back("speed: estimated " + Fmt("%.3f", s.value) +
                     "x over the reference on the TPU (the compiler's static figures, not a measurement)");
-  for (const std::string& reason : r.estimate_reasons) lines.push_back("estimate not trusted: " + One(reason));
+  if (r.estimate) {
+    const SpeedEstimate& e = *r.estimate;
+    std::string line = "estimate (not a measurement): candidate " +
+                       (e.candidate_us > 0 ? Fmt("%.4g", e.candidate_us) + " us" : std::string("none")) +
+                       ", reference " + (e.reference_us > 0 ? Fmt("%.4g", e.reference_us) + " us" : std::string("none"));
+    if (e.speedup > 0) line += ", ratio " + Fmt("%.3f", e.speedup) + "x";
+    if (!e.method.empty()) line += " (" + One(e.method) + ")";
+    lines.push_back(line + (e.trusted ? "; trusted" : "; not trusted"));
+    for (const std::string& reason : e.reasons) lines.push_back("estimate not trusted: " + One(reason));
+  }
   const std::vector<TpuKernelProfile>& kernels = r.tpu_profile;
   for (std::size_t i = 0; i < kernels.size() && i < kShown; ++i) {
     const TpuKernelProfile& k = kernels[i];

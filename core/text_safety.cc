@@ -80,6 +80,14 @@ void ForEachText(R& r, OnString on_string, OnKeys on_keys) {
   }
   on_string(r.timing_clock);
   on_string(r.timing_note);
+  if (r.estimate) {
+    on_string(r.estimate->method);
+    for (auto& reason : r.estimate->reasons) on_string(reason);
+  }
+  for (auto& k : r.tpu_profile) {
+    on_string(k.kernel);
+    on_keys(k.unit_share);
+  }
   on_keys(r.estimates);
   on_keys(r.protections);
   on_keys(r.stage_seconds);

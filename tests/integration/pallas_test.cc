@@ -145,11 +145,10 @@ void ExpectVerdict(const EvalResult& r, const nlohmann::json& expected, const st
   // is asserted instead) keeps the key as documentation.
   if (expected.contains("estimate") && expected.at("status") == "ok") {
     const bool want_trusted = expected["estimate"].get<std::string>() == "trusted";
-    const auto flag = r.estimates.find("candidate_estimate_trusted");
-    ASSERT_NE(flag, r.estimates.end()) << label << ": no candidate estimate: " << VerdictText(r);
-    EXPECT_EQ(flag->second == 1, want_trusted) << label << ": " << VerdictText(r);
+    ASSERT_TRUE(r.estimate.has_value()) << label << ": no candidate estimate: " << VerdictText(r);
+    EXPECT_EQ(r.estimate->candidate_trusted, want_trusted) << label << ": " << VerdictText(r);
     const std::string reason = expected.value("estimate_reason", "");
-    const bool named = std::any_of(r.estimate_reasons.begin(), r.estimate_reasons.end(),
+    const bool named = std::any_of(r.estimate->reasons.begin(), r.estimate->reasons.end(),
                                    [&](const std::string& why) { return why.find(reason) != std::string::npos; });
     if (!want_trusted) EXPECT_TRUE(named) << label << ": expected '" << reason << "' among the estimate's reasons";
     if (!want_trusted) EXPECT_NE(RewardableSpeedupOf(r).kind, SpeedupKind::kEstimated) << label;
@@ -209,8 +208,8 @@ TEST(PallasEstimate, AReferenceWithXlasOwnMosaicKernelIsEstimated) {
   options.estimates = true;
   const EvalResult r = Pallas().Evaluate(*task, task->StarterFor("pallas"), options);
   ASSERT_EQ(r.status, Status::kOk) << VerdictText(r);
-  EXPECT_EQ(r.estimates.count("reference_estimate_trusted") ? r.estimates.at("reference_estimate_trusted") : 0.0, 1.0)
-      << VerdictText(r);
+  ASSERT_TRUE(r.estimate.has_value()) << VerdictText(r);
+  EXPECT_TRUE(r.estimate->reference_trusted) << VerdictText(r);
   EXPECT_EQ(RewardableSpeedupOf(r).kind, SpeedupKind::kEstimated) << VerdictText(r);
 }
 
@@ -227,10 +226,9 @@ TEST(PallasEstimate, ADeclaredCostEstimateDoesNotMoveTheEstimate) {
   int i = 0;
   for (const EvalResult* r : {&plain, &declared}) {
     ASSERT_EQ(r->status, Status::kOk) << VerdictText(*r);
-    const auto us = r->estimates.find("candidate_estimated_tpu_us");
-    ASSERT_NE(us, r->estimates.end()) << VerdictText(*r);
-    EXPECT_EQ(r->estimates.at("candidate_estimate_trusted"), 1.0) << VerdictText(*r);
-    figures[i++] = us->second;
+    ASSERT_TRUE(r->estimate.has_value()) << VerdictText(*r);
+    EXPECT_TRUE(r->estimate->candidate_trusted) << VerdictText(*r);
+    figures[i++] = r->estimate->candidate_us;
   }
   EXPECT_GT(figures[0], 0);
   EXPECT_NEAR(figures[1], figures[0], 0.01 * figures[0]) << "plain " << figures[0] << " us, declared " << figures[1] << " us";
@@ -250,7 +248,8 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   const EvalResult first = Pallas().Evaluate(*task, ReadText(dir / "leaves_marker.py"), with_estimates);
   EXPECT_EQ(first.status, Status::kOk) << VerdictText(first);
   // The labelled estimate: XLA's cost model for the reference on the TPU target.
-  EXPECT_GT(first.estimates.count("reference_estimated_tpu_us") ? first.estimates.at("reference_estimated_tpu_us") : 0, 0);
+  ASSERT_TRUE(first.estimate.has_value()) << VerdictText(first);
+  EXPECT_GT(first.estimate->reference_us, 0) << VerdictText(first);
   EXPECT_GT(first.estimates.count("reference_flops") ? first.estimates.at("reference_flops") : 0, 0);
   const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);

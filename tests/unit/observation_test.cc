@@ -239,7 +239,7 @@ TEST(Observation, ATpuEstimateIsLabelledAndNeverTheMeasuredSpeedup) {
   r.stage = Stage::kCorrectness;
   r.timing_representative = false;
   r.timing_clock = std::string(kTpuEstimateClock);
-  r.estimates = {{"estimated_speedup", 1.75}, {"estimate_trusted", 1}};
+  r.estimate = SpeedEstimate{"llo_schedule", 40, 70, true, true, 1.75, true, {}};
   r.tpu_profile = {{"scale_kernel", 16, 120, 1920, {{"vpu", 0.5}, {"load_store", 0.25}}, 0}};
   ObservationContext context = Context();
   context.best_speedup = 0;
@@ -251,8 +251,8 @@ TEST(Observation, ATpuEstimateIsLabelledAndNeverTheMeasuredSpeedup) {
   EXPECT_NE(obs.text.find("best estimated speedup so far: 1.750x"), std::string::npos) << obs.text;
   EXPECT_EQ(obs.text.find("timing: not representative"), std::string::npos) << obs.text;
   EXPECT_EQ(obs.speedup, 0) << "an estimate is never the measured speedup";
-  r.estimates["estimate_trusted"] = 0;
-  r.estimate_reasons = {"a loop with a dynamic trip count"};
+  r.estimate->trusted = false;
+  r.estimate->reasons = {"a loop with a dynamic trip count"};
   const protocol::Observation untrusted = BuildObservation(r, context);
   EXPECT_EQ(untrusted.text.find("speed: estimated"), std::string::npos) << untrusted.text;
   EXPECT_NE(untrusted.text.find("estimate not trusted: a loop with a dynamic trip count"), std::string::npos) << untrusted.text;

@@ -71,7 +71,8 @@ EvalResult FullResult() {
   r.protections = {{"seccomp", true}, {"network_namespace", false}};
   r.stage_seconds = {{"compile", 0.31}, {"harness", 0.72}, {"timing_lock_wait", 0}};
   r.seconds = 1.25;
-  r.estimate_reasons = {"a while loop with a dynamic trip count: its body is counted once"};
+  r.estimate = SpeedEstimate{"llo_schedule", 40, 70, false, true, 1.75, false,
+                             {"a while loop with a dynamic trip count: its body is counted once"}};
   r.tpu_profile = {{"matmul_kernel", 64, 1053, 71680, {{"mxu", 0.41}, {"load_store", 0.22}}, 900},
                    {"second", 1, 12, 12, {}, 0}};
   return r;
@@ -113,7 +114,7 @@ TEST(ResultToJson, ATrustedTpuEstimateIsLabelledAndNeverAMeasuredSpeedup) {
   r.stage = Stage::kCorrectness;
   r.timing_representative = false;
   r.timing_clock = std::string(kTpuEstimateClock);
-  r.estimates = {{"estimated_speedup", 1.75}, {"estimate_trusted", 1}, {"candidate_estimated_tpu_us", 40}};
+  r.estimate = SpeedEstimate{"llo_schedule", 40, 70, true, true, 1.75, true, {}};
   r.tpu_profile = {{"softmax_kernel", 8, 310, 2480, {{"vpu", 0.6}, {"xlu", 0.1}}, 0}};
   const json j = ResultToJson(r, false);
   EXPECT_EQ(j["speedup_kind"], "estimated");
@@ -126,9 +127,33 @@ TEST(ResultToJson, ATrustedTpuEstimateIsLabelledAndNeverAMeasuredSpeedup) {
   EXPECT_NE(text.find("not a measurement"), std::string::npos) << text;
   EXPECT_NE(text.find("tpu kernel softmax_kernel: 8 grid steps x 310 bundles, 2480 cycles"), std::string::npos) << text;
   EXPECT_NE(text.find("vpu 60%, xlu 10%"), std::string::npos) << text;
-  r.estimates["estimate_trusted"] = 0;
-  r.estimate_reasons = {"work under a data-dependent branch"};
+  // The typed estimate on the wire, labelled, with version 1's names derived beside it.
+  EXPECT_EQ(j["estimate"]["label"], "estimate");
+  EXPECT_EQ(j["estimate"]["trusted"], true);
+  EXPECT_EQ(j["estimates"]["estimated_speedup"], 1.75);
+  EXPECT_EQ(j["estimates"]["candidate_estimated_tpu_us"], 40);
+  std::string problem;
+  const std::optional<EvalResult> back = ResultFromJson(j, problem);
+  ASSERT_TRUE(back) << problem;
+  EXPECT_EQ(back->estimate, r.estimate);
+  EXPECT_TRUE(back->estimates.empty()) << "the derived names are not read back";
+  // A reader trusts the typed field, never the derived names: a record whose legacy key claims a
+  // trusted speedup its estimate does not have is paid nothing.
+  json forged = j;
+  forged["estimate"]["trusted"] = false;
+  forged["estimates"]["estimated_speedup"] = 50.0;
+  forged["estimates"]["estimate_trusted"] = 1;
+  const std::optional<EvalResult> read = ResultFromJson(forged, problem);
+  ASSERT_TRUE(read) << problem;
+  EXPECT_EQ(RewardableSpeedupOf(*read).kind, SpeedupKind::kNone);
+  json unlabelled = j;
+  unlabelled["estimate"]["label"] = "measurement";
+  EXPECT_FALSE(ResultFromJson(unlabelled, problem));
+  EXPECT_NE(problem.find("result.estimate.label"), std::string::npos) << problem;
+  r.estimate->trusted = false;
+  r.estimate->reasons = {"work under a data-dependent branch"};
   EXPECT_EQ(ResultToJson(r, false)["speedup_kind"], "none");
+  EXPECT_EQ(ResultToJson(r, false)["estimates"]["estimated_speedup_untrusted"], 1.75);
   const std::string untrusted = RenderResult(r, "");
   EXPECT_EQ(untrusted.find("speed: estimated"), std::string::npos) << untrusted;
   EXPECT_NE(untrusted.find("estimate not trusted: work under a data-dependent branch"), std::string::npos) << untrusted;

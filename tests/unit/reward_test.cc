@@ -26,8 +26,9 @@ EvalResult Estimated(double speedup, double trusted = 1, std::string clock = std
   r.status = Status::kOk;
   r.timing_representative = false;
   r.timing_clock = std::move(clock);
-  r.estimates["estimated_speedup"] = speedup;
-  r.estimates["estimate_trusted"] = trusted;
+  r.estimate = SpeedEstimate{};
+  r.estimate->speedup = speedup;
+  r.estimate->trusted = trusted == 1;
   return r;
 }
 
@@ -293,8 +294,9 @@ TEST(BuiltinRewards, AnEstimateIsNotPaidWhenUntrustedOffOrNotTheEstimateClock) {
 TEST(BuiltinRewards, AMeasuredSpeedupWinsOverAnEstimateBesideIt) {
   EvalResult both = Result(Status::kOk, 1.5);  // a TPU host: measured, the estimate reported beside it
   both.timing_clock = "tpu_device";
-  both.estimates["estimated_speedup"] = 9.0;
-  both.estimates["estimate_trusted"] = 1;
+  both.estimate = SpeedEstimate{};
+  both.estimate->speedup = 9.0;
+  both.estimate->trusted = true;
   EXPECT_EQ(RewardableSpeedupOf(both).kind, SpeedupKind::kMeasured);
   EXPECT_DOUBLE_EQ(Of(*Make("speedup"), both), 1.5);
 }

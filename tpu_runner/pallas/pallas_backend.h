@@ -4,7 +4,9 @@
 // imports candidate code; holds the task, runs the reference, then checks, compiles and runs the
 // program the tracer traced). It reads the reference's outputs before the judge is given that
 // program, compares the candidate's outputs itself (CompareOutput, the same rule as the cpu
-// backend) and turns the events into an EvalResult. docs/pallas.md describes the whole path.
+// backend) and turns the judge's messages into an EvalResult. The evaluation runs as stages that
+// match the judge's (pallas_stages.h); the verdict, and whether an estimate is paid, is decided
+// once, in pallas_verdict.h. docs/pallas.md describes the whole path.
 #pragma once
 
 #include <filesystem>
@@ -14,26 +16,11 @@
 #include <string>
 
 #include "tpu_runner/backend.h"
+#include "tpu_runner/pallas/judge_protocol.h"
+#include "tpu_runner/pallas/pallas_settings.h"
+#include "tpu_runner/pallas/pallas_stages.h"
 
 namespace kernelgym {
-
-struct PallasSettings {
-  std::filesystem::path python;       // the venv's interpreter (scripts/pallas_venv.sh makes it)
-  std::filesystem::path package_dir;  // the folder holding kernelgym_pallas/
-  std::string target = "v5e";         // TPU generation to compile for without a TPU: v5e, v6e
-  double start_timeout_s = 120;       // a process's import of jax and the target's opening
-  // The judge's static check of the source (a first filter). Tests turn it off to show that no
-  // verdict rests on it.
-  bool static_check = true;
-  // Each job's judge and tracer forked by a fork server that imported jax once (inside
-  // bubblewrap's namespaces only); off: a process started per job. The benchmark compares both.
-  bool fork_server = true;
-};
-
-// Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
-// pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
-// KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking.
-PallasSettings DefaultPallasSettings();
 
 struct PallasWorker;
 class PallasWorkerPool;
@@ -54,12 +41,18 @@ class PallasBackend : public Backend {
  private:
   std::unique_ptr<PallasWorker> TakeWorker(Role role, std::string& error);
   void Prestart();
+  // The stages in order (pallas_stages.h); the first Stop ends the evaluation.
+  [[nodiscard]] StageOutcome RunStages(const Task& task, const std::string& source, const EvalOptions& options,
+                                       EvalResult& r);
+  // XLA's estimate for a task's reference depends on the task alone: computed once per backend.
+  std::optional<judge::ReferenceEstimate> CachedReferenceEstimate(const std::string& task_id);
+  void CacheReferenceEstimate(const std::string& task_id, const judge::ReferenceEstimate& estimate);
 
   BackendConfig config_;
   PallasSettings settings_;
   std::unique_ptr<PallasWorkerPool> judges_, tracers_;
   std::mutex estimates_mutex_;
-  std::map<std::string, std::map<std::string, double>> estimates_;  // by task id; guarded by estimates_mutex_
+  std::map<std::string, judge::ReferenceEstimate> reference_estimates_;  // by task id; guarded by estimates_mutex_
 };
 
 }  // namespace kernelgym

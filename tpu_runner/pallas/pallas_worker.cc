@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "tpu_runner/sandbox.h"
 
@@ -245,16 +246,18 @@ PallasWorker::~PallasWorker() {
   if (!job_dir.empty()) std::filesystem::remove_all(job_dir, ec);
 }
 
-std::optional<PallasWorker::Read> PallasWorker::Buffered(json& event) {
+std::optional<PallasWorker::Read> PallasWorker::Buffered(judge::Message& message) {
   const auto newline = buffer.find('\n');
   if (newline == std::string::npos) return std::nullopt;
   const std::string line = buffer.substr(0, newline);
   buffer.erase(0, newline + 1);
-  event = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (event.is_discarded() || !event.is_object() || !event.contains("event") || !event["event"].is_string()) {
-    garbled = line.substr(0, 200);
+  std::string problem;
+  std::optional<judge::Message> decoded = judge::Decode(line, problem);
+  if (!decoded) {
+    garbled = problem + " (in: " + line.substr(0, 200) + ")";
     return Read::kGarbled;
   }
+  message = std::move(*decoded);
   return Read::kEvent;
 }
 
@@ -269,12 +272,12 @@ bool PallasWorker::Fill() {
   return got < 0 && (errno == EAGAIN || errno == EINTR);
 }
 
-PallasWorker::Read PallasWorker::Next(Clock::time_point deadline, json& event) {
-  return NextOfWorkers({{this, deadline}}, event).second;
+PallasWorker::Read PallasWorker::Next(Clock::time_point deadline, judge::Message& message) {
+  return NextOfWorkers({{this, deadline}}, message).second;
 }
 
-bool PallasWorker::Send(const json& message) {
-  const std::string line = message.dump() + "\n";
+bool PallasWorker::Send(const judge::Message& message) {
+  const std::string line = judge::Encode(message) + "\n";
   std::size_t sent = 0;
   while (sent < line.size()) {
     const ssize_t n = ::send(control_fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
@@ -349,7 +352,7 @@ int PallasWorker::signal() const { return signal_; }
 int PallasWorker::exit_code() const { return exit_code_; }
 
 std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
-    const std::vector<std::pair<PallasWorker*, Clock::time_point>>& waiting, json& event) {
+    const std::vector<std::pair<PallasWorker*, Clock::time_point>>& waiting, judge::Message& event) {
   for (;;) {
     for (std::size_t i = 0; i < waiting.size(); ++i) {
       PallasWorker& w = *waiting[i].first;

@@ -1,5 +1,5 @@
-// The judge's and the tracer's processes as the pallas backend drives them: JSON events on a
-// report pipe, messages on a control socket, stderr kept for the verdict, and how the process
+// The judge's and the tracer's processes as the pallas backend drives them: judge_protocol.h's
+// messages, one per line, on a report pipe (from it) and a control socket (to it), stderr kept for the verdict, and how the process
 // ended. A worker serves one evaluation. It is either forked for that job by a fork server
 // (tpu_runner/pallas/kernelgym_pallas/forkserver.py: a sandboxed Python that imported jax once
 // and forks a fresh process per job, one job at a time) or, without bubblewrap's namespaces, a
@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/subprocess.h"
+#include "tpu_runner/pallas/judge_protocol.h"
 #include "tpu_runner/pallas/pallas_backend.h"
 
 namespace kernelgym {
@@ -32,14 +32,15 @@ struct PallasWorker {
   // server says the job left nothing behind) and empties or removes the job folder.
   ~PallasWorker();
 
+  // kGarbled: a line that is not a message of this protocol version (`garbled` says why).
   enum class Read { kEvent, kTimeout, kClosed, kGarbled };
-  // The next event line, waiting until `deadline`; drains stderr meanwhile (a full pipe would
+  // The next message, waiting until `deadline`; drains stderr meanwhile (a full pipe would
   // stall the process).
-  Read Next(Clock::time_point deadline, nlohmann::json& event);
-  bool Send(const nlohmann::json& message);
+  Read Next(Clock::time_point deadline, judge::Message& message);
+  bool Send(const judge::Message& message);
   // The next complete line already buffered, if there is one; Fill reads what the report pipe
   // holds now (false once it is closed).
-  std::optional<Read> Buffered(nlohmann::json& event);
+  std::optional<Read> Buffered(judge::Message& message);
   bool Fill();
 
   // SIGKILL now. A forked process goes with its fork server (and its sandbox).
@@ -62,7 +63,7 @@ struct PallasWorker {
   std::string buffer;
   std::string garbled;
   bool closed = false;                   // the report pipe reached its end
-  std::optional<nlohmann::json> ready;   // the `ready` event, once read
+  std::optional<judge::Ready> ready;     // its Ready message, once read
 
  private:
   friend class PallasWorkerPool;
@@ -80,7 +81,7 @@ struct PallasWorker {
 // The next event of whichever worker says something first: (index, what was read). A worker
 // whose deadline passes first is reported with kTimeout; every worker's stderr is drained.
 std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
-    const std::vector<std::pair<PallasWorker*, PallasWorker::Clock::time_point>>& waiting, nlohmann::json& event);
+    const std::vector<std::pair<PallasWorker*, PallasWorker::Clock::time_point>>& waiting, judge::Message& message);
 
 // The workers of one role (judge or tracer) for one backend: idle fork servers, at most one job
 // each at a time. Outlives every worker it gives out.

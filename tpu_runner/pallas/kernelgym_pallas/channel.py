@@ -1,11 +1,12 @@
-"""The line protocol both processes speak with the C++ runner: JSON objects, one per line, on two
-inherited descriptors (or stdin/stdout when run by hand). Whatever candidate code prints goes to
-stderr, never onto the protocol stream."""
+"""The line channel both processes speak with the C++ runner: protocol.py's messages, one per line,
+on two inherited descriptors (or stdin/stdout when run by hand). Whatever candidate code prints
+goes to stderr, never onto the protocol stream."""
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from . import protocol
 
 _channels = {"in": sys.stdin, "out": sys.__stdout__}
 
@@ -18,14 +19,15 @@ def open_channels(control_fd: int | None, report_fd: int | None) -> None:
     sys.stdout = sys.stderr
 
 
-def send(message: dict) -> None:
-    _channels["out"].write(json.dumps(message) + "\n")
+def send(message) -> None:
+    _channels["out"].write(protocol.encode(message) + "\n")
     _channels["out"].flush()
 
 
-def receive() -> dict | None:
+def receive():
+    """The runner's next message (protocol.ProtocolError when it is not one), None at the end."""
     line = _channels["in"].readline()
-    return json.loads(line) if line else None
+    return protocol.decode(line) if line else None
 
 
 def add_arguments(parser) -> None:

@@ -12,6 +12,7 @@ same rule as the runner
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pathlib
@@ -22,6 +23,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from . import protocol
 
 
 def compare(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> tuple[int, float]:
@@ -42,18 +45,18 @@ def _start(module: str, args: list[str], env: dict) -> subprocess.Popen:
                             cwd=pathlib.Path(__file__).resolve().parent.parent)
 
 
-def _read(process: subprocess.Popen, who: str) -> dict:
+def _read(process: subprocess.Popen, who: str):
     while True:
         line = process.stdout.readline()
         if not line:
             raise SystemExit(f"the {who} exited ({process.wait()})")
-        event = json.loads(line)
-        if event.get("event") != "progress":
-            return event
+        message = protocol.decode(line)
+        if not isinstance(message, protocol.Progress):
+            return message
 
 
-def _send(process: subprocess.Popen, message: dict) -> None:
-    process.stdin.write(json.dumps(message) + "\n")
+def _send(process: subprocess.Popen, message) -> None:
+    process.stdin.write(protocol.encode(message) + "\n")
     process.stdin.flush()
 
 
@@ -79,25 +82,27 @@ def main() -> int:
         ready = _read(judge, "judge")
         _read(tracer, "tracer")
         print(f"judge and tracer ready in {time.perf_counter() - started:.2f} s: {ready}")
-        job = {"task_dir": str(args.task_dir.resolve()), "layout": args.layout, "out_dir": str(judge_dir),
-               "candidate_path": str(judge_dir / "candidate.py"), "seeds": [int(s) for s in args.seeds.split(",")],
-               "static_check": not args.no_static_check}
+        job = protocol.JudgeJob(task_dir=str(args.task_dir.resolve()), layout=args.layout, suite="jaxbench-ext",
+                                out_dir=str(judge_dir), candidate_path=str(judge_dir / "candidate.py"),
+                                seeds=[int(s) for s in args.seeds.split(",")], static_check=not args.no_static_check,
+                                run_timing=True, timing_seed=0, estimate_reference=True, estimate_candidate=True)
         job_start = time.perf_counter()
-        _send(judge, {"job": job})
+        _send(judge, job)
         message = _read(judge, "judge")
         expected = {}
-        if message["event"] == "specs":
-            _send(tracer, {"job": {"candidate_path": str(tracer_dir / "candidate.py"), "size_sets": message["size_sets"],
-                                   "artifact_path": str(tracer_dir / "program.pkl")}})
+        if isinstance(message, protocol.Specs):
+            _send(tracer, protocol.TraceJob(candidate_path=str(tracer_dir / "candidate.py"),
+                                            size_sets=message.size_sets,
+                                            artifact_path=str(tracer_dir / "program.pkl")))
             message = _read(judge, "judge")
-            for t, trial in enumerate(message["trials"]):
-                for k, o in enumerate(trial["outputs"]):
-                    expected[(t, k)] = (np.fromfile(judge_dir / o["file"], dtype=o["dtype"]).reshape(o["shape"]), o,
-                                        trial["size_set"])
+            for t, trial in enumerate(message.trials):
+                for k, o in enumerate(trial.outputs):
+                    expected[(t, k)] = (np.fromfile(judge_dir / o.file, dtype=o.dtype).reshape(o.shape), o,
+                                        trial.size_set)
             traced = _read(tracer, "tracer")
-            if traced["event"] == "traced":
+            if isinstance(traced, protocol.Traced):
                 shutil.copyfile(tracer_dir / "program.pkl", judge_dir / "program.pkl")
-                _send(judge, {"artifact": "program.pkl"})
+                _send(judge, protocol.Artifact(file="program.pkl"))
                 message = _read(judge, "judge")
             else:
                 message = traced
@@ -105,22 +110,23 @@ def main() -> int:
         for process in (judge, tracer):
             process.stdin.close()
             process.wait()
-        status = message["status"]
-        for d in message.get("diagnostics", []):
-            print(f"candidate.py:{d['line']}: {d['severity']}: {d['message']}")
+        status = message.status
+        for d in message.diagnostics:
+            print(f"candidate.py:{d.line}: {d.severity}: {d.message}")
         failures = 0
-        for trial in message.get("trials", []):
-            for k, o in enumerate(trial["outputs"]):
-                actual = np.fromfile(judge_dir / o["file"], dtype=o["dtype"]).reshape(o["shape"])
-                want, meta, size_set = expected[(trial["trial"], k)]
-                bad, err = compare(want, actual, meta["atol"], meta["rtol"])
+        for trial in message.trials:
+            for k, o in enumerate(trial.outputs):
+                actual = np.fromfile(judge_dir / o.file, dtype=o.dtype).reshape(o.shape)
+                want, meta, size_set = expected[(trial.trial, k)]
+                bad, err = compare(want, actual, meta.atol, meta.rtol)
                 failures += bad > 0
-                print(f"trial {trial['trial']} ({size_set}){' (repeat)' if trial['repeat'] else ''} {meta['name']}: "
+                print(f"trial {trial.trial} ({size_set}){' (repeat)' if trial.repeat else ''} {meta.name}: "
                       f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
         if status == "ok" and failures:
             status = "incorrect"
-        print(json.dumps({k: message.get(k) for k in ("stage", "message", "tpu_compile", "estimates", "timing",
-                                                       "stage_seconds")}, indent=1))
+        facts = dataclasses.asdict(message)
+        print(json.dumps({k: facts.get(k) for k in ("stage", "message", "tpu_compile", "estimate", "timing",
+                                                     "stage_seconds")}, indent=1))
         print(f"verdict: {status} ({seconds:.2f} s for the job)")
         return 0 if status == "ok" else 1
 

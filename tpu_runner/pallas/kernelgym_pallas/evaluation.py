@@ -1,4 +1,6 @@
-"""One evaluation inside the judge, stage by stage (judge.py has the protocol around it).
+"""One evaluation inside the judge, stage by stage (judge.py has the channel around it; protocol.py
+the messages). The runner's stages (tpu_runner/pallas/pallas_stages.h) match these one to one:
+static check, reference + trace, structure, compile, estimate, correctness, timing.
 
 The judge never imports candidate code. What it runs of the candidate is the program the tracer
 traced, loaded by artifact.py: the same object is structure-checked (jaxpr_check.py), compiled
@@ -8,13 +10,14 @@ reference's outputs exist, and the runner has read them, before the judge looks 
 from __future__ import annotations
 
 import hashlib
+import numbers
 import pathlib
 import time
 from typing import Callable
 
 import numpy as np
 
-from . import diagnostics, jaxpr_check, static_check, task_spec, tpu_estimate, tpu_target
+from . import diagnostics, jaxpr_check, protocol, static_check, task_spec, tpu_estimate, tpu_target
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -61,9 +64,9 @@ def _write(array: np.ndarray, path: pathlib.Path) -> None:
     np.ascontiguousarray(array).tofile(path)
 
 
-def _tensor_entry(spec: task_spec.TensorSpec, array: np.ndarray, path: pathlib.Path) -> dict:
-    return {"name": spec.name, "dtype": str(array.dtype), "shape": list(array.shape), "file": path.name,
-            "atol": spec.atol, "rtol": spec.rtol}
+def _tensor_entry(spec: task_spec.TensorSpec, array: np.ndarray, path: pathlib.Path) -> protocol.ExpectedOutput:
+    return protocol.ExpectedOutput(name=spec.name, dtype=str(array.dtype), shape=list(array.shape), file=path.name,
+                                   atol=float(spec.atol), rtol=float(spec.rtol))
 
 
 def checked_sets(task: task_spec.PallasTask) -> list[str]:
@@ -84,8 +87,8 @@ def trial_plan(task: task_spec.PallasTask, seeds: list[int]) -> list[tuple[str, 
     return [(sets[t % len(sets)], int(seeds[t % len(seeds)])) for t in range(count)]
 
 
-def _specs(shape_set: task_spec.ShapeSet) -> list[dict]:
-    return [{"shape": list(s.shape), "dtype": str(np.dtype(s.dtype))} for s in shape_set.inputs]
+def _specs(shape_set: task_spec.ShapeSet) -> list[protocol.InputSpec]:
+    return [protocol.InputSpec(shape=[int(d) for d in s.shape], dtype=str(np.dtype(s.dtype))) for s in shape_set.inputs]
 
 
 class Outcome(Exception):
@@ -93,18 +96,25 @@ class Outcome(Exception):
 
     def __init__(self, status: str, stage: str, message: str, diags=None, details=None):
         super().__init__(message)
-        self.result = {"event": "result", "status": status, "stage": stage, "message": message,
-                       "diagnostics": diags or [], "details": details or []}
+        self.result = protocol.failure(status, stage, message, protocol.diagnostics_of(diags or []), details)
 
 
-def run_job(job: dict, target: tpu_target.Target, send: Callable, receive: Callable, seccomp: bool,
+def _with_facts(result: protocol.Result, facts: dict) -> protocol.Result:
+    """The facts gathered on the way (stage times, the compile, the estimate) on the final message."""
+    result.stage_seconds = {**facts["stage_seconds"], **result.stage_seconds}
+    result.tpu_compile = result.tpu_compile or facts.get("tpu_compile")
+    result.estimate = result.estimate or facts.get("estimate")
+    result.pallas_calls = result.pallas_calls or int(facts.get("pallas_calls", 0))
+    return result
+
+
+def run_job(job: protocol.JudgeJob, target: tpu_target.Target, send: Callable, receive: Callable, seccomp: bool,
             dump_dir=None) -> None:
     facts: dict = {"stage_seconds": {}}
     try:
         _run(job, target, send, receive, seccomp, facts, dump_dir)
     except Outcome as outcome:
-        outcome.result.update({k: v for k, v in facts.items() if k not in outcome.result})
-        send(outcome.result)
+        send(_with_facts(outcome.result, facts))
 
 
 def _timed(facts: dict, stage: str):
@@ -117,22 +127,21 @@ def _timed(facts: dict, stage: str):
     return _Timer()
 
 
-def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=None) -> None:
+def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: dict, dump_dir=None) -> None:
     import jax
-    out_dir = pathlib.Path(job["out_dir"])
-    task = task_spec.load_task(pathlib.Path(job["task_dir"]), job.get("layout", "kernelgym"),
-                               job.get("suite", "jaxbench-ext"))
+    out_dir = pathlib.Path(job.out_dir)
+    task = task_spec.load_task(pathlib.Path(job.task_dir), job.layout, job.suite)
     full = task.size_sets["full"]
 
     # 1. The static check: a first filter, read, not run (the source is never imported here).
-    if job.get("static_check", True):
+    if job.static_check:
         with _timed(facts, "static_check"):
-            findings = static_check.check(pathlib.Path(job["candidate_path"]).read_text(errors="replace"))
+            findings = static_check.check(pathlib.Path(job.candidate_path).read_text(errors="replace"))
         if findings:
             raise Outcome("rejected", "static_check", findings[0].message, diagnostics.from_findings(findings))
-    plan = trial_plan(task, [int(s) for s in job["seeds"]])
+    plan = trial_plan(task, [int(s) for s in job.seeds])
     traced_sets = list(dict.fromkeys([name for name, _ in plan] + ["full"]))
-    send({"event": "specs", "size_sets": {name: _specs(task.size_sets[name]) for name in traced_sets}})
+    send(protocol.Specs(size_sets={name: _specs(task.size_sets[name]) for name in traced_sets}))
 
     # 2. The reference, on inputs drawn from the server's seeds, while the tracer traces.
     reference = jax.jit(task.reference())
@@ -151,20 +160,20 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
                 path = out_dir / f"expected_{t}_{k}.bin"
                 _write(array, path)
                 entries.append(_tensor_entry(spec, array, path))
-            trials.append({"seed": seed, "size_set": set_name, "inputs_sha256": [_sha256(x) for x in inputs],
-                           "outputs": entries})
+            trials.append(protocol.ReferenceTrial(seed=int(seed), size_set=set_name,
+                                                  inputs_sha256=[_sha256(x) for x in inputs], outputs=entries))
             inputs_per_trial.append(inputs)
-        facts["estimates"] = _estimates(task, target, full.inputs, dump_dir) if job.get("estimates", True) else {}
-    send({"event": "reference", "trials": trials, "estimates": facts["estimates"]})
+        reference_estimate = _estimates(task, target, full.inputs, dump_dir) if job.estimate_reference else None
+    send(protocol.Reference(trials=trials, estimate=reference_estimate))
     message = receive()
-    if not message or "artifact" not in message:
+    if not isinstance(message, protocol.Artifact):
         raise Outcome("internal_error", "compile", "the runner sent no traced program")
 
     # 3. From here on the judge reads what the candidate's process wrote: no new capabilities.
     if seccomp:
         from . import confine
         confine.install()
-    programs = _load_programs(out_dir / pathlib.Path(message["artifact"]).name, task, traced_sets, facts)
+    programs = _load_programs(out_dir / pathlib.Path(message.file).name, task, traced_sets, facts)
     _check_structure(programs, task, traced_sets, facts)
 
     # 4. The real TPU compile (Pallas -> Mosaic -> libtpu) of the full-size program.
@@ -185,14 +194,16 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
         except Exception as error:
             raise Outcome("compile_error", "compile", f"compiling for TPU {target.name} ({target.device_kind}) failed",
                           diagnostics.from_exception(error, "candidate.py", "mosaic", pallas_lines))
-        send({"event": "progress", "stage": "compiled"})
+        send(protocol.Progress(stage="compiled", trial=-1, repeat=0))
         try:
             vmem = jaxpr_check.vmem_estimate(programs["full"])
         except Exception:  # an estimate: its absence is no verdict
             vmem = 0
-        facts["tpu_compile"] = {"target": target.name, "device_kind": target.device_kind,
-                                "deviceless": not target.on_tpu, "seconds": compiled.seconds,
-                                "memory": dict(compiled.memory, vmem_estimate_bytes=float(vmem))}
+        facts["tpu_compile"] = protocol.TpuCompile(
+            target=target.name, device_kind=target.device_kind, deviceless=not target.on_tpu,
+            seconds=float(compiled.seconds),
+            memory={k: float(v) for k, v in dict(compiled.memory, vmem_estimate_bytes=float(vmem)).items()
+                    if isinstance(v, numbers.Real)})
     # The full-size program is estimated but, off a TPU, never run: its grid must at least write
     # every block of its outputs (one that skips blocks only there is wrong only there).
     try:
@@ -202,9 +213,9 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
                       f"its index maps ({type(error).__name__}: {str(error)[:200]})")
     if uncovered:
         raise Outcome("incorrect", "correctness", uncovered[0])
-    if job.get("candidate_estimate", True):
+    if job.estimate_candidate:
         with _timed(facts, "estimate"):
-            _candidate_estimate(job, compiled, programs["full"], target, dump_dir, facts)
+            facts["estimate"] = _candidate_estimate(compiled, programs["full"], target, dump_dir)
 
     # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
     run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
@@ -215,7 +226,7 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
             shape_set = task.size_sets[set_name]
             repeats = 2 if t == 0 else 1  # trial 0 runs twice: a second run must give the same bits
             for r in range(repeats):
-                send({"event": "progress", "stage": "trial", "trial": t, "repeat": r})
+                send(protocol.Progress(stage="trial", trial=t, repeat=r))
                 arrays = _run_candidate(run[set_name], inputs, target, pallas_lines)
                 if len(arrays) != len(shape_set.outputs):
                     raise Outcome("incorrect", "correctness",
@@ -225,26 +236,38 @@ def _run(job: dict, target, send, receive, seccomp: bool, facts: dict, dump_dir=
                 for k, array in enumerate(arrays):
                     path = out_dir / f"candidate_{t}_{k}{'_repeat' if r else ''}.bin"
                     _write(array, path)
-                    entries.append({"dtype": str(array.dtype), "shape": list(array.shape), "file": path.name})
-                outputs_meta.append({"trial": t, "repeat": r, "outputs": entries,
-                                     "inputs_sha256": [_sha256(x) for x in inputs]})
-    result = {"event": "result", "status": "ok", "stage": "correctness", "message": "", "trials": outputs_meta}
+                    entries.append(protocol.OutputFile(dtype=str(array.dtype), shape=list(array.shape), file=path.name))
+                outputs_meta.append(protocol.CandidateRun(trial=t, repeat=r, outputs=entries,
+                                                          inputs_sha256=[_sha256(x) for x in inputs]))
+    result = protocol.failure("ok", "correctness", "")
+    result.trials = outputs_meta
 
     # 6. On a TPU host the program that is timed is also checked, at the full sizes, then timed.
     if target.on_tpu:
         with _timed(facts, "full_size_check"):
-            mismatch = _full_size_check(task, mosaic_full, reference, target, int(job.get("timing_seed", 0)) or 1)
+            mismatch = _full_size_check(task, mosaic_full, reference, target, int(job.timing_seed) or 1)
         if mismatch:
             raise Outcome("incorrect", "correctness", mismatch)
-    if job.get("run_timing", True) and target.on_tpu:
+    if job.run_timing and target.on_tpu:
         from . import tpu_timing
         with _timed(facts, "timing"):
-            result["timing"] = tpu_timing.measure(task, mosaic_full, reference, target, job)
+            result.timing = _timing(tpu_timing.measure(task, mosaic_full, reference, target,
+                                                          {"timing_seed": job.timing_seed}))
     else:
-        result["timing"] = {"representative": False, "clock": "none",
-                            "reason": "no TPU on this host: interpret-mode time says nothing about a TPU's"}
-    result.update(facts)
-    send(result)
+        result.timing = protocol.Timing(representative=False, clock="none", samples=[], seconds=0.0, profile={},
+                                        reason="no TPU on this host: interpret-mode time says nothing about a TPU's")
+    send(_with_facts(result, facts))
+
+
+def _timing(measured: dict) -> protocol.Timing:
+    """tpu_timing.measure's figures as the protocol's record."""
+    return protocol.Timing(
+        representative=bool(measured.get("representative", False)), clock=str(measured.get("clock", "none")),
+        reason=str(measured.get("reason", "")), seconds=float(measured.get("seconds", 0.0)),
+        samples=[protocol.TimingSample(reference_ns=float(s.get("reference_ns", 0.0)),
+                                       candidate_ns=float(s.get("candidate_ns", 0.0)))
+                 for s in measured.get("samples", [])],
+        profile={k: float(v) for k, v in (measured.get("profile") or {}).items() if isinstance(v, numbers.Real)})
 
 
 def _load_programs(path: pathlib.Path, task, traced_sets: list[str], facts: dict) -> dict:
@@ -343,68 +366,57 @@ def _full_size_check(task, kernel, reference, target, seed: int) -> str:
     return ""
 
 
-def _estimates(task, target, full_specs, dump_dir=None) -> dict:
+def _estimates(task, target, full_specs, dump_dir=None) -> protocol.ReferenceEstimate:
     """The reference's estimated device time on the target (tpu_estimate.py: XLA's model of its
-    ops, Mosaic kernels by their schedules), labelled an estimate, never a measurement. Numbers only: the
-    runner caches them per task and passes them back as the job's `reference_estimates`."""
-    out = {}
+    ops, Mosaic kernels by their schedules), labelled an estimate, never a measurement. The runner
+    caches it per task and judges the candidate's estimate against it."""
+    out = protocol.ReferenceEstimate(estimated_us=0.0, xla_model_us=0.0, trusted=False, flops=0.0,
+                                     bytes_accessed=0.0, error="")
     try:
         if dump_dir is None:
             compiled = tpu_target.compile_for(target, task.reference(), full_specs)
             seconds = compiled.cost.get("optimal_seconds", 0.0)
             if seconds > 0:
-                out["reference_estimated_tpu_us"] = seconds * 1e6
-            out["reference_estimate_trusted"] = 0.0
+                out.estimated_us = float(seconds * 1e6)
         else:
             tpu_estimate.clear_dump(dump_dir)
             compiled = tpu_target.compile_for(target, tpu_estimate.fresh(task.reference()), full_specs)
             est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled,
                                         trusted_code=True)
             if est.seconds > 0:
-                out["reference_estimated_tpu_us"] = est.seconds * 1e6
-            out["reference_xla_model_us"] = est.xla_model_seconds * 1e6
-            out["reference_estimate_trusted"] = 1.0 if est.trusted else 0.0
-        out["reference_flops"] = compiled.cost.get("flops", 0.0)
-        out["reference_bytes_accessed"] = compiled.cost.get("bytes accessed", 0.0)
+                out.estimated_us = float(est.seconds * 1e6)
+            out.xla_model_us = float(est.xla_model_seconds * 1e6)
+            out.trusted = bool(est.trusted)
+        out.flops = float(compiled.cost.get("flops", 0.0))
+        out.bytes_accessed = float(compiled.cost.get("bytes accessed", 0.0))
     except Exception as error:  # an estimate is optional; its absence is reported, not fatal
-        out["reference_estimate_error"] = f"{type(error).__name__}: {str(error)[:200]}"
+        out.trusted = False
+        out.error = f"{type(error).__name__}: {str(error)[:200]}"
     return out
 
 
-def _candidate_estimate(job: dict, compiled, program, target, dump_dir, facts: dict) -> None:
-    """The candidate's estimated device time from the program that was checked and compiled
-    (the compile just done dumped its final schedules), beside the reference's: the
-    result's `estimates` gain candidate_estimated_tpu_us, estimated_speedup, estimate_trusted;
-    `estimate_reasons` says why it is not trusted, `static_profile` what each kernel does."""
-    estimates = facts.setdefault("estimates", {})
-    reference = dict(job.get("reference_estimates") or {})
-    reference.update(estimates)  # a fresh figure wins over a passed one
-    reasons: list[str] = []
+def _kernel_profile(k) -> protocol.KernelProfile:
+    return protocol.KernelProfile(kernel=str(k.kernel), grid_steps=float(k.grid_steps or 0),
+                                  bundles_per_step=float(k.bundles_per_step or 0),
+                                  estimated_cycles=float(k.estimated_cycles or 0),
+                                  critical_path_cycles=float(k.critical_path_cycles or 0),
+                                  unit_share={str(u): float(v) for u, v in (k.unit_share or {}).items()
+                                              if isinstance(v, numbers.Real)})
+
+
+def _candidate_estimate(compiled, program, target, dump_dir) -> protocol.CandidateEstimate:
+    """The estimator's figures for the program that was checked and compiled (the compile just
+    done dumped its final schedules). Whether a speedup built on them is trusted, beside the
+    reference's figures, is the runner's verdict (tpu_runner/pallas/pallas_verdict.cc), not ours."""
     try:
         if dump_dir is None:
             raise RuntimeError("the judge has no static profile folder")
         est = tpu_estimate.estimate(target=target, dump_dir=dump_dir, compiled=compiled, closed_jaxpr=program)
     except Exception as error:  # no estimate: said, and nothing paid for speed
-        estimates["estimate_trusted"] = 0.0
-        facts["estimate_reasons"] = [f"no estimate: {type(error).__name__}: {str(error)[:200]}"]
-        facts["static_profile"] = []
-        return
-    reasons.extend(est.reasons)
-    estimates["candidate_estimated_tpu_us"] = est.seconds * 1e6
-    estimates["candidate_mosaic_cycles"] = float(est.mosaic_cycles)
-    estimates["candidate_xla_us"] = est.xla_seconds * 1e6
-    estimates["candidate_estimate_trusted"] = 1.0 if est.trusted else 0.0
-    ref_us = float(reference.get("reference_estimated_tpu_us", 0.0) or 0.0)
-    if ref_us <= 0:
-        reasons.append("no estimate for the reference (none computed in this job and none passed in "
-                       "reference_estimates)")
-    elif not reference.get("reference_estimate_trusted", 0.0):
-        reasons.append("the reference's estimate is not trusted")
-    trusted = est.trusted and not reasons
-    estimates["estimate_trusted"] = 1.0 if trusted else 0.0
-    if ref_us > 0 and est.seconds > 0:
-        # Untrusted, the ratio is shown under another name, so that nothing pays it by mistake.
-        estimates["estimated_speedup" if trusted else "estimated_speedup_untrusted"] = ref_us / (est.seconds * 1e6)
-    facts["estimate_reasons"] = reasons
-    facts["estimate_method"] = est.method
-    facts["static_profile"] = [k.as_json() for k in est.kernels]
+        return protocol.CandidateEstimate(estimated_us=0.0, mosaic_cycles=0.0, xla_us=0.0, trusted=False,
+                                          reasons=[f"no estimate: {type(error).__name__}: {str(error)[:200]}"],
+                                          method="", kernels=[])
+    return protocol.CandidateEstimate(estimated_us=float(est.seconds * 1e6), mosaic_cycles=float(est.mosaic_cycles),
+                                      xla_us=float(est.xla_seconds * 1e6), trusted=bool(est.trusted),
+                                      reasons=[str(r) for r in est.reasons], method=str(est.method),
+                                      kernels=[_kernel_profile(k) for k in est.kernels])

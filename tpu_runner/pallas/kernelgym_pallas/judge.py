@@ -1,15 +1,16 @@
 """The judge: the trusted side of a pallas evaluation. It never imports candidate code. It holds
 the task (a copy of its files), draws the inputs from the server's seeds, runs the task's
 reference, and then checks, compiles and runs the program the tracer traced (artifact.py) — that
-program and nothing else. The C++ runner (tpu_runner/pallas/pallas_backend.cc) drives it:
+program and nothing else. The C++ runner (tpu_runner/pallas/pallas_backend.cc) drives it, with
+protocol.py's messages:
 
-  judge -> runner  {"event": "ready", ...}             jax imported, the TPU target opened
-  runner -> judge  {"job": ...}                         one evaluation (see evaluation.run_job)
-  judge -> runner  {"event": "specs", "size_sets"}      the inputs' shapes for the tracer
-                or {"event": "result", ...}             the static check refused the source
-  judge -> runner  {"event": "reference", ...}          expected outputs written (in this folder only)
-  runner -> judge  {"artifact": FILE}                   the tracer's program, copied here by the runner
-  judge -> runner  {"event": "progress", ...}, then {"event": "result", ...}
+  judge -> runner  Ready                    jax imported, the TPU target opened
+  runner -> judge  JudgeJob                 one evaluation (see evaluation.run_job)
+  judge -> runner  Specs                    the inputs' shapes for the tracer
+                or Result                   the static check refused the source
+  judge -> runner  Reference                expected outputs written (in this folder only)
+  runner -> judge  Artifact                 the tracer's program, copied here by the runner
+  judge -> runner  Progress..., then Result
 
 The candidate's outputs are compared by the runner. A judge serves `--max-jobs` evaluations
 (default 1). The runner starts judges through a fork server (forkserver.py), which has done
@@ -24,7 +25,7 @@ import sys
 import time
 import traceback
 
-from . import channel
+from . import channel, protocol
 
 
 def prepare(target_name: str) -> dict:
@@ -61,19 +62,29 @@ def serve(prepared: dict, control_fd, report_fd, seccomp: bool, max_jobs: int = 
     from . import evaluation
     target = evaluation.warm_up(prepared["target"])
     import jax
-    channel.send({"event": "ready", "target": target.name, "on_tpu": target.on_tpu, "device_kind": target.device_kind,
-                  "jax": jax.__version__, "start_seconds": time.perf_counter() - start, **(facts or {})})
+    facts = facts or {}
+    channel.send(protocol.Ready(role="judge", target=target.name, on_tpu=bool(target.on_tpu),
+                                device_kind=str(target.device_kind), jax=jax.__version__,
+                                start_seconds=time.perf_counter() - start,
+                                fork_server_job=int(facts.get("fork_server_job", 0)),
+                                fork_server_start_seconds=float(facts.get("fork_server_start_seconds", 0.0))))
     for _ in range(max_jobs):
-        message = channel.receive()
+        try:
+            message = channel.receive()
+        except protocol.ProtocolError as error:
+            channel.send(protocol.failure("internal_error", "static_check", f"judge: the runner's job: {error}"))
+            return 2
         if message is None:
             return 0
+        if not isinstance(message, protocol.JudgeJob):
+            channel.send(protocol.failure("internal_error", "static_check",
+                                          f"judge: expected a job, got a {message.KIND!r} message"))
+            return 2
         try:
-            evaluation.run_job(message["job"], target, channel.send, channel.receive, seccomp=seccomp,
-                               dump_dir=dump_dir)
+            evaluation.run_job(message, target, channel.send, channel.receive, seccomp=seccomp, dump_dir=dump_dir)
         except Exception as error:  # a bug of ours or of the task: say so, as a value
-            channel.send({"event": "result", "status": "internal_error", "stage": "correctness",
-                          "message": f"judge: {type(error).__name__}: {error}",
-                          "details": traceback.format_exc().splitlines()[-12:]})
+            channel.send(protocol.failure("internal_error", "correctness", f"judge: {type(error).__name__}: {error}",
+                                          details=traceback.format_exc().splitlines()[-12:]))
     return 0
 
 
@@ -87,7 +98,7 @@ def main() -> int:
         prepared = prepare(args.target)
     except SystemExit as error:
         channel.open_channels(args.control_fd, args.report_fd)
-        channel.send({"event": "fatal", "message": str(error)})
+        channel.send(protocol.Fatal(message=str(error)))
         return 2
     return serve(prepared, args.control_fd, args.report_fd, seccomp=not args.no_seccomp, max_jobs=args.max_jobs)
 

@@ -5,10 +5,11 @@ traces `kernel` at every size set and writes the traced programs (artifact.py) t
 Whatever it says is a claim: the judge checks, compiles and runs that program itself, and a
 tracer that lies (about the program, or about an error) only changes which program is judged.
 
-  tracer -> runner  {"event": "ready", ...}            jax imported
-  runner -> tracer  {"job": {candidate_path, size_sets, artifact_path}}
-  tracer -> runner  {"event": "traced", "file", "bytes", "stage_seconds"}
-                 or {"event": "result", "status": "compile_error", "diagnostics", ...}
+  tracer -> runner  Ready                    jax imported
+  runner -> tracer  TraceJob                 candidate_path, size_sets, artifact_path
+  tracer -> runner  Traced                   the programs written
+                 or Result                   compile_error (import, trace), rejected (cannot be handed over)
+(protocol.py defines the messages.)
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import time
 import traceback
 
-from . import channel
+from . import channel, protocol
 
 CANDIDATE_MODULE = "kernelgym_candidate"
 
@@ -33,12 +34,16 @@ def warm_up() -> None:
     jax.make_jaxpr(lambda x: x + 1)(jax.ShapeDtypeStruct((8,), jnp.float32))
 
 
-def trace(job: dict, seccomp: bool) -> dict:
+def trace(job: protocol.TraceJob, seccomp: bool):
     import jax
     import jax.numpy as jnp
     from . import artifact, diagnostics, task_spec
-    facts = {"stage_seconds": {}}
-    candidate_path = pathlib.Path(job["candidate_path"])
+    stage_seconds: dict[str, float] = {}
+
+    def failure(status: str, message: str, diags) -> protocol.Result:
+        return protocol.failure(status, "compile", message, protocol.diagnostics_of(diags), stage_seconds=stage_seconds)
+
+    candidate_path = pathlib.Path(job.candidate_path)
     candidate_file = str(candidate_path)
     if seccomp:
         from . import confine
@@ -47,48 +52,55 @@ def trace(job: dict, seccomp: bool) -> dict:
     try:
         kernel = task_spec.load_function(candidate_path, "kernel", CANDIDATE_MODULE)
     except Exception as error:
-        return {"event": "result", "status": "compile_error", "stage": "compile",
-                "message": "the candidate failed to import",
-                "diagnostics": diagnostics.from_exception(error, candidate_file, "import"), **facts}
-    facts["stage_seconds"]["import"] = time.perf_counter() - started
+        return failure("compile_error", "the candidate failed to import",
+                       diagnostics.from_exception(error, candidate_file, "import"))
+    stage_seconds["import"] = time.perf_counter() - started
     programs = {}
-    for name, specs in job["size_sets"].items():
+    for name, specs in job.size_sets.items():
         started = time.perf_counter()
-        args = [jax.ShapeDtypeStruct(tuple(s["shape"]), jnp.dtype(s["dtype"])) for s in specs]
+        args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in specs]
         try:
             programs[name] = jax.make_jaxpr(kernel)(*args)
         except Exception as error:
-            return {"event": "result", "status": "compile_error", "stage": "compile",
-                    "message": f"tracing the candidate at the {name} sizes failed",
-                    "diagnostics": diagnostics.from_exception(error, candidate_file, "trace"), **facts}
-        facts["stage_seconds"][f"trace_{name}"] = time.perf_counter() - started
+            return failure("compile_error", f"tracing the candidate at the {name} sizes failed",
+                           diagnostics.from_exception(error, candidate_file, "trace"))
+        stage_seconds[f"trace_{name}"] = time.perf_counter() - started
     started = time.perf_counter()
     try:
         data = artifact.dump(programs, candidate_file)
     except Exception as error:
-        return {"event": "result", "status": "rejected", "stage": "compile",
-                "message": f"the traced program cannot be handed to the judge: {type(error).__name__}: {error}"[:500],
-                "diagnostics": [], **facts}
-    path = pathlib.Path(job["artifact_path"])
+        return failure("rejected",
+                       f"the traced program cannot be handed to the judge: {type(error).__name__}: {error}"[:500], [])
+    path = pathlib.Path(job.artifact_path)
     path.write_bytes(data)
-    facts["stage_seconds"]["export"] = time.perf_counter() - started
-    return {"event": "traced", "file": path.name, "bytes": len(data), **facts}
+    stage_seconds["export"] = time.perf_counter() - started
+    return protocol.Traced(file=path.name, bytes=len(data), stage_seconds=stage_seconds)
 
 
 def serve(control_fd, report_fd, seccomp: bool, facts: dict | None = None) -> int:
     """Says `ready` (warm_up done before), traces one job, reports."""
     channel.open_channels(control_fd, report_fd)
     import jax
-    channel.send({"event": "ready", "jax": jax.__version__, **(facts or {})})
-    message = channel.receive()
+    facts = facts or {}
+    channel.send(protocol.Ready(role="tracer", target="", on_tpu=False, device_kind="", jax=jax.__version__,
+                                start_seconds=float(facts.get("start_seconds", 0.0)),
+                                fork_server_job=int(facts.get("fork_server_job", 0)),
+                                fork_server_start_seconds=float(facts.get("fork_server_start_seconds", 0.0))))
+    try:
+        message = channel.receive()
+    except protocol.ProtocolError as error:
+        channel.send(protocol.failure("crashed", "compile", f"tracer: the runner's job: {error}"))
+        return 2
     if message is None:
         return 0
+    if not isinstance(message, protocol.TraceJob):
+        channel.send(protocol.failure("crashed", "compile", f"tracer: expected a trace job, got {message.KIND!r}"))
+        return 2
     try:
-        channel.send(trace(message["job"], seccomp=seccomp))
+        channel.send(trace(message, seccomp=seccomp))
     except Exception as error:  # ours, or the candidate's doing: a value either way
-        channel.send({"event": "result", "status": "crashed", "stage": "compile",
-                      "message": f"tracer: {type(error).__name__}: {error}"[:500],
-                      "details": traceback.format_exc().splitlines()[-12:]})
+        channel.send(protocol.failure("crashed", "compile", f"tracer: {type(error).__name__}: {error}"[:500],
+                                      details=traceback.format_exc().splitlines()[-12:]))
     return 0
 
 

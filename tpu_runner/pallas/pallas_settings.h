@@ -1,0 +1,28 @@
+// How the pallas backend runs its Python processes: where the interpreter and the package are,
+// which TPU generation it compiles for, and the switches tests and benchmarks turn.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace kernelgym {
+
+struct PallasSettings {
+  std::filesystem::path python;       // the venv's interpreter (scripts/pallas_venv.sh makes it)
+  std::filesystem::path package_dir;  // the folder holding kernelgym_pallas/
+  std::string target = "v5e";         // TPU generation to compile for without a TPU: v5e, v6e
+  double start_timeout_s = 120;       // a process's import of jax and the target's opening
+  // The judge's static check of the source (a first filter). Tests turn it off to show that no
+  // verdict rests on it.
+  bool static_check = true;
+  // Each job's judge and tracer forked by a fork server that imported jax once (inside
+  // bubblewrap's namespaces only); off: a process started per job. The benchmark compares both.
+  bool fork_server = true;
+};
+
+// Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
+// pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
+// KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking.
+PallasSettings DefaultPallasSettings();
+
+}  // namespace kernelgym

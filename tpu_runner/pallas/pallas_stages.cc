@@ -1,0 +1,483 @@
+#include "tpu_runner/pallas/pallas_stages.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/subprocess.h"
+#include "tpu_runner/pallas/pallas_verdict.h"
+#include "tpu_runner/pallas/pallas_worker.h"
+#include "tpu_runner/sandbox.h"
+
+namespace kernelgym {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::time_point After(double seconds) {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+// "12" or "2.5": a limit in seconds as a person writes it.
+std::string Seconds(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+std::optional<std::string> ReadBinary(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+int64_t JsonExact(uint64_t seed) { return static_cast<int64_t>(seed & ((uint64_t{1} << 53) - 1)); }
+
+// What a process's death or silence means for the verdict; its stderr goes to the details.
+Stop Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& during) {
+  worker.AwaitEnd(After(5));
+  worker.DrainOutput();
+  const std::string stderr_head = HeadLines(worker.stderr_text(), 12);
+  if (!stderr_head.empty()) r.details.push_back("stderr: " + stderr_head);
+  const int signal = worker.signal();
+  if (signal == SIGSYS)
+    return {Status::kSandboxViolation, stage,
+            "a forbidden system call (seccomp killed the " + worker.role + " with SIGSYS) " + during};
+  if (signal != 0) return {Status::kCrashed, stage, "the " + worker.role + " was killed by " + SignalName(signal) + " " + during};
+  return {Status::kCrashed, stage,
+          "the " + worker.role + " exited (code " + std::to_string(worker.exit_code()) + ") " + during};
+}
+
+std::optional<Status> JudgeStatus(const std::string& name) {
+  static const std::map<std::string, Status> kStatuses = {
+      {"ok", Status::kOk},           {"rejected", Status::kRejected},         {"compile_error", Status::kCompileError},
+      {"incorrect", Status::kIncorrect}, {"crashed", Status::kCrashed},       {"internal_error", Status::kInternalError}};
+  auto it = kStatuses.find(name);
+  return it == kStatuses.end() ? std::nullopt : std::optional(it->second);
+}
+
+// What the tracer may say about the candidate: only failures (an import or trace error, a
+// program that cannot be handed over). It cannot say "ok".
+Status TracerStatus(const std::string& name) {
+  if (name == "compile_error") return Status::kCompileError;
+  if (name == "rejected") return Status::kRejected;
+  return Status::kCrashed;
+}
+
+void CopyDiagnostics(const judge::Result& result, EvalResult& r) {
+  for (const judge::Diagnostic& d : result.diagnostics) {
+    Diagnostic diag;
+    diag.file = "candidate.py";
+    diag.line = static_cast<int>(d.line);
+    diag.column = static_cast<int>(d.column);
+    diag.severity = d.severity;
+    diag.message = d.message;
+    r.diagnostics.push_back(std::move(diag));
+  }
+  for (const std::string& line : result.details) r.details.push_back(line);
+}
+
+// Where a process came from, for the record: "judge: forked by its fork server (job 3)" or
+// "tracer: a process started for this evaluation".
+std::string Origin(const PallasWorker& worker) {
+  const int64_t job = worker.ready ? worker.ready->fork_server_job : 0;
+  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")"
+                                : ": a process started for this evaluation");
+}
+
+// The traced program the tracer wrote to `file`, read without following a link and only when it
+// is a regular file of at most `limit` bytes; false with `why_not` (the candidate's doing) otherwise.
+bool ReadTracedProgram(const std::filesystem::path& file, std::size_t limit, std::string& program, std::string& why_not) {
+  const int fd = open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    why_not = errno == ELOOP ? "the traced program is not a regular file (a symbolic link)"
+                             : "the tracer announced a traced program it did not write";
+    return false;
+  }
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    why_not = "the traced program is not a regular file";
+    return false;
+  }
+  if (static_cast<std::size_t>(st.st_size) > limit) {
+    close(fd);
+    why_not = "the traced program is " + std::to_string(st.st_size) + " bytes (the limit is " +
+              std::to_string(limit >> 20) + " MiB)";
+    return false;
+  }
+  program.clear();
+  char chunk[65536];
+  for (ssize_t n; (n = read(fd, chunk, sizeof chunk)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || program.size() + static_cast<std::size_t>(n) > limit) {
+      close(fd);
+      why_not = "the traced program could not be read whole";
+      return false;
+    }
+    program.append(chunk, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  return true;
+}
+
+// The reference's outputs, as the judge announced them: read here before the judge is given the
+// candidate's program.
+StageOutcome ReadExpected(const judge::Reference& reference, Evaluation& e) {
+  int trial = 0;
+  for (const judge::ReferenceTrial& t : reference.trials) {
+    int k = 0;
+    for (const judge::ExpectedOutput& o : t.outputs) {
+      ExpectedOutput out;
+      out.spec.name = o.name;
+      const std::optional<DType> dtype = ParseDType(o.dtype);
+      const std::optional<std::string> bytes = ReadBinary(e.judge->job_dir / std::filesystem::path(o.file).filename());
+      if (!dtype || !bytes)
+        return Stop{Status::kInternalError, Stage::kStaticCheck,
+                    "the reference's output '" + o.name + "' has dtype " + o.dtype + (bytes ? "" : " and no data") +
+                        " (float32/64, int32/64 are compared)"};
+      out.spec.dtype = *dtype;
+      out.spec.shape = o.shape;
+      out.spec.tolerance = {o.atol, o.rtol};
+      out.bytes = *bytes;
+      out.inputs_sha256 = t.inputs_sha256;
+      e.expected[{trial, k}] = std::move(out);
+      ++k;
+    }
+    ++trial;
+  }
+  return std::nullopt;
+}
+
+// The judge's failure, as the verdict (its facts were recorded by AwaitJudgeResult).
+Stop JudgeFailure(const Evaluation& e) {
+  const std::optional<Status> status = JudgeStatus(e.judged.status);
+  const Stage stage = ParseStage(e.judged.stage).value_or(Stage::kCorrectness);
+  if (!status) return {Status::kInternalError, stage, "the judge answered status '" + e.judged.status + "'"};
+  return {*status, stage, e.judged.message};
+}
+
+bool JudgeFailed(const Evaluation& e) { return e.judged.status != "ok"; }
+
+}  // namespace
+
+Evaluation::Evaluation(const Task& t, const BackendVariant& v, const EvalOptions& o, const PallasSettings& s,
+                       EvalResult& r)
+    : task(t), variant(v), options(o), settings(s), result(r) {}
+
+Evaluation::~Evaluation() = default;
+
+StageOutcome AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
+  if (worker.ready) return std::nullopt;
+  judge::Message message;
+  const auto read = worker.Next(After(timeout_s), message);
+  if (read == PallasWorker::Read::kEvent)
+    if (const auto* ready = std::get_if<judge::Ready>(&message)) {
+      worker.ready = *ready;
+      return std::nullopt;
+    }
+  std::string said = read == PallasWorker::Read::kGarbled ? worker.garbled : "";
+  if (read == PallasWorker::Read::kEvent)
+    said = std::holds_alternative<judge::Fatal>(message) ? std::get<judge::Fatal>(message).message
+                                                          : "a '" + judge::KindOf(message) + "' message";
+  worker.Kill();
+  worker.AwaitEnd(After(5));
+  worker.DrainOutput();
+  r.details.push_back("stderr: " + HeadLines(worker.stderr_text(), 20));
+  return Stop{Status::kInternalError, Stage::kStaticCheck,
+              read == PallasWorker::Read::kTimeout
+                  ? "the pallas " + worker.role + " was not ready within " + Seconds(timeout_s) + " s"
+                  : "the pallas " + worker.role + " failed to start: " + said.substr(0, 300)};
+}
+
+StageOutcome PrepareJob(Evaluation& e, const std::string& source) {
+  EvalResult& r = e.result;
+  e.seeds = e.options.seeds;
+  if (e.seeds.empty()) {
+    std::random_device device;
+    for (int i = 0; i < e.task.trials; ++i) e.seeds.push_back((uint64_t{device()} << 32) ^ device());
+  }
+  // The source goes to both: the judge reads it (the static check), the tracer imports it.
+  for (const PallasWorker* w : {e.judge.get(), e.tracer.get()}) {
+    std::ofstream out(w->job_dir / "candidate.py");
+    out << source;
+  }
+  // The task's files travel into the judge's folder only (the judge was started before the task
+  // was known, so its view cannot hold the task's own folder): task.json and pallas/, or the
+  // JAXBench case folder. The tracer never sees them.
+  const std::filesystem::path task_copy = e.judge->job_dir / "task";
+  std::error_code ec;
+  const auto recursive = std::filesystem::copy_options::recursive;
+  if (e.variant.layout == "jaxbench") {
+    std::filesystem::copy(e.variant.dir, task_copy, recursive, ec);
+  } else {
+    std::filesystem::create_directories(task_copy, ec);
+    if (!ec) std::filesystem::copy_file(e.task.dir / "task.json", task_copy / "task.json", ec);
+    if (!ec) std::filesystem::copy(e.variant.dir, task_copy / e.variant.dir.filename(), recursive, ec);
+  }
+  if (ec) return Stop{Status::kInternalError, Stage::kStaticCheck,
+                      "cannot copy the task's files into the judge's folder: " + ec.message()};
+
+  judge::JudgeJob& job = e.job;
+  job.task_dir = task_copy.string();
+  job.layout = e.variant.layout;
+  job.suite = e.task.Suite();
+  job.out_dir = e.judge->job_dir.string();
+  job.candidate_path = (e.judge->job_dir / "candidate.py").string();
+  for (uint64_t s : e.seeds) job.seeds.push_back(JsonExact(s));
+  job.static_check = e.settings.static_check;
+  job.run_timing = e.options.run_timing;
+  job.timing_seed = JsonExact(e.options.timing_seed);
+  // XLA's estimate for the reference depends on the task alone: the backend caches it, and a job
+  // computes it only when there is none yet.
+  job.estimate_reference = e.options.estimates && !e.reference_estimate.has_value();
+  job.estimate_candidate = true;
+
+  e.call_timeout = std::max(1.0, e.options.call_timeout_seconds);
+  e.compile_timeout = std::max(10.0, 3 * e.call_timeout);
+  // The task's own reference: trusted, but not unbounded. Its XLA estimate compiles it at the
+  // full TPU shapes, which takes minutes for the largest references on a busy machine.
+  e.reference_timeout = job.estimate_reference ? 600 : 120;
+
+  r.protections = NamespaceProtections();
+  r.protections["seccomp"] = true;
+  r.protections["static_check"] = e.settings.static_check;
+  r.protections["fresh_process"] = true;
+  r.protections["separate_judge"] = true;
+  const judge::Ready& ready = *e.judge->ready;
+  if (!ready.on_tpu) r.timing_note = "no TPU on this host: interpret-mode time says nothing about a TPU's";
+  r.details.push_back("tpu target: " + (ready.target.empty() ? e.settings.target : ready.target) + " (" +
+                      ready.device_kind + "), " +
+                      (ready.on_tpu ? "this host's TPU" : "deviceless compile; correctness in TPU interpret mode") +
+                      ", jax " + ready.jax);
+  r.details.push_back(Origin(*e.judge));
+  return std::nullopt;
+}
+
+// 1. The judge's static check, then the inputs' shapes for the tracer.
+StageOutcome StaticCheckStage(Evaluation& e) {
+  EvalResult& r = e.result;
+  if (!e.judge->Send(e.job)) {
+    Stop stop = Died(*e.judge, r, Stage::kStaticCheck, "before it read the job");
+    stop.status = Status::kInternalError;
+    return stop;
+  }
+  e.reference_deadline = After(e.reference_timeout);
+  judge::Message message;
+  const PallasWorker::Read read = e.judge->Next(e.reference_deadline, message);
+  if (read == PallasWorker::Read::kClosed) {
+    Stop stop = Died(*e.judge, r, Stage::kStaticCheck, "before the static check");
+    stop.status = Status::kInternalError;
+    return stop;
+  }
+  if (read != PallasWorker::Read::kEvent)
+    return Stop{Status::kInternalError, Stage::kStaticCheck,
+                "the judge did not answer the job: " + (read == PallasWorker::Read::kTimeout ? "timeout" : e.judge->garbled)};
+  if (const auto* result = std::get_if<judge::Result>(&message)) {  // refused by the static check, or the task did not load
+    CopyDiagnostics(*result, r);
+    return Stop{JudgeStatus(result->status).value_or(Status::kInternalError),
+                ParseStage(result->stage).value_or(Stage::kStaticCheck), result->message};
+  }
+  const auto* specs = std::get_if<judge::Specs>(&message);
+  if (!specs) return Stop{Status::kInternalError, Stage::kStaticCheck, "unexpected judge message '" + judge::KindOf(message) + "'"};
+  e.specs = *specs;
+  return std::nullopt;
+}
+
+// 2. Both at once: the judge runs the reference while the tracer traces the candidate. The
+// reference's outputs are read here before the judge sees anything the tracer wrote; then the
+// tracer ends and its program crosses into the judge's folder.
+StageOutcome ReferenceAndTraceStage(Evaluation& e) {
+  EvalResult& r = e.result;
+  PallasWorker& judge = *e.judge;
+  PallasWorker& tracer = *e.tracer;
+  const std::filesystem::path program_in_tracer = tracer.job_dir / "program.pkl";
+  if (StageOutcome stop = AwaitReady(tracer, e.settings.start_timeout_s, r)) return stop;
+  r.details.push_back(Origin(tracer));
+  judge::TraceJob trace_job{(tracer.job_dir / "candidate.py").string(), e.specs.size_sets, program_in_tracer.string()};
+  if (!tracer.Send(trace_job)) return Died(tracer, r, Stage::kCompile, "before it read the job");
+  const auto trace_deadline = After(e.compile_timeout);
+
+  bool have_reference = false, have_program = false;
+  judge::Message message;
+  while (!have_reference || !have_program) {
+    std::vector<std::pair<PallasWorker*, Clock::time_point>> waiting;
+    if (!have_reference) waiting.push_back({&judge, e.reference_deadline});
+    if (!have_program) waiting.push_back({&tracer, trace_deadline});
+    const auto [index, read] = NextOfWorkers(waiting, message);
+    if (waiting[index].first == &judge) {
+      const auto* reference = read == PallasWorker::Read::kEvent ? std::get_if<judge::Reference>(&message) : nullptr;
+      if (reference) {
+        if (StageOutcome stop = ReadExpected(*reference, e)) return stop;
+        if (e.job.estimate_reference && reference->estimate) e.reference_estimate = reference->estimate;
+        have_reference = true;
+        continue;
+      }
+      if (read == PallasWorker::Read::kClosed) {
+        Stop stop = Died(judge, r, Stage::kStaticCheck, "while the reference ran");
+        stop.status = Status::kInternalError;
+        return stop;
+      }
+      std::string why = read == PallasWorker::Read::kTimeout
+                            ? "the task's reference did not finish within " + Seconds(e.reference_timeout) + " s"
+                        : read == PallasWorker::Read::kGarbled ? "the judge's report channel carried: " + judge.garbled
+                                                               : "the judge answered '" + judge::KindOf(message) + "' before the reference";
+      if (const auto* result = std::get_if<judge::Result>(&message); result && read == PallasWorker::Read::kEvent)
+        why += ": " + result->message;
+      return Stop{Status::kInternalError, Stage::kStaticCheck, why};
+    }
+    // The tracer: only the candidate's code runs there, so whatever goes wrong is the candidate's.
+    if (read == PallasWorker::Read::kEvent)
+      if (const auto* traced = std::get_if<judge::Traced>(&message)) {
+        have_program = true;
+        for (const auto& [name, seconds] : traced->stage_seconds) r.stage_seconds["tracer_" + name] = seconds;
+        continue;
+      }
+    if (read == PallasWorker::Read::kTimeout) {
+      tracer.Kill();
+      return Stop{Status::kTimeout, Stage::kCompile,
+                  "the candidate did not finish compile within its limit (" + Seconds(e.compile_timeout) +
+                      " s for its import and tracing)"};
+    }
+    if (read == PallasWorker::Read::kClosed)
+      return Died(tracer, r, Stage::kCompile, "while the candidate was imported and traced");
+    if (read == PallasWorker::Read::kGarbled) {
+      tracer.Kill();
+      return Stop{Status::kCrashed, Stage::kCompile,
+                  "the tracer's report channel carried something that is not a message: " + tracer.garbled};
+    }
+    if (const auto* result = std::get_if<judge::Result>(&message)) {
+      CopyDiagnostics(*result, r);
+      return Stop{TracerStatus(result->status), Stage::kCompile, result->message};
+    }
+    return Stop{Status::kCrashed, Stage::kCompile, "unexpected tracer message '" + judge::KindOf(message) + "'"};
+  }
+
+  // The tracer is done: its process ends (or is killed) before its program is read, so that
+  // nothing of the candidate runs while the program crosses into the judge's folder (the runner
+  // copies it: the two processes share no folder). Read through a descriptor opened without
+  // following links: the tracer's folder is the candidate's to write, and a link there would
+  // point this process (outside every sandbox) at a file of the host of the candidate's choosing.
+  tracer.Finish(After(2));
+  std::string program, why_not;
+  if (!ReadTracedProgram(program_in_tracer, std::size_t{256} << 20, program, why_not))
+    return Stop{Status::kRejected, Stage::kCompile, why_not};
+  std::ofstream out(judge.job_dir / "program.pkl", std::ios::binary | std::ios::trunc);
+  out << program;
+  if (!out.flush())
+    return Stop{Status::kInternalError, Stage::kCompile, "cannot copy the traced program to the judge's folder"};
+  e.tracer.reset();  // its fork server is free for the next evaluation
+  if (!judge.Send(judge::Artifact{"program.pkl"}))
+    return Died(judge, r, Stage::kCompile, "before it read the traced program");
+  return std::nullopt;
+}
+
+// 3. The judge checks, compiles, estimates and runs the program; its progress moves the deadline.
+// Its last word's facts (stage times, the compile's, diagnostics) are recorded whatever it says.
+StageOutcome AwaitJudgeResult(Evaluation& e) {
+  EvalResult& r = e.result;
+  PallasWorker& judge = *e.judge;
+  Stage stage = Stage::kCompile;
+  auto deadline = After(e.compile_timeout);
+  judge::Message message;
+  for (;;) {
+    const PallasWorker::Read read = judge.Next(deadline, message);
+    if (read == PallasWorker::Read::kTimeout) {
+      judge.Kill();
+      return Stop{Status::kTimeout, stage,
+                  "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
+                      (stage == Stage::kCompile ? Seconds(e.compile_timeout) : Seconds(e.call_timeout)) + " s)"};
+    }
+    // From here the judge works on the candidate's program: its death is the program's doing.
+    if (read == PallasWorker::Read::kClosed) return Died(judge, r, stage, "while it ran the candidate's program");
+    if (read == PallasWorker::Read::kGarbled) {
+      judge.Kill();
+      return Stop{Status::kInternalError, stage,
+                  "the judge's report channel carried something that is not a message: " + judge.garbled};
+    }
+    if (const auto* progress = std::get_if<judge::Progress>(&message)) {
+      if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
+      // The first run after the compile carries its own compile (jit, interpret mode) too.
+      const bool first = progress->stage == "compiled" || (progress->trial == 0 && progress->repeat == 0);
+      deadline = After(e.call_timeout + (first ? e.compile_timeout : 0));
+      continue;
+    }
+    if (auto* result = std::get_if<judge::Result>(&message)) {
+      e.judged = std::move(*result);
+      break;
+    }
+    judge.Kill();
+    return Stop{Status::kInternalError, stage, "unexpected judge message '" + judge::KindOf(message) + "'"};
+  }
+  for (const auto& [name, seconds] : e.judged.stage_seconds) r.stage_seconds[name] = seconds;
+  CopyDiagnostics(e.judged, r);
+  if (JudgeFailed(e) && e.judged.timing) r.timing_note = e.judged.timing->reason;
+  return std::nullopt;
+}
+
+// 4. The judge refused the traced program (its load or its structure check).
+StageOutcome StructureStage(Evaluation& e) {
+  if (JudgeFailed(e) && e.judged.status == "rejected") return JudgeFailure(e);
+  return std::nullopt;
+}
+
+// 5. The TPU compile: its facts (memory, time) whatever came after; its failure.
+StageOutcome CompileStage(Evaluation& e) {
+  EvalResult& r = e.result;
+  if (const auto& c = e.judged.tpu_compile) {
+    r.stage_seconds["tpu_compile"] = c->seconds;
+    for (const auto& [name, bytes] : c->memory) r.estimates["tpu_" + name] = bytes;
+    r.estimates["tpu_compile_deviceless"] = c->deviceless ? 1 : 0;
+  }
+  if (JudgeFailed(e) && ParseStage(e.judged.stage) == Stage::kCompile) return JudgeFailure(e);
+  return std::nullopt;
+}
+
+// 6. The estimator's figures for the candidate beside the reference's: recorded, not yet judged.
+StageOutcome EstimateStage(Evaluation& e) {
+  EvalResult& r = e.result;
+  if (const auto& ref = e.reference_estimate) {
+    r.estimates["reference_flops"] = ref->flops;
+    r.estimates["reference_bytes_accessed"] = ref->bytes_accessed;
+    if (ref->xla_model_us > 0) r.estimates["reference_xla_model_us"] = ref->xla_model_us;
+  }
+  if (JudgeFailed(e) || !e.judged.estimate) return std::nullopt;
+  const judge::CandidateEstimate& candidate = *e.judged.estimate;
+  r.estimate = EstimateOf(candidate, e.options.estimates ? e.reference_estimate : std::nullopt);
+  r.estimates["candidate_mosaic_cycles"] = candidate.mosaic_cycles;
+  r.estimates["candidate_xla_us"] = candidate.xla_us;
+  for (const judge::KernelProfile& k : candidate.kernels) {
+    TpuKernelProfile profile;
+    profile.kernel = k.kernel;
+    profile.grid_steps = k.grid_steps;
+    profile.bundles_per_step = k.bundles_per_step;
+    profile.estimated_cycles = k.estimated_cycles;
+    profile.critical_path_cycles = k.critical_path_cycles;
+    profile.unit_share = k.unit_share;
+    r.tpu_profile.push_back(std::move(profile));
+  }
+  return std::nullopt;
+}
+
+// 7. Correctness: the judge's own failure (a crash, a race, a wrong count of outputs), else the
+// outputs compared here.
+StageOutcome CorrectnessStage(Evaluation& e) {
+  if (JudgeFailed(e)) return JudgeFailure(e);
+  return CompareOutputs(e.judged.trials, e.judge->job_dir, e.expected, e.seeds, e.result);
+}
+
+// 8. Timing: the TPU's own clock, where there is one.
+StageOutcome TimingStage(Evaluation& e) {
+  if (e.judged.timing) ReadTiming(*e.judged.timing, e.options.timing, e.result);
+  return std::nullopt;
+}
+
+}  // namespace kernelgym
