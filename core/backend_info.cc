@@ -1,48 +1,33 @@
 #include "core/backend_info.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "core/builtin_backend_descriptors.h"
+
 namespace kernelgym {
 
 const std::vector<BackendInfo>& KnownBackends() {
   static const std::vector<BackendInfo> backends = [] {
+    std::vector<std::pair<int64_t, BackendInfo>> ordered;
+    for (int i = 0; i < kBuiltinBackendDescriptorCount; ++i) {
+      const char* text = kBuiltinBackendDescriptors[i];
+      // The descriptors are the build's own files: one that does not read is a bug, said loudly.
+      const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+      std::string problem;
+      std::optional<BackendInfo> info = BackendInfoFromJson(json, problem);
+      const auto order = json.is_object() ? json.find("order") : json.end();
+      if (!info || order == json.end() || !order->is_number_integer()) {
+        std::fprintf(stderr, "kernelgym: a backend descriptor (tpu_runner/*/descriptor.json) is invalid: %s\n",
+                     problem.empty() ? "no integer 'order'" : problem.c_str());
+        std::abort();
+      }
+      ordered.emplace_back(order->get<int64_t>(), std::move(*info));
+    }
+    std::stable_sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<BackendInfo> v;
-    BackendInfo cpu;
-    cpu.name = "cpu";
-    cpu.language = "cpp";
-    cpu.fence_tags = {"cpp", "c++", "cxx", "c", "cc", ""};
-    cpu.source_file = "kernel.cpp";
-    cpu.description = "C++ kernels compiled on the runner's host, timed against the task's libtorch reference";
-    cpu.quotes_torch_reference = true;
-    cpu.source_mutations = true;
-    cpu.times_on_any_host = true;
-    v.push_back(cpu);
-
-    BackendInfo pallas;
-    pallas.name = "pallas";
-    pallas.language = "python";
-    pallas.fence_tags = {"python", "py", "python3", ""};
-    pallas.source_file = "kernel.py";
-    pallas.task_folder = "pallas";
-    pallas.description = "JAX Pallas TPU kernels: a deviceless TPU compile, interpret-mode correctness, "
-                         "an estimated TPU speed; measured on a TPU host";
-    v.push_back(pallas);
-
-    BackendInfo cuda;
-    cuda.name = "cuda";
-    cuda.language = "cuda";
-    cuda.fence_tags = {"cuda", "cu", "cpp", "c++", ""};
-    cuda.source_file = "kernel.cu";
-    cuda.task_folder = "cuda";
-    cuda.description = "CUDA C++ kernels (planned: no runner in this build)";
-    v.push_back(cuda);
-
-    BackendInfo null;
-    null.name = "null";
-    null.language = "cpp";
-    null.fence_tags = cpu.fence_tags;
-    null.source_file = "kernel.cpp";
-    null.description = "answered by the server itself with a fixed result: for measuring the server";
-    null.evaluated_by_server = true;
-    v.push_back(null);
+    for (auto& [order, info] : ordered) v.push_back(std::move(info));
     return v;
   }();
   return backends;
@@ -85,7 +70,11 @@ std::optional<BackendInfo> BackendInfoFromJson(const nlohmann::json& json, std::
   field("fence_tags", info.fence_tags);
   field("source_file", info.source_file);
   field("task_folder", info.task_folder);
+  field("task_loader", info.task_loader);
+  field("task_layouts", info.task_layouts);
   field("description", info.description);
+  field("needs", info.needs);
+  field("result_fields", info.result_fields);
   field("quotes_torch_reference", info.quotes_torch_reference);
   field("source_mutations", info.source_mutations);
   field("times_on_any_host", info.times_on_any_host);
@@ -100,7 +89,11 @@ nlohmann::json ToJson(const BackendInfo& info) {
           {"fence_tags", info.fence_tags},
           {"source_file", info.source_file},
           {"task_folder", info.task_folder},
+          {"task_loader", info.task_loader},
+          {"task_layouts", info.task_layouts},
           {"description", info.description},
+          {"needs", info.needs},
+          {"result_fields", info.result_fields},
           {"quotes_torch_reference", info.quotes_torch_reference},
           {"source_mutations", info.source_mutations},
           {"times_on_any_host", info.times_on_any_host},

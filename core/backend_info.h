@@ -2,9 +2,11 @@
 // name: the language of its kernels and the fence tags a model may use for them (prompts, reply
 // parsing, exports), the file a person edits (hitl), where a task keeps the backend's own files
 // (the task loader), and what it can do (source mutations, timing on this host).
-// One descriptor per backend, in core/backend_info.cc: the vocabulary layer, because the
-// clients (policies, the dataset export) sit above it and below nothing of the runner. The server
-// sends them in `hello` (docs/protocol.md), so a client of a remote server reads them there.
+// Each backend describes itself in its own folder (tpu_runner/<backend>/descriptor.json); the
+// build compiles those files into this layer (core/CMakeLists.txt), because the clients
+// (policies, the dataset export) and the task loader sit above it and below nothing of the
+// runner. No code here names a backend. The server sends the descriptors in `hello`
+// (docs/protocol.md), so a client of a remote server reads them there.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -21,7 +23,14 @@ struct BackendInfo {
   std::vector<std::string> fence_tags;  // tags a model's block of its source may carry; "" = untagged
   std::string source_file;              // the file its kernel is edited in: "kernel.cpp", "kernel.py"
   std::string task_folder;              // the subfolder of a task with this backend's own files; "" = none
+  // How its version of a task is loaded (datasets/variants.h): "root" (task.json's own C++
+  // version), "folder" (<task>/<task_folder>/ with <task_folder>.json, reference.py, starter.py),
+  // "none" (no tasks in this build).
+  std::string task_loader;
+  std::vector<std::string> task_layouts;   // foreign task layouts it loads: "jaxbench"
   std::string description;              // one line, for listings
+  std::vector<std::string> needs;          // what a host running it needs, for people
+  std::vector<std::string> result_fields;  // the result record's fields it fills (docs/results.md)
   bool quotes_torch_reference = false;  // prompts quote task.json's TorchScript reference as its reference
   bool source_mutations = false;        // the search's mutate proposer (C++ rewrites) applies
   bool times_on_any_host = false;       // `tasks --measure` can time its starters on this host
@@ -29,7 +38,7 @@ struct BackendInfo {
   bool operator==(const BackendInfo&) const = default;
 };
 
-// The backends this build knows, in a fixed order (cpu first: the default).
+// The backends this build knows, in their descriptors' order (the default first).
 const std::vector<BackendInfo>& KnownBackends();
 // nullptr for a name no descriptor has.
 const BackendInfo* FindBackendInfo(std::string_view name);

@@ -41,11 +41,22 @@ bool IsVariantBackend(std::string_view backend) {
   return info && !info->task_folder.empty();
 }
 
-std::string LoadVariants(Task& task) {
-  const std::filesystem::path dir = task.dir / "pallas";
+namespace {
+
+// The backend that loads the JAXBench layout, by its descriptor (task_layouts); nullptr: none.
+const BackendInfo* JaxBenchBackend() {
+  for (const BackendInfo& info : KnownBackends())
+    if (std::find(info.task_layouts.begin(), info.task_layouts.end(), "jaxbench") != info.task_layouts.end())
+      return &info;
+  return nullptr;
+}
+
+// One backend's version of the task, from its folder (its descriptor's task_loader "folder").
+std::string LoadFolderVariant(Task& task, const BackendInfo& backend) {
+  const std::filesystem::path dir = task.dir / backend.task_folder;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) return "";
-  const std::filesystem::path config_file = dir / "pallas.json";
+  const std::filesystem::path config_file = dir / (backend.task_folder + ".json");
   const auto config_text = ReadText(config_file);
   if (!config_text) return config_file.string() + ": cannot be read";
   json config;
@@ -87,12 +98,26 @@ std::string LoadVariants(Task& task) {
   auto starter = ReadText(dir / "starter.py");
   if (!starter) return (dir / "starter.py").string() + ": cannot be read";
   variant.starter_source = std::move(*starter);
-  task.variants["pallas"] = std::move(variant);
+  task.variants[backend.name] = std::move(variant);
+  return "";
+}
+
+}  // namespace
+
+std::string LoadVariants(Task& task) {
+  for (const BackendInfo& backend : KnownBackends())
+    if (backend.task_loader == "folder" && !backend.task_folder.empty())
+      if (std::string problem = LoadFolderVariant(task, backend); !problem.empty()) return problem;
   return "";
 }
 
 JaxBenchLoad LoadJaxBenchLayout(const std::filesystem::path& benchmark_dir, const std::string& suite) {
   JaxBenchLoad out;
+  const BackendInfo* backend = JaxBenchBackend();
+  if (!backend) {
+    out.errors.push_back(benchmark_dir.string() + ": no backend of this build loads the JAXBench layout");
+    return out;
+  }
   std::error_code ec;
   if (!std::filesystem::is_directory(benchmark_dir, ec)) {
     out.errors.push_back(benchmark_dir.string() + ": not a folder");
@@ -128,7 +153,7 @@ JaxBenchLoad LoadJaxBenchLayout(const std::filesystem::path& benchmark_dir, cons
     variant.layout = "jaxbench";
     const auto starter = ReadText(case_dir / "starter.py");
     variant.starter_source = starter ? *starter : JaxBenchStub(task.id);
-    task.variants["pallas"] = std::move(variant);
+    task.variants[backend->name] = std::move(variant);
     out.tasks.push_back(std::move(task));
   }
   return out;

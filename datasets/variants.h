@@ -14,9 +14,9 @@ namespace kernelgym {
 // C++ starter: a task without that subfolder is not offered on them.
 bool IsVariantBackend(std::string_view backend);
 
-// Reads `<task.dir>/pallas/` when it exists: pallas.json (size sets "small" and "full", each
-// giving exactly the task's sizes), reference.py and starter.py. Empty on success, else
-// "<file>: <field>: <what is wrong>".
+// Reads, for every backend whose descriptor's task_loader is "folder", `<task.dir>/<task_folder>/`
+// when it exists: <task_folder>.json (size sets "small" and "full", each giving exactly the task's
+// sizes), reference.py and starter.py. Empty on success, else "<file>: <field>: <what is wrong>".
 [[nodiscard]] std::string LoadVariants(Task& task);
 
 struct JaxBenchLoad {
@@ -25,7 +25,7 @@ struct JaxBenchLoad {
 };
 
 // A JAXBench checkout's `benchmark/` folder (or any folder of `<id>/baseline.py`): one task per
-// case, id `<suite>/<id>`, pallas only. The case's shapes, inputs and reference live in its
+// case, id `<suite>/<id>`, for the backend whose descriptor lists the "jaxbench" layout only. The case's shapes, inputs and reference live in its
 // baseline.py (CONFIG, create_inputs, workload, get_flops), which the pallas judge imports; the
 // registry reads CONFIG's text for the description only. A case's `starter.py`, when present,
 // is what episodes start from; without one they start from a stub that asks for `kernel(...)`.

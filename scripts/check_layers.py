@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Fails when a C++ file includes a module its layer may not use (docs/layers.md), or when code
-outside a backend compares a backend's name instead of reading its descriptor.
+"""Fails when a C++ file includes a module its layer may not use (docs/layers.md), when code
+outside a backend compares a backend's name instead of reading its descriptor, or when a file
+outside a backend's folder names it at all (a quoted name in code, comments aside).
 
 The table below is the architecture, bottom first. Each module names the modules it may include
 from, and may name only modules above it in the table, so the graph it allows has no cycle. A
@@ -9,6 +10,7 @@ include anything and are not checked.
 
 Run: python3 scripts/check_layers.py [REPO]      (ctest: layers.IncludesPointDownward)
 """
+import json
 import pathlib
 import re
 import sys
@@ -64,10 +66,63 @@ NAME_COMPARISON = re.compile(r'(?:[!=]=\s*"(?:%s)"|"(?:%s)"\s*[!=]=)' % ("|".joi
 MAY_COMPARE_NAMES = (
     "core/backend_info.",         # the descriptors
     "tpu_runner/",                # the backends and their registry
-    "datasets/variants.",         # the pallas backend's task folder loader
 )
 NAME_CHECKED_TREES = ("core", "datasets", "env", "rewards", "tpu_runner", "policies", "cli", "python/kernelgym")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.MULTILINE)
+
+# A backend's identity lives in its own folder (tpu_runner/<name>/: its descriptor.json, its
+# task loader's rules, its code); no file elsewhere names it. Exceptions, each with its reason:
+# the default backend (the descriptor first in order) is every `backend` option's default and a
+# suite's name; the others may be named only by the files below.
+BACKEND_NAMERS = {
+    "tpu_runner/builtin_backends.cc": "the one file that registers every built-in backend",
+    "python/kernelgym/text.py": "the client package's offline copy of the descriptors, replaced by hello's",
+    "python/kernelgym/examples/": "examples pick a backend as a user does",
+}
+SERVER_OWN = {  # the backend the server answers itself (evaluated_by_server)
+    "core/result.cc": "NullBackendResult: what the server's own backend answers",
+    "core/result_json.cc": "JSON's null, not the backend",
+    "env/server/requests.cc": "the server answers its own backend's steps",
+    "python/kernelgym/adapters/verifiers.py": "the verifiers library's own harness id 'null', not the backend",
+}
+COMMENT = {".py": re.compile(r"#.*$"), "cc": re.compile(r"//.*$")}
+
+
+def backend_descriptors(repo: pathlib.Path) -> list[dict]:
+    """The backends' own descriptors (tpu_runner/<name>/descriptor.json), in their order."""
+    out = []
+    for file in sorted(repo.glob("tpu_runner/*/descriptor.json")):
+        descriptor = json.loads(file.read_text())
+        descriptor["folder"] = file.parent.relative_to(repo).as_posix()
+        out.append(descriptor)
+    return sorted(out, key=lambda d: d.get("order", 0))
+
+
+def check_backend_names(repo: pathlib.Path) -> list[str]:
+    """Files outside a backend's folder that name it (a quoted name in code)."""
+    descriptors = backend_descriptors(repo)
+    if not descriptors:
+        return []
+    default = descriptors[0]["name"]
+    problems = []
+    for descriptor in descriptors[1:]:
+        name, folder = descriptor["name"], descriptor["folder"]
+        quoted = re.compile(r"""(?<![\w.-])["']%s["']""" % re.escape(name))
+        allowed = dict(BACKEND_NAMERS, **(SERVER_OWN if descriptor.get("evaluated_by_server") else {}))
+        for tree in NAME_CHECKED_TREES:
+            for file in sorted((repo / tree).rglob("*")):
+                if file.suffix not in CHECKED_SUFFIXES | {".py"} or not file.is_file():
+                    continue
+                rel = file.relative_to(repo).as_posix()
+                if rel.startswith(folder + "/") or rel.startswith(tuple(allowed)):
+                    continue
+                comment = COMMENT[".py" if file.suffix == ".py" else "cc"]
+                for number, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
+                    if quoted.search(comment.sub("", line)):
+                        problems.append(f"{rel}:{number}: names the {name} backend outside {folder}/ (read its "
+                                        f"descriptor; only the default backend, {default}, may be named "
+                                        f"elsewhere): {line.strip()}")
+    return problems
 
 
 def module_of(path: str, modules: list[str]) -> str | None:
@@ -125,6 +180,7 @@ def main() -> int:
                 if NAME_COMPARISON.search(line):
                     problems.append(f"{rel}:{number}: compares a backend's name; read its descriptor "
                                     f"(core/backend_info.h) instead: {line.strip()}")
+    problems += check_backend_names(repo)
     for problem in problems:
         print(problem)
     print(f"{checked} files checked against {len(LAYERS)} modules: "

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "tpu_runner/backend.h"
@@ -34,6 +35,29 @@ TEST(BackendInfo, EachDescriptorIsConsistent) {
     EXPECT_EQ(ToJson(info).at("name"), info.name);
   }
   EXPECT_EQ(KnownBackends().front().name, "cpu") << "the default backend comes first";
+}
+
+// The descriptors come from the backends' own folders (tpu_runner/<name>/descriptor.json), compiled
+// in by the build: one per folder, each read whole, the fields the task loader and clients use.
+TEST(BackendInfo, EachBackendFolderDescribesItself) {
+  std::set<std::string> folders;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(KERNELGYM_SOURCE_DIR) / "tpu_runner"))
+    if (std::filesystem::exists(entry.path() / "descriptor.json")) folders.insert(entry.path().filename().string());
+  std::set<std::string> described;
+  for (const BackendInfo& info : KnownBackends()) {
+    SCOPED_TRACE(info.name);
+    described.insert(info.name);
+    EXPECT_TRUE(info.task_loader == "root" || info.task_loader == "folder" || info.task_loader == "none") << info.task_loader;
+    if (info.task_loader == "folder") EXPECT_FALSE(info.task_folder.empty());
+    std::string problem;
+    EXPECT_EQ(BackendInfoFromJson(ToJson(info), problem), info) << problem;
+  }
+  EXPECT_EQ(described, folders) << "a descriptor per backend folder, named as its folder";
+  std::string problem;
+  nlohmann::json missing = ToJson(KnownBackends().front());
+  missing.erase("task_loader");
+  EXPECT_FALSE(BackendInfoFromJson(missing, problem));
+  EXPECT_NE(problem.find("task_loader"), std::string::npos) << problem;
 }
 
 TEST(BackendInfo, AnUnknownNameIsNotFoundAndFallsBackToCpp) {
