@@ -119,7 +119,7 @@ def main() -> int:
                       f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
         if status == "ok" and failures:
             status = "incorrect"
-        print(json.dumps({k: message.get(k) for k in ("stage", "message", "tpu_compile", "estimates", "timing",
+        print(json.dumps({k: message.get(k) for k in ("stage", "message", "tpu_compile", "estimates", "estimate_reasons", "timing",
                                                        "stage_seconds")}, indent=1))
         print(f"verdict: {status} ({seconds:.2f} s for the job)")
         return 0 if status == "ok" else 1

@@ -44,7 +44,7 @@ from typing import Iterator
 import numpy as np
 
 # Exponents a size may carry in a number's monomial.
-INT_EXPONENTS = (-1, 0, 1)
+INT_EXPONENTS = (-1, 0, 1, 2)  # 2: an N x N pair table (triangle multiplication)
 FLOAT_EXPONENTS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 FLOAT_RTOL = 1e-5  # literals are float32: 2^-23 relative, and the scale is computed in Python
 MAX_REASONS = 8
@@ -346,6 +346,10 @@ def _difference(a: list, b: list, name_a: str, name_b: str) -> tuple[str, str]:
             return "structural", (f"the programs traced at the {name_a} and {name_b} sizes differ at {x[1]}: "
                                   f"{_show(x[2])} in one, {_show(y[2]) if y[1] == x[1] else y[1]} in the other")
         if x[0] == "s" and x[2] != y[2]:
+            if x[1].endswith(".bytes"):  # a constant array computed outside the program (numpy)
+                return "repeats", (f"{x[1]}: a constant array whose values change with the sizes; its values at the "
+                                   f"full size cannot be checked against the checked ones (compute it in the program, "
+                                   f"from iotas, instead)")
             if x[1].endswith(_COUNTS):
                 return "repeats", f"{repeats} (they part at {x[1]}: {_show(x[2])} and {_show(y[2])})"
             return "structural", f"{x[1]} is {_show(x[2])} at the {name_a} sizes and {_show(y[2])} at the {name_b} sizes"
@@ -394,12 +398,8 @@ class _Fitter:
     def _problem(self, slot: Slot, grid: list) -> str:
         shown = ", ".join(f"{v:g}" if slot.floating else str(v) for v in slot.values.values())
         sets = "/".join(slot.values)
-        readings = self._monomials(slot)
-        if not slot.floating and slot.path.endswith(".literal"):  # a literal in a kernel's body
-            for k, extent in enumerate(grid):
-                if all(slot.values[s] == extent.values[s] - 1 for s in self.fit_sets):
-                    readings.append((extent.values[self.target] - 1, f"the grid's extent {k} minus one"))
         actual = slot.values[self.target]
+        readings = self._readings(slot, grid)
         if not readings:
             return (f"{shown} at the {sets} sizes: no constant multiple of the sizes' powers gives it at both checked "
                     f"sizes, so the full-size value is not known to follow from the checked ones")
@@ -412,6 +412,24 @@ class _Fitter:
         prediction, description = readings[0]
         return (f"{shown} at the {sets} sizes: the checked sizes give {description}, which is "
                 f"{self._show(prediction, slot.floating)} at the {self.target} sizes, not {actual}")
+
+    def _readings(self, slot: Slot, grid: list) -> list:
+        """(full-size prediction, description) of the readings that fit the checked sets, from the
+        first kind of reading that has any, in a fixed order: a literal in a kernel that is a grid
+        extent minus one (the last step's test) is read so; else the monomials; else, for an
+        integer, the monomials minus one (the last index of a dimension, a count of blocks minus
+        one). The order depends on the checked values only, never on the full-size one, so a
+        program cannot choose the reading that suits it at the full size."""
+        if not slot.floating and slot.path.endswith(".literal"):  # a literal in a kernel's body
+            steps = [(extent.values[self.target] - 1, f"the grid's extent {k} minus one") for k, extent in enumerate(grid)
+                     if all(slot.values[s] == extent.values[s] - 1 for s in self.fit_sets)]
+            if steps:
+                return steps
+        readings = self._monomials(slot)
+        if readings or slot.floating:
+            return readings
+        shifted = Slot(slot.path, False, {k: v + 1 for k, v in slot.values.items()})
+        return [(prediction - 1, f"{formula} minus one") for prediction, formula in self._monomials(shifted)]
 
     def _monomials(self, slot: Slot) -> list:
         """(full-size prediction, formula) for every monomial that gives the number at the checked sets."""
