@@ -18,8 +18,11 @@ from kernelgym_pallas import program_identity  # noqa: E402
 
 # Each size changes between the checked sets by a ratio with a prime of its own (x2, x3/2, x5/4),
 # as the tasks' size sets do; the full size is far from both.
-SIZES = {"small": {"M": 512, "N": 512, "K": 1024},
-         "check": {"M": 1024, "N": 768, "K": 1280},
+# M spans four blocks at the small size: a count of blocks minus one (3, then 7) then has a ratio no
+# product of the sizes' ratios forms, so it cannot be mistaken for one (with two blocks, 1 then 3,
+# it would equal M*N/2^18 at both checked sets: a number the checked sets cannot place).
+SIZES = {"small": {"M": 1024, "N": 512, "K": 1024},
+         "check": {"M": 2048, "N": 768, "K": 1280},
          "full": {"M": 8192, "N": 28672, "K": 8192}}
 # Every size doubled: a number that follows M cannot be told from one that follows N or K.
 DOUBLED = {"small": {"M": 256, "N": 256, "K": 512},
@@ -99,6 +102,22 @@ def unrolled_by_size(a, b):
                           out_shape=jax.ShapeDtypeStruct((m, 256), a.dtype))(a)
 
 
+def clamped_block_index(a, b):
+    """Outside the kernel, a block index clamped to the last block (a count minus one), and a
+    kernel that reads it as scalar-prefetch-free data: an integer that follows M/256 - 1."""
+    m, k = a.shape
+    last = jnp.minimum(jnp.arange(8, dtype=jnp.int32), m // 256 - 1)
+    return scaled_by_inverse_sqrt(a, b), last
+
+
+def with_numpy_table(a, b):
+    """A constant table computed by numpy at trace time: its values change with the sizes."""
+    import numpy as np
+    m, k = a.shape
+    table = jnp.asarray(np.cos(np.arange(k, dtype=np.float32) / k))
+    return scaled_by_inverse_sqrt(a * table, b)
+
+
 def trace(fn, sizes):
     out = {}
     for name, s in sizes.items():
@@ -143,6 +162,15 @@ class ProgramIdentityTest(unittest.TestCase):
         identity = self.compare(matmul, DOUBLED)
         self.assertFalse(identity.proven)
         self.assertTrue(any("do not separate" in reason for reason in identity.unproven), identity.unproven)
+
+    def test_a_count_minus_one_is_proven(self):
+        identity = self.compare(clamped_block_index)
+        self.assertTrue(identity.proven, list(program_identity.iter_reasons(identity)))
+
+    def test_a_constant_table_that_changes_with_the_sizes_is_not_proven_but_not_refused(self):
+        identity = self.compare(with_numpy_table)
+        self.assertFalse(identity.structural)
+        self.assertIn("constant array", identity.unproven[0])
 
     def test_a_loop_unrolled_by_a_size_dependent_count_is_not_proven(self):
         identity = self.compare(unrolled_by_size)
