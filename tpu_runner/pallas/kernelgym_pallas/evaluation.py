@@ -17,7 +17,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import diagnostics, jaxpr_check, protocol, static_check, task_spec, tpu_estimate, tpu_target
+from . import (diagnostics, jaxpr_check, program_identity, protocol, static_check, task_spec, tpu_estimate,
+               tpu_numerics, tpu_target)
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -35,13 +36,24 @@ def warm_up(target_name: str) -> tpu_target.Target:
     artifact._ensure_modules()
     artifact._primitives()
     target = tpu_target.open_target(target_name)
-    if target.on_tpu:
-        # The tasks are float32: on a TPU, XLA's default would multiply in one bfloat16 pass and
-        # miss the tolerances. (On the CPU, interpret mode and the reference are exact float32
-        # anyway, and a deviceless compile at "highest" takes ten times longer.)
-        jax.config.update("jax_default_matmul_precision", "highest")
     jnp.zeros(8).block_until_ready()
     return target
+
+
+def exact_reference(fn: Callable) -> Callable:
+    """The task's reference as its task defines it: contractions at HIGHEST precision (exact
+    float32 on a TPU, six MXU passes), so that the expected outputs, the reference's estimate and,
+    on a TPU host, its timing all mean the task's arithmetic. The candidate's program keeps its own
+    precisions: a float32 dot it leaves at DEFAULT is one bfloat16 pass on the chip, and is checked
+    (tpu_numerics) and priced as one."""
+    import functools
+    import jax
+
+    @functools.wraps(fn)
+    def reference(*args):
+        with jax.default_matmul_precision("highest"):
+            return fn(*args)
+    return reference
 
 
 def _sha256(array: np.ndarray) -> str:
@@ -144,7 +156,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
     send(protocol.Specs(size_sets={name: _specs(task.size_sets[name]) for name in traced_sets}))
 
     # 2. The reference, on inputs drawn from the server's seeds, while the tracer traces.
-    reference = jax.jit(task.reference())
+    reference = jax.jit(exact_reference(task.reference()))
     trials = []
     inputs_per_trial = []
     with _timed(facts, "reference"):
@@ -215,7 +227,13 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
         raise Outcome("incorrect", "correctness", uncovered[0])
     if job.estimate_candidate:
         with _timed(facts, "estimate"):
-            facts["estimate"] = _candidate_estimate(compiled, programs["full"], target, dump_dir)
+            estimate = _candidate_estimate(compiled, programs["full"], target, dump_dir)
+            unproven = facts.get("identity_unproven", [])
+            if unproven:  # the figure is for a program not shown to be the checked one: never paid
+                estimate.trusted = False
+                estimate.reasons += [f"the full-size program is not shown to be the checked one: {why}"
+                                     for why in unproven]
+            facts["estimate"] = estimate
 
     # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
     run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
@@ -301,6 +319,9 @@ def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) 
             if diags:
                 raise Outcome("rejected", "compile", diags[0]["message"], diags)
         facts["pallas_calls"] = jaxpr_check.check(programs["full"], _largest(task.size_sets["full"])).pallas_calls
+        for name in traced_sets:
+            for problem in tpu_numerics.unsupported(programs[name]):
+                raise Outcome("rejected", "compile", f"[{name} sizes] {problem}")
         reference_name = traced_sets[0]
         reference_skeleton = jaxpr_check.skeleton(programs[reference_name])
         for name in traced_sets[1:]:
@@ -311,6 +332,26 @@ def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) 
                               f"the program traced at the {name} sizes is not the one traced at the {reference_name} "
                               f"sizes ({where}): the program that is compiled and timed must be the one whose "
                               f"answers are checked, up to its shapes")
+        _check_identity(programs, task, facts)
+
+
+def _check_identity(programs: dict, task, facts: dict) -> None:
+    """Whether the full-size program (compiled and estimated; off a TPU never run) is the checked
+    programs' template at the full sizes (program_identity.py). A difference in anything but
+    numbers is refused; numbers that do not follow the sizes leave the estimate untrusted."""
+    checked = [name for name in checked_sets(task)]
+    if len(checked) < 2:
+        facts["identity_unproven"] = ["the task is checked at one shape only, so the full-size program cannot be "
+                                      "shown to be the checked one"]
+        return
+    sizes = {name: task.size_sets[name].sizes for name in (*checked, "full")}
+    identity = program_identity.compare(programs, sizes, fit_sets=tuple(checked), target="full")
+    if identity.structural:
+        raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
+                                             f"the program that is compiled and timed must be the one whose answers "
+                                             f"are checked, up to its sizes")
+    if identity.unproven:
+        facts["identity_unproven"] = identity.unproven
 
 
 def _runner(program, target):
@@ -323,6 +364,7 @@ def _runner(program, target):
         mode = False
     else:
         mode = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise", uninitialized_memory="nan")
+        program = tpu_numerics.as_on_tpu(program)  # the chip's rounding of its contractions
     return jax.jit(core.jaxpr_as_fun(jaxpr_check.set_interpret(program, mode)))
 
 
@@ -374,14 +416,14 @@ def _estimates(task, target, full_specs, dump_dir=None) -> protocol.ReferenceEst
                                      bytes_accessed=0.0, error="")
     try:
         if dump_dir is None:
-            compiled = tpu_target.compile_for(target, task.reference(), full_specs)
+            compiled = tpu_target.compile_for(target, exact_reference(task.reference()), full_specs)
             seconds = compiled.cost.get("optimal_seconds", 0.0)
             if seconds > 0:
                 out.estimated_us = float(seconds * 1e6)
         else:
             tpu_estimate.clear_dump(dump_dir)
-            compiled = tpu_target.compile_for(target, tpu_estimate.fresh(task.reference()), full_specs)
-            est = tpu_estimate.estimate(task.reference(), full_specs, target, dump_dir, compiled=compiled,
+            compiled = tpu_target.compile_for(target, tpu_estimate.fresh(exact_reference(task.reference())), full_specs)
+            est = tpu_estimate.estimate(exact_reference(task.reference()), full_specs, target, dump_dir, compiled=compiled,
                                         trusted_code=True)
             if est.seconds > 0:
                 out.estimated_us = float(est.seconds * 1e6)

@@ -346,7 +346,8 @@ def uncovered_outputs(closed_jaxpr, max_grid_points: int = 1 << 21) -> list[str]
     Each output's index map is evaluated over the whole grid (the map is the program's own, a few
     integer ops); the distinct blocks it names must be every block of the output. Outputs whose
     blocks are not plain tiles (element offsets, slices, data-dependent maps from scalar
-    prefetch, whole arrays in HBM written by DMA) or that alias an input are not judged here."""
+    prefetch, whole arrays in HBM written by DMA) are not judged here; a grid with no steps writes
+    nothing."""
     problems: list[str] = []
 
     def walk(jaxpr):
@@ -388,16 +389,20 @@ def _coverage_problems(eqn, max_grid_points: int) -> list[str]:
     if not grid or any(not isinstance(g, int) for g in grid):
         return []
     points = math.prod(grid)
-    if points == 0 or points > max_grid_points:
+    if points == 0:
+        return [f"pallas_call '{_kernel_name(eqn)}': its grid {grid} has no steps at the full sizes: none of its "
+                f"outputs' blocks are ever written"]
+    if points > max_grid_points:
         return []
-    aliased = {int(out) for _, out in eqn.params.get("input_output_aliases", ())}
     indices = [jax.numpy.asarray(axis.reshape(-1)) for axis in np.indices(grid, dtype=np.int32)]
     problems = []
     for k in range(mapping.num_outputs):
         block = mapping.block_mappings[mapping.num_inputs + k]
         sizes = _tile_sizes(block)
         shape = tuple(int(d) for d in block.array_aval.shape)
-        if k in aliased or sizes is None or len(sizes) != len(shape) or not _in_vmem(block.transformed_block_aval):
+        # An output aliased to an input is judged like any other: the blocks the grid skips would
+        # hold the input's values, which no check at the full size compares.
+        if sizes is None or len(sizes) != len(shape) or not _in_vmem(block.transformed_block_aval):
             continue
         index_map = jax_core.jaxpr_as_fun(block.index_map_jaxpr)
         named = np.stack([np.asarray(b).reshape(-1) for b in jax.vmap(index_map)(*indices)], axis=1)
