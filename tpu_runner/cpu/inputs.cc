@@ -150,7 +150,7 @@ void Rng::Refill() {
 }
 
 uint64_t Rng::Next() {
-  if (next_ == 64) Refill();
+  if (next_ == kWords) Refill();
   return words_[next_++];
 }
 

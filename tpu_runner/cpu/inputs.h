@@ -42,8 +42,9 @@ class Rng {
  private:
   void Refill();
   evp_cipher_ctx_st* ctx_ = nullptr;
-  uint64_t words_[64];
-  int next_ = 64;
+  static constexpr int kWords = 512;  // 4 KiB of keystream per refill: amortizes the cipher call
+  uint64_t words_[kWords];
+  int next_ = kWords;
 };
 
 // A stream number derived from a base and an index (distinct per input and trial). Public and
