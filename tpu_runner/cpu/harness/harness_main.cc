@@ -12,13 +12,17 @@
 //              trial's expected output is computed and sent to the runner; the reference is
 //              timed alone; the executor is started and loads the candidate.
 //   trials     the candidate on each trial's inputs, on every shape set (poisoned outputs); the
-//              harness reads the outputs from the candidate's shared memory and sends them; the
-//              runner compares them with the expected ones and counts the trials.
+//              harness takes the outputs from the candidate's shared memory at the moment it sees
+//              `done` (the executor stopped meanwhile) and sends them; the runner compares them
+//              with the expected ones and counts the trials.
 //   timing     after the runner says kProceed: reference and candidate alternate on the same
 //              CPU, each timed call preceded by an untimed call of the same side, so that every
 //              timed call starts from the state its own side left (never the other side's), and
-//              every input drawn afresh just before it; every timed output is compared with the
-//              reference's for the same inputs.
+//              every input drawn afresh just before it; every timed output, as taken when the
+//              clock stopped, is compared with the reference's for the same inputs. Every round
+//              counts.
+// Every input is AES-256-CTR keystream under a key drawn here for this evaluation (inputs.h): the
+// candidate sees drawn values only and cannot compute the next ones.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/perf_event.h>
