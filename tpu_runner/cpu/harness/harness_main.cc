@@ -201,6 +201,8 @@ class Judge {
     protections_["output_guard_pages"] = true;
     protections_["separate_reference_process"] = true;
     protections_["clock_outside_candidate"] = true;
+    protections_["keyed_inputs"] = true;           // AES-256-CTR under the judge's own key
+    protections_["outputs_taken_at_done"] = true;  // with the executor stopped (Side::Ring)
     report::Send({FrameKind::kTrustedDone,
                   {{"reference_alone_ns", reference_alone_ns},
                    {"protections", protections_},
