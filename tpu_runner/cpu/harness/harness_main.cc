@@ -185,10 +185,12 @@ class Judge {
   [[noreturn]] void Run() {
     Event("trusted");
     if (job_.shape_sets.empty()) Fatal("the job has no shape set");
-    // The inputs' key: drawn here, for this evaluation, and never written anywhere. The reference
+    // The inputs' keys: drawn here, for this evaluation, and never written anywhere. The reference
     // gets drawn values only; the executor is forked from this process, but exec replaces its
-    // memory before any code of the candidate's runs.
-    if (!InputKey::Draw(key_)) Fatal(std::string("no random source for the inputs' key: ") + strerror(errno));
+    // memory before any code of the candidate's runs. One key for the trials, one for timing:
+    // whatever seeds the policy made the server choose, no trial's stream is a timed round's.
+    if (!InputKey::Draw(trial_key_) || !InputKey::Draw(timing_key_))
+      Fatal(std::string("no random source for the inputs' keys: ") + strerror(errno));
     LayOut();
     SetUpReference();
     SendExpectedOutputs();
@@ -311,9 +313,9 @@ class Judge {
     return call;
   }
 
-  void FillInputs(int s, int k, uint64_t seed) {
+  void FillInputs(int s, int k, const InputKey& key, uint64_t seed) {
     for (std::size_t i = 0; i < Set(s).inputs.size(); ++i) {
-      FillInput(Set(s).inputs[i], RefIn(s, k, i), key_, MixSeed(seed, i));
+      FillInput(Set(s).inputs[i], RefIn(s, k, i), key, MixSeed(seed, i));
       std::memcpy(CandIn(s, k, i).data(), RefIn(s, k, i).data(), RefIn(s, k, i).size());
     }
   }
@@ -330,7 +332,7 @@ class Judge {
     for (int s = 0; s < NumSets(); ++s) {
       double fastest = 0;
       for (uint64_t seed : Set(s).seeds) {
-        FillInputs(s, 0, seed);
+        FillInputs(s, 0, trial_key_, seed);
         const Side::Call call = CallReference(CallOp::kRun, s, 0);
         fastest = fastest == 0 ? call.wall_ns : std::min(fastest, call.wall_ns);
         CallReference(CallOp::kPublish, s, 0);
@@ -349,7 +351,7 @@ class Judge {
   // measures it (an untimed call on the other inputs, then the timed one): the baseline that
   // shows whether a kernel slowed the reference down.
   double TimeReferenceAlone() {
-    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, timing_key_, MixSeed(job_.timing_seed, 1000 + k));
     std::vector<double> times;
     const double start = MonotonicNs();
     for (int i = 0; i < 100; ++i) {
@@ -583,7 +585,7 @@ class Judge {
     for (int s = 0; s < NumSets(); ++s) {
       for (std::size_t t = 0; t < Set(s).seeds.size(); ++t, ++trial) {
         for (std::size_t i = 0; i < Set(s).inputs.size(); ++i)
-          FillInput(Set(s).inputs[i], CandIn(s, 0, i), key_, MixSeed(Set(s).seeds[t], i));
+          FillInput(Set(s).inputs[i], CandIn(s, 0, i), trial_key_, MixSeed(Set(s).seeds[t], i));
         PoisonOutputs(s, 0, 0);
         Event("trial", trial, s);
         CallCandidate(s, 0, "correctness trial " + std::to_string(trial), true);
@@ -614,7 +616,7 @@ class Judge {
     Event("timing");
     const TimingOptions& opt = job_.timing;
     const ShapeSetJob& set = Set(0);
-    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, timing_key_, MixSeed(job_.timing_seed, 1000 + k));
     // The inputs of the next timed call, drawn here and copied into each side's memory just
     // before that side's timed call.
     std::vector<std::vector<std::byte>> staged(set.inputs.size());
@@ -630,7 +632,7 @@ class Judge {
         if (opt.refresh_inputs || round < 2) {
           // Every element drawn afresh: a kernel that keeps the last inputs and outputs and
           // recomputes only what changed has nothing to reuse.
-          FillInput(set.inputs[i], staged[i], key_, MixSeed(job_.timing_seed, 7919ULL * static_cast<uint64_t>(round) + i));
+          FillInput(set.inputs[i], staged[i], timing_key_, MixSeed(job_.timing_seed, 7919ULL * static_cast<uint64_t>(round) + i));
         } else {
           std::memcpy(staged[i].data(), RefIn(0, y, i).data(), staged[i].size());
         }
@@ -735,7 +737,7 @@ class Judge {
   std::vector<double> reference_call_ns_;  // per shape set: the reference's fastest trial call
   double idle_cpu_ns_ = 0, idle_wall_ns_ = 0;  // the executor's, summed over every interval between calls
   std::unique_ptr<Counters> counters_;
-  InputKey key_;  // the inputs' secret: never leaves this process
+  InputKey trial_key_, timing_key_;  // the inputs' secrets: never leave this process
   std::vector<std::vector<std::byte>> taken_;  // per output: the last taken call's outputs, as at `done`
   json protections_ = json::object();
 };
