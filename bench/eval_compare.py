@@ -8,7 +8,11 @@ machine affects both alike, and reports:
   - the reference's median time interleaved with the kernel over its median alone (1 = the
     kernel does not change the reference's starting state);
   - the wall time of each evaluation (a cold CLI process; the kernel is compiled cold only when
-    --cold is given, by adding a unique comment to its source).
+    --cold is given, by adding a unique comment to its source);
+  - the CPU-time speedup: the median over rounds of the reference's CPU time / the kernel's CPU
+    time per timed call. Not what the judge pays (it pays wall time), but for single-threaded
+    tasks what the wall-time speedup would be without other processes preempting either side:
+    on a loaded machine it shows whether a change of the judge changed the work of the calls.
 
   python3 bench/eval_compare.py --before OLD_BUILD --after build --repeats 10 \\
       --case cpu/softmax_rows=tests/honest/softmax_rows_avx2/kernel.cpp ...
@@ -34,7 +38,7 @@ def evaluate(build, task, source, cold, workdir):
     # Each build's own harness, reference and executor: the CLI's compiled-in tools folder names
     # the folder it was built in, which a copied build folder does not change.
     env = dict(os.environ, KERNELGYM_TOOLS_DIR=str(Path(build).resolve() / "tpu_runner"))
-    out = subprocess.run([str(Path(build) / "cli/kernelgym"), "eval", "--task", task, "--source", str(path), "--json"],
+    out = subprocess.run([str(Path(build) / "cli/kernelgym"), "eval", "--task", task, "--source", str(path), "--json", "--samples"],
                          capture_output=True, text=True, env=env)
     seconds = time.monotonic() - start
     try:
@@ -44,7 +48,10 @@ def evaluate(build, task, source, cold, workdir):
     timing = r.get("timing") or {}
     alone = timing.get("reference_alone_median_ns") or 0
     ref = (timing.get("reference") or {}).get("median_ns") or 0
+    cpu_ratios = [s["reference_cpu_ns"] / s["candidate_cpu_ns"] for s in timing.get("samples") or []
+                  if s.get("candidate_cpu_ns")]
     return {"status": r.get("status"), "seconds": seconds, "speedup": timing.get("speedup"),
+            "cpu_speedup": statistics.median(cpu_ratios) if cpu_ratios else None,
             "interleaved_over_alone": ref / alone if alone else None, "message": r.get("message", "")}
 
 
@@ -58,6 +65,10 @@ def summarize(rows):
         mean = statistics.mean(s)
         out.update(speedup_mean=mean, speedup_min=min(s), speedup_max=max(s),
                    speedup_cv=(statistics.stdev(s) / mean if len(s) > 1 else 0.0))
+    cpu = [r["cpu_speedup"] for r in ok if r.get("cpu_speedup")]
+    if cpu:
+        mean = statistics.mean(cpu)
+        out.update(cpu_speedup_mean=mean, cpu_speedup_cv=(statistics.stdev(cpu) / mean if len(cpu) > 1 else 0.0))
     if ratio:
         out["ref_interleaved_over_alone_median"] = statistics.median(ratio)
     bad = [r for r in rows if r["status"] != "ok"]

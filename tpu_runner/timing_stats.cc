@@ -32,8 +32,6 @@ TimeStats Summarize(std::span<const double> values) {
   return s;
 }
 
-bool IsPreempted(double wall_ns, double cpu_ns) { return wall_ns - cpu_ns > 0.02 * wall_ns + kCallGapAllowanceNs; }
-
 namespace {
 
 // The largest k with P(X <= k) <= tail for X ~ Binomial(n, 1/2), or -1 if there is none.

@@ -15,15 +15,6 @@ double Percentile(std::span<const double> values, double q);
 // median, p10, p90, min and coefficient of variation (stddev / mean) of the values.
 TimeStats Summarize(std::span<const double> values);
 
-// What a call's wall time holds beyond the called process's CPU time when nothing else ran: the
-// judge times each call through the doorbell, so its futex wake-ups (measured here: 5-7 us at
-// least, ~10 us median, 22-25 us at p99 per call; docs/benchmarks.md) are in the wall time only.
-inline constexpr double kCallGapAllowanceNs = 25'000;
-
-// A sample was preempted when its wall time exceeds the CPU time the process spent by more
-// than 2% + kCallGapAllowanceNs: something else ran on that CPU meanwhile.
-bool IsPreempted(double wall_ns, double cpu_ns);
-
 struct RatioEstimate {
   double median = 0;
   double low = 0, high = 0;  // distribution-free 95% confidence interval for the median
@@ -35,7 +26,8 @@ struct RatioEstimate {
 // Needs at least 6 ratios; returns zeros otherwise.
 RatioEstimate EstimateMedianRatio(std::span<const double> ratios);
 
-// The speedup over non-discarded rounds: reference time / candidate time per round.
+// The speedup: the median of reference time / candidate time per round, over the rounds not
+// marked discarded (the cpu judge marks none).
 RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples);
 
 }  // namespace kernelgym

@@ -69,7 +69,7 @@ TEST(TrustBoundaryTest, AnEvaluationReportsItsProtections) {
   const EvalResult r = Cpu().Evaluate(*task, task->starter_source, options);
   ASSERT_EQ(r.status, Status::kOk) << VerdictText(r);
   for (const char* name : {"seccomp", "seccomp_allow_list", "readonly_inputs", "output_guard_pages",
-                           "separate_reference_process", "clock_outside_candidate"})
+                           "separate_reference_process", "clock_outside_candidate", "keyed_inputs", "outputs_taken_at_done"})
     EXPECT_TRUE(r.protections.count(name) && r.protections.at(name)) << name;
   if (ProbeSandbox().bwrap && ProbeSandbox().root) {
     EXPECT_TRUE(r.protections.at("minimal_file_view"));

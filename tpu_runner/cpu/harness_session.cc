@@ -434,12 +434,18 @@ class Session {
     run_.timing_seconds = f.meta.value("seconds", 0.0);
     const json& mismatch = f.meta["mismatch"];
     if (!mismatch.is_null()) {
+      // A NaN or an infinity (unwritten poison) travels as JSON null.
+      auto number = [&](const char* key) {
+        const json& v = mismatch.contains(key) ? mismatch[key] : json();
+        return v.is_number() ? std::to_string(v.get<double>()) : std::string("nan or inf");
+      };
       Fail(Status::kIncorrect,
            "timed call " + std::to_string(mismatch.value("round", 0)) + ": output `" + mismatch.value("output", std::string()) +
                "` differs from the reference on fresh inputs (" + std::to_string(mismatch.value("mismatches", 0)) +
                " elements mismatch, first at " + IndexText(mismatch.value("first_mismatch", std::vector<int64_t>{})) + ": expected " +
-               std::to_string(mismatch.value("expected", 0.0)) + ", got " + std::to_string(mismatch.value("actual", 0.0)) +
-               ") — results were cached or the kernel changed behaviour after the correctness trials",
+               number("expected") + ", got " + number("actual") +
+               ") — results were cached, the kernel changed behaviour after the correctness trials, or its outputs were "
+               "not finished when it said `done` (the outputs are taken at that moment)",
            Stage::kTiming);
     }
   }

@@ -3,10 +3,17 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <vector>
+
+#include <openssl/evp.h>
+#include <sys/random.h>
 
 namespace kernelgym {
 namespace {
@@ -17,8 +24,6 @@ uint64_t SplitMix(uint64_t& x) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
-
-uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 template <typename T>
 void Store(std::span<std::byte> buffer, int64_t i, T value) {
@@ -93,22 +98,60 @@ void DrawPartition(const TensorSpec& spec, std::span<std::byte> buffer, Rng& rng
   }
 }
 
+// Our own bug if OpenSSL refuses a fixed, valid cipher setup: a broken invariant, not a result.
+[[noreturn]] void CipherFailed(const char* what) {
+  std::fprintf(stderr, "kernelgym inputs: AES-256-CTR %s failed\n", what);
+  std::abort();
+}
+
 }  // namespace
 
-Rng::Rng(uint64_t seed) {
-  for (uint64_t& s : s_) s = SplitMix(seed);
+bool InputKey::Draw(InputKey& key) {
+  std::size_t got = 0;
+  while (got < key.bytes.size()) {
+    const ssize_t n = getrandom(key.bytes.data() + got, key.bytes.size() - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+Rng::Rng(const InputKey& key, uint64_t stream, uint32_t part) {
+  // The counter block: stream (8 bytes) and part (4), big-endian, then a 32-bit block counter
+  // from 0. OpenSSL counts the whole 16 bytes big-endian, so a stream never runs into another
+  // one within 2^32 blocks.
+  unsigned char iv[16] = {};
+  for (int i = 0; i < 8; ++i) iv[i] = static_cast<unsigned char>(stream >> (56 - 8 * i));
+  for (int i = 0; i < 4; ++i) iv[8 + i] = static_cast<unsigned char>(part >> (24 - 8 * i));
+  ctx_ = EVP_CIPHER_CTX_new();
+  if (!ctx_ || EVP_EncryptInit_ex(ctx_, EVP_aes_256_ctr(), nullptr, key.bytes.data(), iv) != 1) CipherFailed("setup");
+}
+
+Rng::~Rng() { EVP_CIPHER_CTX_free(ctx_); }
+
+void Rng::Fill(std::span<std::byte> out) {
+  // CTR encryption of zeros is the keystream itself.
+  constexpr std::size_t kChunk = std::size_t{1} << 30;
+  for (std::size_t done = 0; done < out.size();) {
+    const std::size_t n = std::min(kChunk, out.size() - done);
+    auto* p = reinterpret_cast<unsigned char*>(out.data() + done);
+    std::memset(p, 0, n);
+    int written = 0;
+    if (EVP_EncryptUpdate(ctx_, p, &written, p, static_cast<int>(n)) != 1 || static_cast<std::size_t>(written) != n)
+      CipherFailed("encryption");
+    done += n;
+  }
+}
+
+void Rng::Refill() {
+  Fill(std::as_writable_bytes(std::span<uint64_t>(words_)));
+  next_ = 0;
 }
 
 uint64_t Rng::Next() {
-  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
-  const uint64_t t = s_[1] << 17;
-  s_[2] ^= s_[0];
-  s_[3] ^= s_[1];
-  s_[1] ^= s_[2];
-  s_[0] ^= s_[3];
-  s_[2] ^= t;
-  s_[3] = Rotl(s_[3], 45);
-  return result;
+  if (next_ == kWords) Refill();
+  return words_[next_++];
 }
 
 double Rng::Uniform01() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
@@ -158,74 +201,59 @@ double BeyondTheRectangle(Rng& rng, int layer, double x) {
   return std::fabs(rng.Normal());  // the sign was drawn already
 }
 
-// Four xoshiro256** streams side by side. A fill's speed is the generator's dependency chain (a
-// round's fresh inputs are on the judge's critical path, drawn every round); four independent
-// chains, laid out lane by lane, run in parallel on one core and vectorize.
-class Rng4 {
- public:
-  explicit Rng4(uint64_t seed) {
-    for (int lane = 0; lane < 4; ++lane)
-      for (uint64_t* word : {s0_, s1_, s2_, s3_}) word[lane] = SplitMix(seed);
-  }
-  void Next(uint64_t out[4]) {
-    for (int k = 0; k < 4; ++k) {
-      out[k] = Rotl(s1_[k] * 5, 7) * 9;
-      const uint64_t t = s1_[k] << 17;
-      s2_[k] ^= s0_[k];
-      s3_[k] ^= s1_[k];
-      s1_[k] ^= s2_[k];
-      s0_[k] ^= s3_[k];
-      s2_[k] ^= t;
-      s3_[k] = Rotl(s3_[k], 45);
-    }
-  }
+// The keystream in chunks that stay in the first-level cache, each written straight into the
+// tensor and turned into values in place: one 32-bit word per float32 element.
+constexpr int64_t kChunkElements = 4096;
 
- private:
-  uint64_t s0_[4], s1_[4], s2_[4], s3_[4];
-};
-
-// float32 normals, two per random word (7 bits of layer, 1 of sign, 24 of position each): a
-// float needs no more. The common case (inside the layer's rectangle) is float arithmetic on a
-// float copy of the table; the rare one takes the double path with a stream of its own.
-void FillNormalFloat32(float* out, int64_t n, double mean, double std, uint64_t seed) {
+// float32 normals, one per 32-bit word (7 bits of layer, 1 of sign, 24 of position): a float needs
+// no more. The common case (inside the layer's rectangle) is float arithmetic on a float copy of
+// the table; the rare one takes the double path with a stream of its own (part 1).
+void FillNormalFloat32(float* out, int64_t n, double mean, double std, const InputKey& key, uint64_t stream) {
   const ZigguratTables& z = Ziggurat();
   static const auto kFloatX = [] {
     std::array<float, kLayers + 1> x{};
     for (int i = 0; i <= kLayers; ++i) x[i] = static_cast<float>(Ziggurat().x[i]);
     return x;
   }();
-  Rng4 lanes(seed);
-  Rng rare(seed ^ 0x6a09e667f3bcc909ULL);
+  Rng bits_source(key, stream);
+  std::optional<Rng> rare;
   const auto m = static_cast<float>(mean), sd = static_cast<float>(std);
-  uint64_t words[4];
-  for (int64_t i = 0; i < n;) {
-    lanes.Next(words);
-    for (int w = 0; w < 8 && i < n; ++w, ++i) {
-      const auto bits = static_cast<uint32_t>(words[w >> 1] >> (32 * (w & 1)));
+  for (int64_t start = 0; start < n; start += kChunkElements) {
+    const int64_t count = std::min(kChunkElements, n - start);
+    float* chunk = out + start;
+    bits_source.Fill(std::as_writable_bytes(std::span<float>(chunk, static_cast<std::size_t>(count))));
+    for (int64_t i = 0; i < count; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(chunk[i]);
       const int layer = static_cast<int>(bits & (kLayers - 1));
       float x = static_cast<float>(bits >> 8) * 0x1.0p-24f * kFloatX[layer];
       if (!(x < kFloatX[layer + 1])) {
         const double wide = static_cast<double>(bits >> 8) * 0x1.0p-24 * z.x[layer];
-        x = static_cast<float>(wide < z.x[layer + 1] ? wide : BeyondTheRectangle(rare, layer, wide));
+        if (wide < z.x[layer + 1]) {
+          x = static_cast<float>(wide);
+        } else {
+          if (!rare) rare.emplace(key, stream, 1);
+          x = static_cast<float>(BeyondTheRectangle(*rare, layer, wide));
+        }
       }
       // The sign by its bit, not a branch: a coin flip mispredicts half the time.
-      out[i] = m + sd * std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ ((bits & kLayers) << 24));
+      chunk[i] = m + sd * std::bit_cast<float>(std::bit_cast<uint32_t>(x) ^ ((bits & kLayers) << 24));
     }
   }
 }
 
-// float32 uniforms on [low, high), two per random word (24 bits each: all a float holds).
-void FillUniformFloat32(float* out, int64_t n, double low, double high, uint64_t seed) {
-  Rng4 lanes(seed);
+// float32 uniforms on [low, high), one per 32-bit word (24 bits each: all a float holds).
+void FillUniformFloat32(float* out, int64_t n, double low, double high, const InputKey& key, uint64_t stream) {
+  Rng bits_source(key, stream);
   const auto lo = static_cast<float>(low), hi = static_cast<float>(high);
   const float width = hi - lo, below_high = std::nextafter(hi, -INFINITY);
-  uint64_t words[4];
-  for (int64_t i = 0; i < n;) {
-    lanes.Next(words);
-    for (int w = 0; w < 8 && i < n; ++w, ++i) {
-      const auto bits = static_cast<uint32_t>(words[w >> 1] >> (32 * (w & 1)));
+  for (int64_t start = 0; start < n; start += kChunkElements) {
+    const int64_t count = std::min(kChunkElements, n - start);
+    float* chunk = out + start;
+    bits_source.Fill(std::as_writable_bytes(std::span<float>(chunk, static_cast<std::size_t>(count))));
+    for (int64_t i = 0; i < count; ++i) {
+      const uint32_t bits = std::bit_cast<uint32_t>(chunk[i]);
       const float v = lo + width * (static_cast<float>(bits >> 8) * 0x1.0p-24f);
-      out[i] = v < hi ? v : below_high;  // rounding can land on `high`; uniform promises [low, high)
+      chunk[i] = v < hi ? v : below_high;  // rounding can land on `high`; uniform promises [low, high)
     }
   }
 }
@@ -245,24 +273,30 @@ uint64_t MixSeed(uint64_t base, uint64_t stream) {
   return SplitMix(x);
 }
 
-void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed) {
-  Rng rng(seed);
-  if (spec.init->kind == Initializer::Kind::kPermutation) return DrawPermutation(spec, buffer, rng);
-  if (spec.init->kind == Initializer::Kind::kPartition) return DrawPartition(spec, buffer, rng);
+void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, const InputKey& key, uint64_t stream) {
+  if (spec.init->kind == Initializer::Kind::kPermutation || spec.init->kind == Initializer::Kind::kPartition) {
+    Rng rng(key, stream);
+    return spec.init->kind == Initializer::Kind::kPermutation ? DrawPermutation(spec, buffer, rng) : DrawPartition(spec, buffer, rng);
+  }
   const int64_t n = spec.NumElements();
   const Initializer& init = *spec.init;
   // The common cases, float32 normals and uniforms, in tight loops: the timing loop refills
   // every input every round, and the per-element dispatch of Draw was a third of that.
   if (spec.dtype == DType::kFloat32 && init.kind == Initializer::Kind::kNormal)
-    return FillNormalFloat32(reinterpret_cast<float*>(buffer.data()), n, init.a, init.b, seed);
+    return FillNormalFloat32(reinterpret_cast<float*>(buffer.data()), n, init.a, init.b, key, stream);
   if (spec.dtype == DType::kFloat32 && init.kind == Initializer::Kind::kUniform && init.step <= 0)
-    return FillUniformFloat32(reinterpret_cast<float*>(buffer.data()), n, init.a, init.b, seed);
+    return FillUniformFloat32(reinterpret_cast<float*>(buffer.data()), n, init.a, init.b, key, stream);
+  Rng rng(key, stream);
   for (int64_t i = 0; i < n; ++i) Draw(spec, buffer, i, rng);
+}
+
+void FillInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t stream) {
+  FillInput(spec, buffer, InputKey{}, stream);
 }
 
 void RefreshInput(const TensorSpec& spec, std::span<std::byte> buffer, uint64_t seed, double fraction) {
   if (spec.init->IsStructured()) return FillInput(spec, buffer, seed);  // small index tensors
-  Rng rng(seed);
+  Rng rng(InputKey{}, seed);
   const int64_t n = spec.NumElements();
   const int64_t count = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * fraction));
   for (int64_t k = 0; k < count; ++k) Draw(spec, buffer, static_cast<int64_t>(rng.Next() % static_cast<uint64_t>(n)), rng);

@@ -4,8 +4,9 @@
 // the call, stores `go`'s value into `done` and wakes the judge, who reads its own clock.
 //
 // Every process here can write the page it shares (the candidate's executor included), so the
-// judge believes nothing in it but "`done` reached the number I wrote": a side that claims early
-// is caught by what its outputs and its CPU time say, not by this page. The violation record is
+// judge believes nothing in it but "`done` reached the number I wrote", and takes the
+// candidate's outputs at the moment it sees that (Side::Ring stops the process first): a side
+// that claims early is judged on the outputs it had then. The violation record is
 // written by the executor's crash handlers; it can only turn a verdict into a failure.
 #pragma once
 

@@ -12,13 +12,17 @@
 //              trial's expected output is computed and sent to the runner; the reference is
 //              timed alone; the executor is started and loads the candidate.
 //   trials     the candidate on each trial's inputs, on every shape set (poisoned outputs); the
-//              harness reads the outputs from the candidate's shared memory and sends them; the
-//              runner compares them with the expected ones and counts the trials.
+//              harness takes the outputs from the candidate's shared memory at the moment it sees
+//              `done` (the executor stopped meanwhile) and sends them; the runner compares them
+//              with the expected ones and counts the trials.
 //   timing     after the runner says kProceed: reference and candidate alternate on the same
 //              CPU, each timed call preceded by an untimed call of the same side, so that every
 //              timed call starts from the state its own side left (never the other side's), and
-//              every input drawn afresh just before it; every timed output is compared with the
-//              reference's for the same inputs.
+//              every input drawn afresh just before it; every timed output, as taken when the
+//              clock stopped, is compared with the reference's for the same inputs. Every round
+//              counts.
+// Every input is AES-256-CTR keystream under a key drawn here for this evaluation (inputs.h): the
+// candidate sees drawn values only and cannot compute the next ones.
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/perf_event.h>
@@ -35,9 +39,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <string>
 #include <vector>
@@ -179,6 +185,12 @@ class Judge {
   [[noreturn]] void Run() {
     Event("trusted");
     if (job_.shape_sets.empty()) Fatal("the job has no shape set");
+    // The inputs' keys: drawn here, for this evaluation, and never written anywhere. The reference
+    // gets drawn values only; the executor is forked from this process, but exec replaces its
+    // memory before any code of the candidate's runs. One key for the trials, one for timing:
+    // whatever seeds the policy made the server choose, no trial's stream is a timed round's.
+    if (!InputKey::Draw(trial_key_) || !InputKey::Draw(timing_key_))
+      Fatal(std::string("no random source for the inputs' keys: ") + strerror(errno));
     LayOut();
     SetUpReference();
     SendExpectedOutputs();
@@ -191,6 +203,8 @@ class Judge {
     protections_["output_guard_pages"] = true;
     protections_["separate_reference_process"] = true;
     protections_["clock_outside_candidate"] = true;
+    protections_["keyed_inputs"] = true;           // AES-256-CTR under the judge's own key
+    protections_["outputs_taken_at_done"] = true;  // with the executor stopped (Side::Ring)
     report::Send({FrameKind::kTrustedDone,
                   {{"reference_alone_ns", reference_alone_ns},
                    {"protections", protections_},
@@ -299,9 +313,9 @@ class Judge {
     return call;
   }
 
-  void FillInputs(int s, int k, uint64_t seed) {
+  void FillInputs(int s, int k, const InputKey& key, uint64_t seed) {
     for (std::size_t i = 0; i < Set(s).inputs.size(); ++i) {
-      FillInput(Set(s).inputs[i], RefIn(s, k, i), MixSeed(seed, i));
+      FillInput(Set(s).inputs[i], RefIn(s, k, i), key, MixSeed(seed, i));
       std::memcpy(CandIn(s, k, i).data(), RefIn(s, k, i).data(), RefIn(s, k, i).size());
     }
   }
@@ -318,7 +332,7 @@ class Judge {
     for (int s = 0; s < NumSets(); ++s) {
       double fastest = 0;
       for (uint64_t seed : Set(s).seeds) {
-        FillInputs(s, 0, seed);
+        FillInputs(s, 0, trial_key_, seed);
         const Side::Call call = CallReference(CallOp::kRun, s, 0);
         fastest = fastest == 0 ? call.wall_ns : std::min(fastest, call.wall_ns);
         CallReference(CallOp::kPublish, s, 0);
@@ -337,7 +351,7 @@ class Judge {
   // measures it (an untimed call on the other inputs, then the timed one): the baseline that
   // shows whether a kernel slowed the reference down.
   double TimeReferenceAlone() {
-    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, timing_key_, MixSeed(job_.timing_seed, 1000 + k));
     std::vector<double> times;
     const double start = MonotonicNs();
     for (int i = 0; i < 100; ++i) {
@@ -513,10 +527,22 @@ class Judge {
     Shutdown(0);
   }
 
-  Side::Call CallCandidate(int s, int k, const std::string& during) {
+  // `take_outputs`: the call's outputs are copied into taken_ at the moment the judge sees
+  // `done`, with the executor stopped (Side::Ring): what is compared is what was there when the
+  // clock stopped, never what a thread of the candidate's writes afterwards.
+  Side::Call CallCandidate(int s, int k, const std::string& during, bool take_outputs = false) {
     const double limit = CallLimitNs(s);
+    std::function<void()> take;
+    if (take_outputs)
+      take = [this, s, k] {
+        taken_.resize(Set(s).outputs.size());
+        for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) {
+          const std::span<std::byte> b = CandOut(s, k, o);
+          taken_[o].assign(b.begin(), b.end());
+        }
+      };
     const Side::Call call = executor_.Ring(CallOp::kRun, static_cast<uint32_t>(s), static_cast<uint32_t>(k), limit,
-                                           10 * limit + 1e9);
+                                           10 * limit + 1e9, take);
     switch (call.outcome) {
       case Side::Call::Outcome::kDone: break;
       case Side::Call::Outcome::kDied: CandidateFailed(during);
@@ -547,12 +573,11 @@ class Judge {
     for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) FillPoison(Set(s).outputs[o].dtype, CandOut(s, k, o), variant);
   }
 
+  // The outputs taken when the last call's `done` was seen.
   void SendOutputs(int s, int trial, int call) {
-    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o) {
-      const std::span<std::byte> b = CandOut(s, 0, o);
+    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
       report::Send({FrameKind::kTrialOutput, {{"trial", trial}, {"output", o}, {"call", call}},
-                    std::string(reinterpret_cast<const char*>(b.data()), b.size())});
-    }
+                    std::string(reinterpret_cast<const char*>(taken_[o].data()), taken_[o].size())});
   }
 
   void RunTrials() {
@@ -560,32 +585,29 @@ class Judge {
     for (int s = 0; s < NumSets(); ++s) {
       for (std::size_t t = 0; t < Set(s).seeds.size(); ++t, ++trial) {
         for (std::size_t i = 0; i < Set(s).inputs.size(); ++i)
-          FillInput(Set(s).inputs[i], CandIn(s, 0, i), MixSeed(Set(s).seeds[t], i));
+          FillInput(Set(s).inputs[i], CandIn(s, 0, i), trial_key_, MixSeed(Set(s).seeds[t], i));
         PoisonOutputs(s, 0, 0);
         Event("trial", trial, s);
-        CallCandidate(s, 0, "correctness trial " + std::to_string(trial));
+        CallCandidate(s, 0, "correctness trial " + std::to_string(trial), true);
         SendOutputs(s, trial, 0);
         if (t == 0) {  // same inputs, different poison: must give the same bits
           PoisonOutputs(s, 0, 1);
           Event("repeat", trial, s);
-          CallCandidate(s, 0, "the repeat call of trial " + std::to_string(trial));
+          CallCandidate(s, 0, "the repeat call of trial " + std::to_string(trial), true);
           SendOutputs(s, trial, 1);
         }
       }
     }
-    // Work left running after return (a thread, an async task) shows up as outputs that keep
-    // changing, or as CPU time used, after kernel() came back.
+    // Work left running after `done` (a thread, an async task) shows up as outputs that differ
+    // from what was taken at `done`, or as CPU time used, after kernel() came back.
     const int s = NumSets() - 1;
-    std::vector<std::string> snapshot;
-    for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
-      snapshot.emplace_back(reinterpret_cast<const char*>(CandOut(s, 0, o).data()), CandOut(s, 0, o).size());
     const double cpu0 = executor_.CpuNs(), wall0 = MonotonicNs();
     timespec pause{0, 20'000'000};
     nanosleep(&pause, nullptr);
     const double idle_cpu = executor_.CpuNs() - cpu0, idle_wall = MonotonicNs() - wall0;
     bool changed = false;
     for (std::size_t o = 0; o < Set(s).outputs.size(); ++o)
-      changed = changed || std::memcmp(snapshot[o].data(), CandOut(s, 0, o).data(), snapshot[o].size()) != 0;
+      changed = changed || std::memcmp(taken_[o].data(), CandOut(s, 0, o).data(), taken_[o].size()) != 0;
     const bool ran = idle_cpu > kAfterReturnCpuSlackNs + kIdleCpuFraction * idle_wall;
     report::Send({FrameKind::kAfterReturn, {{"changed", changed}, {"ran", ran}, {"idle_cpu_ns", idle_cpu}, {"idle_wall_ns", idle_wall}}, {}});
   }
@@ -594,7 +616,7 @@ class Judge {
     Event("timing");
     const TimingOptions& opt = job_.timing;
     const ShapeSetJob& set = Set(0);
-    for (int k = 0; k < 2; ++k) FillInputs(0, k, MixSeed(job_.timing_seed, 1000 + k));
+    for (int k = 0; k < 2; ++k) FillInputs(0, k, timing_key_, MixSeed(job_.timing_seed, 1000 + k));
     // The inputs of the next timed call, drawn here and copied into each side's memory just
     // before that side's timed call.
     std::vector<std::vector<std::byte>> staged(set.inputs.size());
@@ -610,7 +632,7 @@ class Judge {
         if (opt.refresh_inputs || round < 2) {
           // Every element drawn afresh: a kernel that keeps the last inputs and outputs and
           // recomputes only what changed has nothing to reuse.
-          FillInput(set.inputs[i], staged[i], MixSeed(job_.timing_seed, 7919ULL * static_cast<uint64_t>(round) + i));
+          FillInput(set.inputs[i], staged[i], timing_key_, MixSeed(job_.timing_seed, 7919ULL * static_cast<uint64_t>(round) + i));
         } else {
           std::memcpy(staged[i].data(), RefIn(0, y, i).data(), staged[i].size());
         }
@@ -631,7 +653,7 @@ class Judge {
         for (std::size_t i = 0; i < set.inputs.size(); ++i) std::memcpy(CandIn(0, y, i).data(), staged[i].data(), staged[i].size());
         PoisonOutputs(0, y, 0);
         counters_->Enable();
-        const Side::Call call = CallCandidate(0, y, "timing");
+        const Side::Call call = CallCandidate(0, y, "timing", true);
         counters_->Disable();
         ++candidate_calls;
         s.candidate_ns = call.wall_ns;
@@ -644,9 +666,10 @@ class Judge {
         time_reference();
         time_candidate();
       }
+      // The candidate's outputs as they were when its clock stopped (taken_), in either order.
       for (std::size_t o = 0; o < set.outputs.size() && mismatch.is_null(); ++o) {
-        if (OutputWithinTolerance(set.outputs[o], RefOut(0, o), CandOut(0, y, o))) continue;
-        const OutputCheck check = CompareOutput(set.outputs[o], RefOut(0, o), CandOut(0, y, o));
+        if (OutputWithinTolerance(set.outputs[o], RefOut(0, o), taken_[o])) continue;
+        const OutputCheck check = CompareOutput(set.outputs[o], RefOut(0, o), taken_[o]);
         if (!check.passed())
           mismatch = {{"round", round}, {"output", set.outputs[o].name}, {"mismatches", check.mismatches},
                       {"first_mismatch", check.first_mismatch_index}, {"expected", check.expected},
@@ -654,9 +677,11 @@ class Judge {
       }
       if (!mismatch.is_null()) break;
       if (round < opt.warmup_rounds) continue;
-      // The side's CPU time bounds its wall time only when one thread does all the work.
-      s.discarded = job_.threads == 1 && (IsPreempted(s.reference_ns, s.reference_cpu_ns) ||
-                                          IsPreempted(s.candidate_ns, s.candidate_cpu_ns));
+      // Every round counts: no rule here may be driven by what the candidate controls, and its
+      // own wall and CPU time are its to shape (sleeping in a call adds wall time, not CPU time),
+      // so none is discarded. The median of the ratios and its order-statistic interval carry
+      // the minority of rounds another tenant of the machine disturbs.
+      s.discarded = false;
       samples.push_back(s);
       const int n = static_cast<int>(samples.size());
       if (n >= opt.min_rounds && n % 5 == 0) {
@@ -712,6 +737,8 @@ class Judge {
   std::vector<double> reference_call_ns_;  // per shape set: the reference's fastest trial call
   double idle_cpu_ns_ = 0, idle_wall_ns_ = 0;  // the executor's, summed over every interval between calls
   std::unique_ptr<Counters> counters_;
+  InputKey trial_key_, timing_key_;  // the inputs' secrets: never leave this process
+  std::vector<std::vector<std::byte>> taken_;  // per output: the last taken call's outputs, as at `done`
   json protections_ = json::object();
 };
 

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include <functional>
 #include <string>
 
 #include "tpu_runner/cpu/harness/doorbell.h"
@@ -44,8 +45,12 @@ class Side {
 
   // Rings for one call and waits for it: until `done` says so, the process dies, it has used
   // `cpu_limit_ns` of CPU time in this call, it is asleep past that limit, or `wall_limit_ns`
-  // passed.
-  Call Ring(CallOp op, uint32_t shape_set, uint32_t input_set, double cpu_limit_ns, double wall_limit_ns);
+  // passed. With `at_done`, the moment the judge sees `done` is also the moment the call's
+  // results are taken: the clock stops, the process is stopped (SIGSTOP, every thread of it,
+  // waited for), `at_done` runs (copies the outputs), and only then is it continued — nothing
+  // it does after `done` was seen can reach what `at_done` took.
+  Call Ring(CallOp op, uint32_t shape_set, uint32_t input_set, double cpu_limit_ns, double wall_limit_ns,
+            const std::function<void()>& at_done = {});
 
   // Waits until the process says it is ready or dies; false when it died or the time ran out.
   bool AwaitReady(double wall_limit_ns);
@@ -62,6 +67,9 @@ class Side {
   Doorbell* bell() const { return bell_; }
 
  private:
+  // SIGSTOP, then waits until every thread of the process has stopped; false when it died first.
+  bool StopAndWait();
+
   pid_t pid_ = -1;
   Doorbell* bell_ = nullptr;
   clockid_t cpu_clock_{};
