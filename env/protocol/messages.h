@@ -32,6 +32,9 @@ enum class ErrorCode {
   kRunnerLost,          // the runner died and the retries are spent
   kOverloaded,          // queues full: retry after `details.retry_after_s`
   kInternal,
+  // The env was made by an earlier process of this server (it restarted: its envs are gone), or a
+  // client saw the server's instance change while the request was in flight (docs/protocol.md).
+  kServerRestarted,
 };
 
 std::string_view ErrorCodeName(ErrorCode code);
