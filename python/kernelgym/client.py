@@ -130,13 +130,17 @@ class _Options:
         self.backoff_max_s = float(backoff_max_s)
         self._rng = random.Random()
 
-    def _configure(self, socket: zmq.Socket) -> None:
+    def _configure(self, socket: zmq.Socket, monitor: Callable[[zmq.Socket], None] | None = None) -> None:
+        """Options, CURVE, then ``monitor(socket)`` (watching from before the connect, so that the
+        first handshake is seen too), then the connect."""
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.RECONNECT_IVL, _milliseconds(self.backoff_initial_s))
         socket.setsockopt(zmq.RECONNECT_IVL_MAX, _milliseconds(max(self.backoff_max_s, self.backoff_initial_s)))
         socket.setsockopt(zmq.SNDTIMEO, _milliseconds(self.timeout_s))
         if self._curve is not None:
             socket.curve_serverkey, socket.curve_publickey, socket.curve_secretkey = self._curve
+        if monitor is not None:
+            monitor(socket)
         try:
             socket.connect(self.address)
         except zmq.ZMQError as e:
@@ -362,8 +366,17 @@ class Client(_Options):
 
     def _open_connection(self) -> None:
         socket = self._context.socket(zmq.DEALER)
-        self._configure(socket)
-        self._monitors[socket] = socket.get_monitor_socket(_HANDSHAKE_EVENTS | _CONNECTED_EVENTS)
+
+        def watch(s: zmq.Socket) -> None:
+            self._monitors[s] = s.get_monitor_socket(_HANDSHAKE_EVENTS | _CONNECTED_EVENTS)
+
+        try:
+            self._configure(socket, watch)
+        except TransportError:
+            monitor = self._monitors.pop(socket, None)
+            if monitor is not None:
+                monitor.close(linger=0)
+            raise
         self._connections.append(socket)
 
     def _close_socket(self, socket: zmq.Socket) -> None:
@@ -479,6 +492,9 @@ class Client(_Options):
                 return
 
     def _drain(self, socket: zmq.Socket) -> None:
+        # A reply proves that a server answered, whether or not its handshake event was read yet
+        # (a busy client reads its monitor only when a poll comes back empty).
+        self._connected = True
         while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             data = socket.recv(zmq.NOBLOCK)
             if not socket.getsockopt(zmq.RCVMORE):
