@@ -197,3 +197,29 @@ def test_metrics_in_the_prometheus_format_and_the_memory_bound(tmp_path, process
     assert '# TYPE kernelgym_job_seconds histogram' in text
     assert 'kernelgym_errors_total{code="OVERLOADED"} 1\n' in text
     assert 'kernelgym_requests_total{op="env.make"} 1\n' in text
+
+
+def test_an_async_client_fails_its_calls_in_flight_when_it_sees_a_new_instance(tmp_path, processes):
+    import asyncio
+
+    from kernelgym import AsyncClient
+
+    first = start_server(processes, tmp_path / "first", "--no-runner-wait", "600")
+
+    async def scenario() -> None:
+        async with AsyncClient(first.address, timeout_s=60, backoff_max_s=0.5) as c:
+            env = (await c.make("cpu/softmax_rows"))["env"]
+            before = c.server_instance
+            reset = asyncio.ensure_future(c.reset(env, seed=1))  # waits for a runner: there is none
+            await asyncio.sleep(0.3)
+            first.process.kill()
+            first.process.wait()
+            start_server(processes, tmp_path / "second", bind=first.address, runner_bind=first.runners_address)
+            # The AsyncClient does not probe: its next health reply names the new instance.
+            health = await c.health()
+            assert health["instance"] != before and c.server_instance == health["instance"]
+            with pytest.raises(ServerRestarted) as raised:
+                await asyncio.wait_for(reset, 5)
+            assert raised.value.details["previous_instance"] == before
+
+    asyncio.run(scenario())
