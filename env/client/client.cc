@@ -184,8 +184,8 @@ struct Client::Impl {
   void Probe(Connection& connection) {
     const bool waiting = std::any_of(pending.begin(), pending.end(),
                                      [&](const auto& entry) { return entry.second.connection == &connection; });
-    const bool probing = std::any_of(probes.begin(), probes.end(),
-                                     [&](const auto& entry) { return entry.second == &connection; });
+    const bool probing =
+        std::any_of(probes.begin(), probes.end(), [&](const auto& entry) { return entry.second == &connection; });
     if (!waiting || probing) return;
     const uint64_t id = next_id++;
     const std::string bytes = protocol::EncodeRequest({protocol::kVersion, id, protocol::HealthRequest{}});
@@ -218,12 +218,12 @@ struct Client::Impl {
       abandoned[id] = p.connection;  // should its reply come after all, it is dropped
       Arrived arrived;
       arrived.reply.op = p.op;
-      arrived.reply.error = protocol::Error{
-          protocol::ErrorCode::kServerRestarted,
-          p.op + ": the server at " + options.endpoint + " restarted (instance " + before + " -> " + seen +
-              ") while this request was in flight: its reply will never come" +
-              (IsIdempotent(p.op) ? "" : ", and whether it took effect on the old server is unknown"),
-          {{"op", p.op}, {"instance", seen}, {"previous_instance", before}}};
+      arrived.reply.error =
+          protocol::Error{protocol::ErrorCode::kServerRestarted,
+                          p.op + ": the server at " + options.endpoint + " restarted (instance " + before + " -> " +
+                              seen + ") while this request was in flight: its reply will never come" +
+                              (IsIdempotent(p.op) ? "" : ", and whether it took effect on the old server is unknown"),
+                          {{"op", p.op}, {"instance", seen}, {"previous_instance", before}}};
       Deliver(id, p.sync ? "sync" : "async", std::move(arrived));
     }
   }
@@ -249,7 +249,8 @@ struct Client::Impl {
       probes.erase(probe);
       std::string problem;
       if (decoded.valid && decoded.ok)
-        if (std::optional<json> tree = protocol::DecodeResultTree(decoded.result, problem)) NoteInstance(*tree, decoded.id);
+        if (std::optional<json> tree = protocol::DecodeResultTree(decoded.result, problem))
+          NoteInstance(*tree, decoded.id);
       return;
     }
     auto it = decoded.id ? pending.find(decoded.id) : pending.end();

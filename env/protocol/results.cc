@@ -100,8 +100,8 @@ json ToWire(const StepResult& result) {
 }
 
 json ToWire(const HealthResult& health) {
-  return {{"status", health.status},   {"uptime_s", health.uptime_s}, {"sessions", health.sessions},
-          {"runners", health.runners}, {"queued", health.queued},     {"running", health.running},
+  return {{"status", health.status},    {"uptime_s", health.uptime_s}, {"sessions", health.sessions},
+          {"runners", health.runners},  {"queued", health.queued},     {"running", health.running},
           {"instance", health.instance}};
 }
 

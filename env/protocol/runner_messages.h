@@ -68,8 +68,8 @@ struct JobOptions {
   bool operator==(const JobOptions&) const = default;
 };
 struct Job {
-  uint64_t job_id = 0;      // unique within one server process (instance)
-  std::string instance;     // the server process that sent it (random per process)
+  uint64_t job_id = 0;   // unique within one server process (instance)
+  std::string instance;  // the server process that sent it (random per process)
   std::string backend;
   std::string task;    // task id; the runner loads the task from its own suites
   std::string task_digest;  // the server's Task::digest: a runner whose copy differs refuses the job

@@ -38,7 +38,8 @@ class Writer {
   void Family(const std::string& name, const char* type, const std::string& help) {
     out_ << "# HELP kernelgym_" << name << " " << help << "\n# TYPE kernelgym_" << name << " " << type << "\n";
   }
-  void Sample(const std::string& name, const json& value, const std::string& label = "", const std::string& label_value = "") {
+  void Sample(const std::string& name, const json& value, const std::string& label = "",
+              const std::string& label_value = "") {
     out_ << "kernelgym_" << name;
     if (!label.empty()) out_ << "{" << label << "=\"" << Escaped(label_value) << "\"}";
     out_ << " " << Number(value) << "\n";
@@ -98,7 +99,8 @@ std::string PrometheusText(const json& stats) {
   w.Labelled("runner_slots", "gauge", "evaluation slots of the connected runners, per backend", "backend", slots);
   w.Labelled("runner_slots_busy", "gauge", "slots evaluating a job now, per backend", "backend", busy);
 
-  w.Labelled("jobs_total", "counter", "jobs answered, by the result's status", "status", At(scheduler, "completed_by_status"));
+  w.Labelled("jobs_total", "counter", "jobs answered, by the result's status", "status",
+             At(scheduler, "completed_by_status"));
   w.Family("jobs_requeued_total", "counter", "jobs re-queued after their runner was lost");
   w.Sample("jobs_requeued_total", At(scheduler, "requeued"));
   w.Family("jobs_runner_lost_total", "counter", "jobs completed as RUNNER_LOST");

@@ -88,7 +88,8 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
         else if constexpr (std::is_same_v<B, protocol::EnvCloseRequest>) Close(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::HealthRequest>) {
           const double uptime_s = Seconds(Clock::now() - started_);
-          protocol::HealthResult health = Health(draining_, uptime_s, sessions_.size(), scheduler_, options_.null_backend_on_runners);
+          protocol::HealthResult health =
+              Health(draining_, uptime_s, sessions_.size(), scheduler_, options_.null_backend_on_runners);
           health.instance = instance_;
           ReplyResult(client, id, protocol::ToWire(health));
         } else ReplyResult(client, id, Stats());
@@ -180,8 +181,15 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   session.principal = principal_;
   quotas_.SessionOpened(principal_);
 
-  protocol::EnvInfo info{env, task->id, r.backend, r.reward, session.episode->reward().range().min,
-                         session.episode->reward().range().max, limits.max_steps, limits.time_budget_s, r.record,
+  protocol::EnvInfo info{env,
+                         task->id,
+                         r.backend,
+                         r.reward,
+                         session.episode->reward().range().min,
+                         session.episode->reward().range().max,
+                         limits.max_steps,
+                         limits.time_budget_s,
+                         r.record,
                          instance_};
   ReplyResult(client, id, protocol::ToWire(info));
 }
@@ -399,8 +407,15 @@ void ServerLoop::Fork(const std::string& client, uint64_t id, const protocol::En
   child.last_active = Clock::now();
   const Episode& e = *child.episode;
   std::string env = NewId(("env-" + instance_ + "-").c_str());
-  protocol::EnvInfo info{env, e.task_id(), e.backend(), e.reward_name(), e.reward().range().min,
-                         e.reward().range().max, e.limits().max_steps, e.limits().time_budget_s, child.record,
+  protocol::EnvInfo info{env,
+                         e.task_id(),
+                         e.backend(),
+                         e.reward_name(),
+                         e.reward().range().min,
+                         e.reward().range().max,
+                         e.limits().max_steps,
+                         e.limits().time_budget_s,
+                         child.record,
                          instance_};
   sessions_.emplace(env, std::move(child));
   json wire = protocol::ToWire(info);
@@ -455,11 +470,15 @@ json ServerLoop::Stats() {
           {"uptime_s", Seconds(now - started_)},
           {"sessions", sessions_.size()},
           {"session_bytes", session_bytes},
-          {"memory", {{"heap_bytes", heap},
-                      {"heap_bytes_at_start", heap_bytes_at_start_},
-                      {"heap_bytes_per_session", sessions_.empty() ? 0.0 : static_cast<double>(heap > heap_bytes_at_start_ ? heap - heap_bytes_at_start_ : 0) / static_cast<double>(sessions_.size())},
-                      {"max_heap_bytes", options_.max_heap_bytes},
-                      {"refused", refused_for_memory_}}},
+          {"memory",
+           {{"heap_bytes", heap},
+            {"heap_bytes_at_start", heap_bytes_at_start_},
+            {"heap_bytes_per_session",
+             sessions_.empty() ? 0.0
+                               : static_cast<double>(heap > heap_bytes_at_start_ ? heap - heap_bytes_at_start_ : 0) /
+                                     static_cast<double>(sessions_.size())},
+            {"max_heap_bytes", options_.max_heap_bytes},
+            {"refused", refused_for_memory_}}},
           {"pending", pending_.size()},
           {"held_for_recorder", held_replies_.size()},
           {"resets", resets_},
@@ -475,9 +494,10 @@ json ServerLoop::Stats() {
           {"scheduler", scheduler_.Stats(now)},
           {"local_runners", local},
           {"quotas", quotas_.Stats()},
-          {"auth", {{"curve", curve_},
-                    {"handshakes_accepted", zap_ ? zap_->accepted() : 0},
-                    {"handshakes_refused", zap_ ? zap_->refused() : 0}}},
+          {"auth",
+           {{"curve", curve_},
+            {"handshakes_accepted", zap_ ? zap_->accepted() : 0},
+            {"handshakes_refused", zap_ ? zap_->refused() : 0}}},
           {"recorder", recorder}};
 }
 

@@ -161,15 +161,18 @@ void Scheduler::OnRunnerMessage(const std::string& identity, std::string_view by
     ++stale_results_[why];
     spdlog::warn("result for job {} of instance {} (task {}) dropped: {}", result->job_id, result->instance,
                  result->result.task_id, why);
-    if (known == runners_.end()) Send(identity, Reregister{});
-    else known->second.last_seen = now;
+    if (known == runners_.end())
+      Send(identity, Reregister{});
+    else
+      known->second.last_seen = now;
     return;
   }
   if (known == runners_.end()) {
     // A heartbeat or result from a runner this server does not know (this server dropped it as
     // silent, or it has not said hello yet): ask it to introduce itself. A result it carries is
     // still good — Credible() says the job is one of ours, waiting for it.
-    if (auto* result = std::get_if<JobDone>(&*message)) Complete(result->job_id, std::move(result->result), "", done, now);
+    if (auto* result = std::get_if<JobDone>(&*message))
+      Complete(result->job_id, std::move(result->result), "", done, now);
     Send(identity, Reregister{});
     return;
   }
@@ -219,8 +222,8 @@ void Scheduler::DropRunner(const std::string& identity, const std::string& why, 
       Complete(*j,
                EnvironmentFailure(state.job.task, state.job.backend, "RUNNER_LOST",
                                   "the runner evaluating this step was lost " + std::to_string(state.lost) +
-                                      " time(s) in " + std::to_string(state.attempts) + " dispatch(es) (last: " +
-                                      runner_id + ", " + why + ")"),
+                                      " time(s) in " + std::to_string(state.attempts) +
+                                      " dispatch(es) (last: " + runner_id + ", " + why + ")"),
                runner_id, done, now);
       continue;
     }
@@ -322,17 +325,25 @@ nlohmann::json Scheduler::Stats(Clock::time_point now) const {
   uint64_t cumulative = 0;
   for (std::size_t i = 0; i <= std::size(kJobSecondsBuckets); ++i) {
     cumulative += job_seconds_counts_.empty() ? 0 : job_seconds_counts_[i];
-    buckets.push_back({{"le", i < std::size(kJobSecondsBuckets) ? nlohmann::json(kJobSecondsBuckets[i]) : nlohmann::json("+Inf")},
-                       {"count", cumulative}});
+    buckets.push_back(
+        {{"le", i < std::size(kJobSecondsBuckets) ? nlohmann::json(kJobSecondsBuckets[i]) : nlohmann::json("+Inf")},
+         {"count", cumulative}});
   }
   const nlohmann::json job_seconds = {{"buckets", buckets}, {"sum", job_seconds_sum_}, {"count", cumulative}};
   nlohmann::json queues = nlohmann::json::object();
   for (const auto& [backend, queue] : queues_) queues[backend] = queue.size();
-  return {{"runners", runners},       {"queued", queues},          {"running", running()},
-          {"requeued", requeued_},    {"lost", lost_},             {"dropped_runners", dropped_runners_},
-          {"completed", completed_},  {"mean_job_seconds", mean_job_seconds_},
-          {"instance", instance_},    {"stale_results", stale_results_},
-          {"live_window_s", LiveWindowSeconds()}, {"completed_by_status", completed_by_status_},
+  return {{"runners", runners},
+          {"queued", queues},
+          {"running", running()},
+          {"requeued", requeued_},
+          {"lost", lost_},
+          {"dropped_runners", dropped_runners_},
+          {"completed", completed_},
+          {"mean_job_seconds", mean_job_seconds_},
+          {"instance", instance_},
+          {"stale_results", stale_results_},
+          {"live_window_s", LiveWindowSeconds()},
+          {"completed_by_status", completed_by_status_},
           {"job_seconds", job_seconds}};
 }
 

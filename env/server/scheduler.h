@@ -125,7 +125,7 @@ class Scheduler {
   std::map<uint64_t, JobState> jobs_;               // queued or running
   std::map<std::string, std::deque<uint64_t>> queues_;  // by backend
   uint64_t requeued_ = 0, lost_ = 0, dropped_runners_ = 0, completed_ = 0;
-  std::map<std::string, uint64_t> stale_results_;  // dropped results, by reason
+  std::map<std::string, uint64_t> stale_results_;        // dropped results, by reason
   std::map<std::string, uint64_t> completed_by_status_;  // jobs answered, by the result's status
   // Seconds from a job's submission to its completion (queue wait included), as a histogram
   // with the upper bounds kJobSecondsBuckets (and +Inf): what the metrics endpoint exports.

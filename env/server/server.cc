@@ -30,7 +30,8 @@ std::string ServerLoop::NewId(const char* prefix) {
 std::string ServerLoop::NewInstanceId() {
   std::random_device random;
   char buf[16];
-  std::snprintf(buf, sizeof(buf), "%04x%08x", static_cast<unsigned>(random()) & 0xffffu, static_cast<unsigned>(random()));
+  std::snprintf(buf, sizeof(buf), "%04x%08x", static_cast<unsigned>(random()) & 0xffffu,
+                static_cast<unsigned>(random()));
   return buf;
 }
 

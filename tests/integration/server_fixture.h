@@ -61,9 +61,11 @@ class ServerProcess {
     static int counter = 0;
     dir_ = TestTempDir() / ("server-" + std::to_string(++counter));
     std::filesystem::create_directories(dir_);
-    std::vector<std::string> argv{KERNELGYM_CLI,   "serve",          "--bind",     bind,
-                                  "--runner-bind", runner_bind,      "--endpoint-file", (dir_ / "endpoints.json").string(),
-                                  "--record-dir",  (dir_ / "store").string()};
+    std::vector<std::string> argv{KERNELGYM_CLI,     "serve",
+                                  "--bind",          bind,
+                                  "--runner-bind",   runner_bind,
+                                  "--endpoint-file", (dir_ / "endpoints.json").string(),
+                                  "--record-dir",    (dir_ / "store").string()};
     argv.insert(argv.end(), flags.begin(), flags.end());
     pid_ = SpawnLogged(argv, log());
     const bool up = WaitFor([&] { return std::filesystem::exists(dir_ / "endpoints.json"); }, 60);

@@ -177,7 +177,8 @@ TEST(RunnerProtocolErrors, GarbageBytes) {
 }
 
 TEST(RunnerProtocolErrors, EnvelopeProblems) {
-  ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("v"), pk.pack(kRunnerProtocolVersion); }), {"'op'"});
+  ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("v"), pk.pack(kRunnerProtocolVersion); }),
+                          {"'op'"});
   ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("op"), pk.pack("heartbeat"); }),
                           {"heartbeat", "'v'"});
   ExpectFromRunnerProblem(Pack([](auto& pk) {
@@ -191,17 +192,19 @@ TEST(RunnerProtocolErrors, EnvelopeProblems) {
                                 pk.pack("busy"), pk.pack(0);
                           }),
                           {"version 1", "speaks 2"});
-  ExpectToRunnerProblem(
-      Pack([](auto& pk) { pk.pack_map(2), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("teleport"); }),
-      {"unknown op 'teleport'"});
   ExpectToRunnerProblem(Pack([](auto& pk) {
-                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"), pk.pack("extra"),
-                              pk.pack(1);
+                          pk.pack_map(2), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"),
+                              pk.pack("teleport");
+                        }),
+                        {"unknown op 'teleport'"});
+  ExpectToRunnerProblem(Pack([](auto& pk) {
+                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"),
+                              pk.pack("extra"), pk.pack(1);
                         }),
                         {"ack", "unknown field 'extra'"});
   ExpectToRunnerProblem(Pack([](auto& pk) {
-                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"), pk.pack("op"),
-                              pk.pack("ack");
+                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"),
+                              pk.pack("op"), pk.pack("ack");
                         }),
                         {"twice"});
   ExpectToRunnerProblem(
@@ -291,21 +294,21 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   ExpectFromRunnerProblem(
       from_runner("result", 2, [](auto& pk) { pk.pack("job_id"), pk.pack(-3), pk.pack("result"), pk.pack_map(0); }),
       {"result", "'job_id'", "non-negative"});
-  ExpectFromRunnerProblem(
-      from_runner("result", 4,
-                  [](auto& pk) {
-                    pk.pack("job_id"), pk.pack(3), pk.pack("instance"), pk.pack("i"), pk.pack("task_digest");
-                    pk.pack("d"), pk.pack("result"), pk.pack("ok");
-                  }),
-      {"result", "'result'", "map"});
+  ExpectFromRunnerProblem(from_runner("result", 4,
+                                      [](auto& pk) {
+                                        pk.pack("job_id"), pk.pack(3), pk.pack("instance"), pk.pack("i"),
+                                            pk.pack("task_digest");
+                                        pk.pack("d"), pk.pack("result"), pk.pack("ok");
+                                      }),
+                          {"result", "'result'", "map"});
   // A result must say which server instance's job it answers.
-  ExpectFromRunnerProblem(
-      from_runner("result", 3,
-                  [](auto& pk) {
-                    pk.pack("job_id"), pk.pack(3), pk.pack("task_digest"), pk.pack("d"), pk.pack("result");
-                    pk.pack_map(0);
-                  }),
-      {"result", "'instance'"});
+  ExpectFromRunnerProblem(from_runner("result", 3,
+                                      [](auto& pk) {
+                                        pk.pack("job_id"), pk.pack(3), pk.pack("task_digest"), pk.pack("d"),
+                                            pk.pack("result");
+                                        pk.pack_map(0);
+                                      }),
+                          {"result", "'instance'"});
 
   auto to_runner = [](const char* op, uint32_t fields,
                       const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& rest) {

@@ -2,9 +2,9 @@
 // the scheduler sends back is captured. Time is passed in, so timeouts are tested without sleeping.
 #include "env/server/scheduler.h"
 
-#include "env/server/metrics.h"
-
 #include <gtest/gtest.h>
+
+#include "env/server/metrics.h"
 
 namespace kernelgym::server {
 namespace {
@@ -21,12 +21,13 @@ class SchedulerTest : public ::testing::Test {
     options_.max_attempts = 3;
     options_.max_queued_jobs = 4;
     options_.no_runner_wait_s = 10;
-    scheduler_ = std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
-      std::string problem;
-      std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
-      ASSERT_TRUE(message.has_value()) << problem;
-      sent_.push_back({identity, std::move(*message)});
-    });
+    scheduler_ =
+        std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
+          std::string problem;
+          std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
+          ASSERT_TRUE(message.has_value()) << problem;
+          sent_.push_back({identity, std::move(*message)});
+        });
   }
 
   void Hello(const std::string& identity, const std::string& runner_id, std::vector<std::string> backends = {"cpu"},
@@ -245,12 +246,13 @@ TEST_F(SchedulerTest, AResultNamingAnotherInstanceOrTaskIsNeverCredited) {
 // reach it does not count against the job.
 TEST_F(SchedulerTest, AJobIsReDispatchedOnlyToLiveRunners) {
   options_.heartbeat_interval_s = 0.5;  // live window 1.5 s; runners dropped after 3 s
-  scheduler_ = std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
-    std::string problem;
-    std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
-    ASSERT_TRUE(message.has_value()) << problem;
-    sent_.push_back({identity, std::move(*message)});
-  });
+  scheduler_ =
+      std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
+        std::string problem;
+        std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
+        ASSERT_TRUE(message.has_value()) << problem;
+        sent_.push_back({identity, std::move(*message)});
+      });
   // Ties between idle runners go to the first identity: the victims (V*) before Z.
   for (const char* id : {"V1", "V2", "V3", "Z"}) Hello(id, std::string("runner-") + id);
   // V1 falls silent at 0 s, V2 at 1 s, V3 at 2 s; Z heartbeats throughout.
@@ -289,13 +291,13 @@ TEST_F(SchedulerTest, MetricsRenderTheCountersInThePrometheusFormat) {
   Result("A", 2, Status::kOk, "ba9876543210");
   ASSERT_TRUE(Submit(3));
   const std::string text = PrometheusText({{"scheduler", scheduler_->Stats(now_)}, {"sessions", 5}});
-  for (const char* line : {"kernelgym_up 1\n", "kernelgym_sessions 5\n", "kernelgym_running_jobs 1\n",
-                           "kernelgym_runners{backend=\"cpu\"} 1\n", "kernelgym_runner_slots{backend=\"cpu\"} 2\n",
-                           "kernelgym_jobs_total{status=\"ok\"} 1\n", "kernelgym_jobs_total{status=\"compile_error\"} 1\n",
-                           "kernelgym_stale_results_total{reason=\"other_instance\"} 1\n",
-                           "kernelgym_job_seconds_bucket{le=\"0.25\"} 0\n", "kernelgym_job_seconds_bucket{le=\"0.5\"} 2\n",
-                           "kernelgym_job_seconds_bucket{le=\"+Inf\"} 2\n", "kernelgym_job_seconds_count 2\n",
-                           "# TYPE kernelgym_job_seconds histogram\n"})
+  for (const char* line :
+       {"kernelgym_up 1\n", "kernelgym_sessions 5\n", "kernelgym_running_jobs 1\n",
+        "kernelgym_runners{backend=\"cpu\"} 1\n", "kernelgym_runner_slots{backend=\"cpu\"} 2\n",
+        "kernelgym_jobs_total{status=\"ok\"} 1\n", "kernelgym_jobs_total{status=\"compile_error\"} 1\n",
+        "kernelgym_stale_results_total{reason=\"other_instance\"} 1\n", "kernelgym_job_seconds_bucket{le=\"0.25\"} 0\n",
+        "kernelgym_job_seconds_bucket{le=\"0.5\"} 2\n", "kernelgym_job_seconds_bucket{le=\"+Inf\"} 2\n",
+        "kernelgym_job_seconds_count 2\n", "# TYPE kernelgym_job_seconds histogram\n"})
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
   EXPECT_NE(HttpResponse("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", text).find("200 OK"), std::string::npos);
   EXPECT_NE(HttpResponse("GET /secrets HTTP/1.1\r\n\r\n", text).find("404"), std::string::npos);

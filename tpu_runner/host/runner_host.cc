@@ -56,14 +56,16 @@ EvalResult InternalError(const runner::Job& job, std::string message) {
 // It names its job as the job named itself (id, server instance, task digest), so that a server
 // that is not the job's never credits it to a job of its own.
 std::string EncodeResult(const runner::Job& job, EvalResult result) {
-  std::string bytes = runner::Encode(runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, result}});
+  std::string bytes =
+      runner::Encode(runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, result}});
   if (bytes.size() <= protocol::kMaxMessageBytes || !result.timing) return bytes;
   const std::size_t samples = result.timing->samples.size();
   result.timing->samples.clear();
   result.details.push_back("the " + std::to_string(samples) +
                            " raw timing samples were dropped: the result exceeded the " +
                            std::to_string(protocol::kMaxMessageBytes) + "-byte message limit");
-  return runner::Encode(runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, std::move(result)}});
+  return runner::Encode(
+      runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, std::move(result)}});
 }
 
 EvalOptions ToEvalOptions(const runner::JobOptions& o) {
