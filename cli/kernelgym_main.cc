@@ -147,6 +147,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string suites = DefaultSuitesRoot().string();
   app.add_option("--suites", suites, "folder holding <suite>/<task>/task.json");
+  // A runner logs each job at debug: at thousands of jobs a second, two lines per job at info
+  // were a large share of its CPU (docs/benchmarks.md, "Runner pool").
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off (local runners inherit it)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
   std::string jaxbench_dir;
   app.add_option("--jaxbench-dir", jaxbench_dir,
                  "also load this folder of JAXBench cases (<id>/baseline.py) as suite jaxbench-ext, pallas only "
@@ -242,6 +248,7 @@ int main(int argc, char** argv) {
   for (Subcommand& command : policy_commands) command.add(app);
 
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::from_str(log_level));
   if (!jaxbench_dir.empty()) setenv("KERNELGYM_JAXBENCH_DIR", jaxbench_dir.c_str(), 1);
   if (serve.app->parsed()) return RunServeCommand(serve, suites);
   if (keys.app->parsed()) return RunKeysCommand(keys);

@@ -1,6 +1,7 @@
 #include "cli/serve_command.h"
 
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -29,8 +30,16 @@ void AddServeCommand(CLI::App& app, ServeCommand& command) {
                     "backends each local runner serves (comma list, e.g. cpu,pallas)")
       ->capture_default_str();
   serve->add_flag("--null-backend", o.null_backend, "enable the in-process `null` backend (benchmarks)");
+  serve->add_flag("--null-backend-runners", o.null_backend_on_runners,
+                  "enable the `null` backend, evaluated by runners serving it (runner pool benchmarks)");
   serve->add_option("--max-steps", o.default_max_steps, "default steps per episode")->capture_default_str();
   serve->add_option("--time-budget", o.default_time_budget_s, "default evaluation seconds per episode")
+      ->capture_default_str();
+  serve->add_option("--metrics-bind", o.metrics_endpoint,
+                    "serve Prometheus metrics over HTTP here (GET /metrics), e.g. tcp://0.0.0.0:9464");
+  serve
+      ->add_option("--max-heap-bytes", o.max_heap_bytes,
+                   "refuse env.make, env.fork and env.step (OVERLOADED) while the heap holds this much (0: no bound)")
       ->capture_default_str();
   serve->add_option("--max-sessions", o.max_sessions, "envs held at once")->capture_default_str();
   serve->add_option("--max-outbox-bytes", o.max_outbox_bytes,
@@ -75,7 +84,13 @@ int RunServeCommand(ServeCommand& command, const std::string& suites) {
   for (std::string name; std::getline(list, name, ',');)
     if (!name.empty()) o.known_backends.push_back(name);
   // Local runners are this same program: `kernelgym --suites S runner --connect ...`.
-  o.runner_argv = {std::filesystem::read_symlink("/proc/self/exe").string(), "--suites", suites, "runner"};
+  const spdlog::string_view_t level = spdlog::level::to_string_view(spdlog::get_level());
+  o.runner_argv = {std::filesystem::read_symlink("/proc/self/exe").string(),
+                   "--suites",
+                   suites,
+                   "--log-level",
+                   std::string(level.data(), level.size()),
+                   "runner"};
   std::stringstream runner_backends(command.local_runner_backends);
   for (std::string name; std::getline(runner_backends, name, ',');) {
     if (name.empty()) continue;

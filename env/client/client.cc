@@ -83,6 +83,7 @@ struct Client::Impl {
   struct Connection {
     zmq::socket_t socket;
     security::HandshakeWatch watch;
+    int handshakes = 0;  // watch.successes() as last seen: a rise past 1 is a reconnect
   };
   struct Pending {
     std::string op;
@@ -167,7 +168,63 @@ struct Client::Impl {
       for (Connection& c : connections) {
         if (!(items[i++].revents & ZMQ_POLLIN)) continue;
         if (std::optional<std::string> refused = c.watch.Check()) throw AuthError(*refused);
+        if (c.watch.successes() > c.handshakes) {
+          const bool reconnected = c.handshakes > 0;
+          c.handshakes = c.watch.successes();
+          if (reconnected) Probe(c);
+        }
       }
+    }
+  }
+
+  // The connection came back after a break: the server may be another process now, and then the
+  // requests it had will never be answered. A `health` request (answered at once, by whichever
+  // server is there) says which instance is there; its reply goes through NoteInstance. Only
+  // when requests are waiting on this connection, and one probe at a time.
+  void Probe(Connection& connection) {
+    const bool waiting = std::any_of(pending.begin(), pending.end(),
+                                     [&](const auto& entry) { return entry.second.connection == &connection; });
+    const bool probing =
+        std::any_of(probes.begin(), probes.end(), [&](const auto& entry) { return entry.second == &connection; });
+    if (!waiting || probing) return;
+    const uint64_t id = next_id++;
+    const std::string bytes = protocol::EncodeRequest({protocol::kVersion, id, protocol::HealthRequest{}});
+    try {
+      if (connection.socket.send(zmq::buffer(bytes), zmq::send_flags::dontwait)) probes[id] = &connection;
+    } catch (const zmq::error_t&) {  // no probe: the requests wait for their timeout as before
+    }
+  }
+
+  // A result naming the server's instance (hello, health, env.make, env.fork). When it is not
+  // the instance seen before, the server restarted: every request sent before `answered` (the
+  // request this result answers) and still waiting went to the old process, or to a server that
+  // has none of its envs, and fails now with SERVER_RESTARTED instead of at its timeout.
+  void NoteInstance(const json& result, uint64_t answered) {
+    auto it = result.find("instance");
+    if (it == result.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) return;
+    const std::string seen = it->get<std::string>();
+    if (instance.empty() || seen == instance) {
+      instance = seen;
+      return;
+    }
+    const std::string before = instance;
+    instance = seen;
+    std::vector<uint64_t> lost;
+    for (const auto& [id, p] : pending)
+      if (id < answered) lost.push_back(id);
+    for (uint64_t id : lost) {
+      const Pending p = pending.at(id);
+      pending.erase(id);
+      abandoned[id] = p.connection;  // should its reply come after all, it is dropped
+      Arrived arrived;
+      arrived.reply.op = p.op;
+      arrived.reply.error =
+          protocol::Error{protocol::ErrorCode::kServerRestarted,
+                          p.op + ": the server at " + options.endpoint + " restarted (instance " + before + " -> " +
+                              seen + ") while this request was in flight: its reply will never come" +
+                              (IsIdempotent(p.op) ? "" : ", and whether it took effect on the old server is unknown"),
+                          {{"op", p.op}, {"instance", seen}, {"previous_instance", before}}};
+      Deliver(id, p.sync ? "sync" : "async", std::move(arrived));
     }
   }
 
@@ -188,6 +245,14 @@ struct Client::Impl {
 
   void Dispatch(std::string_view bytes) {
     const protocol::DecodedReply decoded = protocol::DecodeReply(bytes);
+    if (auto probe = decoded.id ? probes.find(decoded.id) : probes.end(); probe != probes.end()) {
+      probes.erase(probe);
+      std::string problem;
+      if (decoded.valid && decoded.ok)
+        if (std::optional<json> tree = protocol::DecodeResultTree(decoded.result, problem))
+          NoteInstance(*tree, decoded.id);
+      return;
+    }
     auto it = decoded.id ? pending.find(decoded.id) : pending.end();
     if (it == pending.end()) {
       if (decoded.id && abandoned.erase(decoded.id)) return;  // a late reply nobody waits for
@@ -210,6 +275,7 @@ struct Client::Impl {
     } else if (!decoded.ok) {
       arrived.reply.error = decoded.error;
     } else if (std::string problem; auto tree = protocol::DecodeResultTree(decoded.result, problem)) {
+      NoteInstance(*tree, decoded.id);
       arrived.reply.ok = true;
       arrived.reply.result = *std::move(tree);
     } else {
@@ -250,6 +316,7 @@ struct Client::Impl {
         continue;
       }
       std::erase_if(abandoned, [&](const auto& entry) { return entry.second == connection; });
+      std::erase_if(probes, [&](const auto& entry) { return entry.second == connection; });
       c = connections.erase(c);
     }
   }
@@ -322,6 +389,8 @@ struct Client::Impl {
   std::list<Connection> connections;  // back(): current; list: stable addresses for Pending
   std::map<uint64_t, Pending> pending;
   std::map<uint64_t, Connection*> abandoned;
+  std::map<uint64_t, Connection*> probes;  // health requests sent by Probe(), by id
+  std::string instance;                    // the server instance last seen ("" before any)
   std::deque<Arrived> sync_arrived;   // replies for the sync call in progress
   std::deque<Arrived> ready;          // replies for Send(), in arrival order
   std::size_t async_outstanding = 0;  // Send()s not yet in `ready`
@@ -331,6 +400,7 @@ struct Client::Impl {
 };
 
 Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+const std::string& Client::server_instance() const { return impl_->instance; }
 Client::~Client() = default;
 
 protocol::HelloResult Client::Hello() { return AsHelloResult(impl_->Call(protocol::HelloRequest{})); }

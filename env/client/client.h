@@ -26,6 +26,14 @@
 // Between requests the socket reconnects by itself when the server goes away and comes back
 // (ZMQ_RECONNECT_IVL = backoff_initial_s, doubling up to ZMQ_RECONNECT_IVL_MAX = backoff_max_s).
 //
+// Server restarts. The server's instance (random per server process) comes with hello, health,
+// env.make and env.fork. When a reply names another instance than the one seen before, every
+// request sent before it and still waiting fails at once with ServerError SERVER_RESTARTED (its
+// reply would never come: the old process is gone). While requests wait, a reconnect of the
+// socket (the server went away and something answers again) sends one `health` probe to learn the
+// instance there, so a restart is noticed within the reconnect interval, not at the timeout. A
+// request naming an env of the old process is answered SERVER_RESTARTED by the new one.
+//
 // Threads: a Client is used by one thread at a time (like the ZeroMQ socket inside it). Use one
 // Client per thread, or guard it.
 #pragma once
@@ -120,6 +128,8 @@ class Client {
   // are dropped. Non-zero means a server bug.
   uint64_t stray_replies() const;
   const ClientOptions& options() const;
+  // The server instance last seen in a reply ("" before the first hello, health, env.make or env.fork).
+  const std::string& server_instance() const;
 
  private:
   struct Impl;

@@ -10,7 +10,7 @@
 namespace kernelgym::protocol {
 namespace {
 
-constexpr std::array<std::pair<ErrorCode, std::string_view>, 14> kCodes{{
+constexpr std::array<std::pair<ErrorCode, std::string_view>, 15> kCodes{{
     {ErrorCode::kBadRequest, "BAD_REQUEST"},
     {ErrorCode::kUnsupportedVersion, "UNSUPPORTED_VERSION"},
     {ErrorCode::kUnknownOp, "UNKNOWN_OP"},
@@ -25,6 +25,7 @@ constexpr std::array<std::pair<ErrorCode, std::string_view>, 14> kCodes{{
     {ErrorCode::kRunnerLost, "RUNNER_LOST"},
     {ErrorCode::kOverloaded, "OVERLOADED"},
     {ErrorCode::kInternal, "INTERNAL"},
+    {ErrorCode::kServerRestarted, "SERVER_RESTARTED"},
 }};
 
 }  // namespace

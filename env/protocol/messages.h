@@ -25,13 +25,16 @@ enum class ErrorCode {
   kUnknownTask,
   kUnknownReward,
   kUnknownBackend,
-  kInvalidAction,       // an action that cannot be applied (in env.step it is an observation instead)
-  kEnvBusy,             // the env already has a reset or step in flight: wait for its reply
-  kEpisodeOver,         // env.step before env.reset, or after the episode terminated or was truncated
-  kNoRunner,            // no connected runner serves the backend
-  kRunnerLost,          // the runner died and the retries are spent
-  kOverloaded,          // queues full: retry after `details.retry_after_s`
+  kInvalidAction,  // an action that cannot be applied (in env.step it is an observation instead)
+  kEnvBusy,        // the env already has a reset or step in flight: wait for its reply
+  kEpisodeOver,    // env.step before env.reset, or after the episode terminated or was truncated
+  kNoRunner,       // no connected runner serves the backend
+  kRunnerLost,     // the runner died and the retries are spent
+  kOverloaded,     // queues full: retry after `details.retry_after_s`
   kInternal,
+  // The env was made by an earlier process of this server (it restarted: its envs are gone), or a
+  // client saw the server's instance change while the request was in flight (docs/protocol.md).
+  kServerRestarted,
 };
 
 std::string_view ErrorCodeName(ErrorCode code);

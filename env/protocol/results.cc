@@ -53,7 +53,8 @@ json ToWire(const HelloResult& hello) {
           {"feature_names", hello.feature_names},
           {"default_max_steps", hello.default_max_steps},
           {"default_time_budget_s", hello.default_time_budget_s},
-          {"max_message_bytes", hello.max_message_bytes}};
+          {"max_message_bytes", hello.max_message_bytes},
+          {"instance", hello.instance}};
 }
 
 json ToWire(const EnvInfo& info) {
@@ -65,7 +66,8 @@ json ToWire(const EnvInfo& info) {
           {"reward_max", info.reward_max},
           {"max_steps", info.max_steps},
           {"time_budget_s", info.time_budget_s},
-          {"record", info.record}};
+          {"record", info.record},
+          {"instance", info.instance}};
 }
 
 json ToWire(const Observation& o) {
@@ -98,8 +100,9 @@ json ToWire(const StepResult& result) {
 }
 
 json ToWire(const HealthResult& health) {
-  return {{"status", health.status},   {"uptime_s", health.uptime_s}, {"sessions", health.sessions},
-          {"runners", health.runners}, {"queued", health.queued},     {"running", health.running}};
+  return {{"status", health.status},    {"uptime_s", health.uptime_s}, {"sessions", health.sessions},
+          {"runners", health.runners},  {"queued", health.queued},     {"running", health.running},
+          {"instance", health.instance}};
 }
 
 std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& problem) {
@@ -124,6 +127,7 @@ std::optional<HelloResult> HelloResultFromWire(const json& wire, std::string& pr
     h.default_max_steps = r.Int("default_max_steps");
     h.default_time_budget_s = r.Number("default_time_budget_s");
     h.max_message_bytes = r.Unsigned("max_message_bytes");
+    h.instance = r.StringOr("instance", "");
     return h;
   });
 }
@@ -141,6 +145,7 @@ std::optional<EnvInfo> EnvInfoFromWire(const json& wire, std::string& problem) {
     e.max_steps = r.Int("max_steps");
     e.time_budget_s = r.Number("time_budget_s");
     e.record = r.Bool("record");
+    e.instance = r.StringOr("instance", "");
     return e;
   });
 }
@@ -182,6 +187,7 @@ std::optional<HealthResult> HealthResultFromWire(const json& wire, std::string& 
     h.runners = r.IntMap("runners");
     h.queued = r.Unsigned("queued");
     h.running = r.Unsigned("running");
+    h.instance = r.StringOr("instance", "");
     return h;
   });
 }

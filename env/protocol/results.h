@@ -28,6 +28,9 @@ struct HelloResult {
   int64_t default_max_steps = 0;           // what env.make's max_steps = 0 means
   double default_time_budget_s = 0;        // what env.make's time_budget_s = 0 means
   uint64_t max_message_bytes = 0;          // the largest request the server accepts
+  // The server process's id, random per start: a client that sees it change knows the server
+  // restarted (its envs and in-flight steps are gone). "" from a server that does not send it.
+  std::string instance;
   bool operator==(const HelloResult&) const = default;
 };
 
@@ -41,6 +44,7 @@ struct EnvInfo {
   int64_t max_steps = 0;
   double time_budget_s = 0;  // seconds of evaluation (runner time) the episode may use
   bool record = false;
+  std::string instance;  // the server process that holds the env (HelloResult::instance)
   bool operator==(const EnvInfo&) const = default;
 };
 
@@ -90,6 +94,7 @@ struct HealthResult {
   std::map<std::string, int64_t> runners;  // backend -> connected runners serving it
   uint64_t queued = 0;                     // evaluations waiting for a runner
   uint64_t running = 0;                    // evaluations on a runner now
+  std::string instance;                    // as HelloResult::instance
   bool operator==(const HealthResult&) const = default;
 };
 

@@ -82,6 +82,8 @@ FromRunner DecodeFromRunnerBody(const std::string& op, int v, const msgpack::obj
   } else if (op == "result") {
     JobDone done;
     done.job_id = f.Unsigned("job_id");
+    done.instance = f.String("instance");
+    done.task_digest = f.String("task_digest");
     const msgpack::object& tree = f.Require("result");
     if (tree.type != msgpack::type::MAP) f.FieldType("result", "a map", tree);
     std::string problem;
@@ -111,6 +113,8 @@ ToRunner DecodeToRunnerBody(const std::string& op, const msgpack::object& map) {
   } else if (op == "job") {
     Job job;
     job.job_id = f.Unsigned("job_id");
+    job.instance = f.String("instance");
+    if (job.instance.empty()) f.Fail("field 'instance' must not be empty");
     job.backend = f.String("backend");
     job.task = f.String("task");
     job.task_digest = f.String("task_digest");
@@ -156,8 +160,9 @@ std::string Encode(const FromRunner& message) {
           Header(pk, kRunnerProtocolVersion, "heartbeat", 1);
           pk.pack("busy"), pk.pack(m.busy);
         } else {
-          Header(pk, kRunnerProtocolVersion, "result", 2);
-          pk.pack("job_id"), pk.pack(m.job_id), pk.pack("result");
+          Header(pk, kRunnerProtocolVersion, "result", 4);
+          pk.pack("job_id"), pk.pack(m.job_id), pk.pack("instance"), pk.pack(m.instance);
+          pk.pack("task_digest"), pk.pack(m.task_digest), pk.pack("result");
           PackJson(pk, ResultToJson(m.result, /*include_samples=*/true));
         }
       },
@@ -175,8 +180,9 @@ std::string Encode(const ToRunner& message) {
           Header(pk, kRunnerProtocolVersion, "welcome", 1);
           pk.pack("heartbeat_interval_s"), pk.pack(m.heartbeat_interval_s);
         } else if constexpr (std::is_same_v<M, Job>) {
-          Header(pk, kRunnerProtocolVersion, "job", 6);
-          pk.pack("job_id"), pk.pack(m.job_id), pk.pack("backend"), pk.pack(m.backend);
+          Header(pk, kRunnerProtocolVersion, "job", 7);
+          pk.pack("job_id"), pk.pack(m.job_id), pk.pack("instance"), pk.pack(m.instance);
+          pk.pack("backend"), pk.pack(m.backend);
           pk.pack("task"), pk.pack(m.task), pk.pack("task_digest"), pk.pack(m.task_digest), pk.pack("source"), pk.pack(m.source), pk.pack("options");
           const JobOptions& o = m.options;
           pk.pack_map(6);

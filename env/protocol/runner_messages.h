@@ -23,7 +23,8 @@
 
 namespace kernelgym::protocol::runner {
 
-inline constexpr int kRunnerProtocolVersion = 1;
+// 2: a job and its result name the server instance, and a result echoes its job's task digest.
+inline constexpr int kRunnerProtocolVersion = 2;
 
 // ---- runner -> server ----
 struct RunnerHello {
@@ -40,9 +41,15 @@ struct Heartbeat {
   int busy = 0;  // jobs in progress
   bool operator==(const Heartbeat&) const = default;
 };
+// A job's answer names the job three ways, all echoed from it: its id, the server instance that
+// sent it, and its task digest. Job ids restart at 1 in every server process, so an id alone could
+// credit the answer to a job of a later server (a runner still evaluating when the server
+// restarted); the server drops an answer whose instance or digest is not its job's.
 struct JobDone {
   uint64_t job_id = 0;
-  EvalResult result;  // with raw timing samples
+  std::string instance;     // Job::instance
+  std::string task_digest;  // Job::task_digest
+  EvalResult result;        // with raw timing samples
 };
 using FromRunner = std::variant<RunnerHello, Heartbeat, JobDone>;
 
@@ -61,7 +68,8 @@ struct JobOptions {
   bool operator==(const JobOptions&) const = default;
 };
 struct Job {
-  uint64_t job_id = 0;
+  uint64_t job_id = 0;   // unique within one server process (instance)
+  std::string instance;  // the server process that sent it (random per process)
   std::string backend;
   std::string task;    // task id; the runner loads the task from its own suites
   std::string task_digest;  // the server's Task::digest: a runner whose copy differs refuses the job

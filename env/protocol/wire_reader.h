@@ -65,6 +65,10 @@ class Reader {
     if (!v.is_string()) Wrong(key, "a string", v);
     return v.get<std::string>();
   }
+  // An optional string field (one a server of an older build does not send): `fallback` when absent.
+  std::string StringOr(const std::string& key, std::string fallback) const {
+    return map_.contains(key) ? String(key) : fallback;
+  }
   bool Bool(const std::string& key) const {
     const json& v = Require(key);
     if (!v.is_boolean()) Wrong(key, "a boolean", v);

@@ -32,6 +32,7 @@ std::optional<std::string> HandshakeWatch::Check() {
     std::memcpy(&value, static_cast<const char*>(event.data()) + 2, 4);
     if (id == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
       succeeded_ = true;
+      ++successes_;
       continue;
     }
     if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {

@@ -20,11 +20,15 @@ class HandshakeWatch {
   std::optional<std::string> Check();
   // Whether any handshake completed: a timeout with none suggests a wrong server key.
   bool succeeded() const { return succeeded_; }
+  // Handshakes completed so far: more than one means the socket reconnected (the peer restarted,
+  // or the connection broke), and replies owed on the old connection will not come.
+  int successes() const { return successes_; }
 
  private:
   zmq::socket_t events_;
   std::string endpoint_;
   bool curve_ = false, succeeded_ = false;
+  int successes_ = 0;
 };
 
 }  // namespace kernelgym::security

@@ -39,14 +39,20 @@ int OpenFileDescriptors() {
 
 // health's answer: cheap (probes call it every few seconds) and no more than a probe or a
 // client-side router needs. The null backend is answered in process, so it has no runners.
-protocol::HealthResult Health(bool draining, double uptime_s, std::size_t sessions, const Scheduler& scheduler) {
+// `null_on_runners`: null evaluations go to runners (serve --null-backend-runners), which then count.
+protocol::HealthResult Health(bool draining, double uptime_s, std::size_t sessions, const Scheduler& scheduler,
+                              bool null_on_runners) {
   protocol::HealthResult h;
   h.status = draining ? "draining" : "ok";
   h.uptime_s = uptime_s;
   h.sessions = sessions;
   const json stats = scheduler.Stats(Clock::now());  // named: a range-for over a temporary's member dangles
   for (const json& runner : stats.at("runners"))
-    for (const json& backend : runner.at("backends")) ++h.runners[backend.get<std::string>()];
+    for (const json& backend : runner.at("backends")) {
+      // A runner may serve `null` too, but the server never sends it a null job.
+      const BackendInfo* info = FindBackendInfo(backend.get<std::string>());
+      if (!(info && info->evaluated_by_server) || null_on_runners) ++h.runners[backend.get<std::string>()];
+    }
   h.queued = scheduler.queued();
   h.running = scheduler.running();
   return h;
@@ -82,7 +88,10 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
         else if constexpr (std::is_same_v<B, protocol::EnvCloseRequest>) Close(client, id, body);
         else if constexpr (std::is_same_v<B, protocol::HealthRequest>) {
           const double uptime_s = Seconds(Clock::now() - started_);
-          ReplyResult(client, id, protocol::ToWire(Health(draining_, uptime_s, sessions_.size(), scheduler_)));
+          protocol::HealthResult health =
+              Health(draining_, uptime_s, sessions_.size(), scheduler_, options_.null_backend_on_runners);
+          health.instance = instance_;
+          ReplyResult(client, id, protocol::ToWire(health));
         } else ReplyResult(client, id, Stats());
       },
       request.body);
@@ -91,7 +100,13 @@ void ServerLoop::Handle(const std::string& client, const protocol::Request& requ
 void ServerLoop::Hello(const std::string& client, uint64_t id) {
   protocol::HelloResult hello;
   hello.server = std::string("kernelgym ") + KERNELGYM_VERSION;
+  hello.instance = instance_;
   hello.backends = scheduler_.Backends();
+  // `null` only as the server's own (a runner serving it is never sent a null job).
+  std::erase_if(hello.backends, [&](const std::string& name) {
+    const BackendInfo* info = FindBackendInfo(name);
+    return info && info->evaluated_by_server && !options_.null_backend_on_runners;
+  });
   if (options_.null_backend)
     for (const BackendInfo& info : KnownBackends())
       if (info.evaluated_by_server &&
@@ -119,9 +134,12 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   const std::vector<std::string> connected = scheduler_.Backends();
   const auto& known = options_.known_backends;
   const BackendInfo* described = FindBackendInfo(r.backend);
-  const bool backend_ok = (options_.null_backend && described && described->evaluated_by_server) ||
-                          std::find(known.begin(), known.end(), r.backend) != known.end() ||
-                          std::find(connected.begin(), connected.end(), r.backend) != connected.end();
+  // A backend the server answers itself (`null`) only with --null-backend: whatever a runner or
+  // --backends says, its evaluations would never leave this process.
+  const bool in_process = described && described->evaluated_by_server;
+  const bool backend_ok = in_process ? options_.null_backend || options_.null_backend_on_runners
+                                     : std::find(known.begin(), known.end(), r.backend) != known.end() ||
+                                           std::find(connected.begin(), connected.end(), r.backend) != connected.end();
   if (!backend_ok)
     return ReplyError(client, id, ErrorCode::kUnknownBackend, op, op + ": no backend '" + r.backend + "'",
                       {{"backend", r.backend}});
@@ -148,13 +166,14 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
                       op + ": this server holds its maximum of " + std::to_string(options_.max_sessions) + " envs",
                       {{"retry_after_s", "10"}});
   if (const auto refusal = quotas_.AdmitSession(principal_)) return ReplyQuota(client, id, op, *refusal);
+  if (RefuseForMemory(client, id, op)) return;
 
   EpisodeLimits limits;
   limits.max_steps = r.max_steps > 0 ? r.max_steps : options_.default_max_steps;
   limits.time_budget_s = r.time_budget_s > 0 ? r.time_budget_s : options_.default_time_budget_s;
   // Tasks live as long as the registry (the whole run): a non-owning shared_ptr.
   std::shared_ptr<const Task> task_ptr(std::shared_ptr<const Task>{}, task);
-  std::string env = NewId("env-");
+  std::string env = NewId(("env-" + instance_ + "-").c_str());
   Session& session = sessions_[env];
   session.episode = std::make_unique<Episode>(task_ptr, r.backend, r.reward, std::move(reward), limits);
   session.record = r.record;
@@ -162,8 +181,16 @@ void ServerLoop::Make(const std::string& client, uint64_t id, const protocol::En
   session.principal = principal_;
   quotas_.SessionOpened(principal_);
 
-  protocol::EnvInfo info{env, task->id, r.backend, r.reward, session.episode->reward().range().min,
-                         session.episode->reward().range().max, limits.max_steps, limits.time_budget_s, r.record};
+  protocol::EnvInfo info{env,
+                         task->id,
+                         r.backend,
+                         r.reward,
+                         session.episode->reward().range().min,
+                         session.episode->reward().range().max,
+                         limits.max_steps,
+                         limits.time_budget_s,
+                         r.record,
+                         instance_};
   ReplyResult(client, id, protocol::ToWire(info));
 }
 
@@ -171,6 +198,14 @@ Session* ServerLoop::FindEnv(const std::string& client, uint64_t id, const std::
                              bool must_be_idle) {
   auto it = sessions_.find(env);
   if (it == sessions_.end()) {
+    if (const std::optional<std::string> made_by = InstanceOfEnv(env); made_by && *made_by != instance_) {
+      ReplyError(client, id, ErrorCode::kServerRestarted, op,
+                 op + ": env '" + env + "' was made by server instance " + *made_by +
+                     ", which is gone: this server (instance " + instance_ +
+                     ") started since, and an env does not outlive its server; make a new env",
+                 {{"env", env}, {"instance", instance_}});
+      return nullptr;
+    }
     ReplyError(client, id, ErrorCode::kUnknownEnv, op, op + ": no env '" + env + "' (closed, reaped or never made)",
                {{"env", env}});
     return nullptr;
@@ -203,6 +238,7 @@ void ServerLoop::Step(const std::string& client, uint64_t id, const protocol::En
   if (!session) return;
   if (const auto refusal = quotas_.AdmitEvaluation(principal_, Clock::now()))
     return ReplyQuota(client, id, "env.step", *refusal);
+  if (RefuseForMemory(client, id, "env.step")) return;
   Episode& episode = *session->episode;
   if (!episode.active())
     return ReplyError(client, id, ErrorCode::kEpisodeOver, "env.step",
@@ -229,7 +265,8 @@ bool ServerLoop::Evaluate(Session& session, const EvaluationRequest& request, Pe
   Episode& episode = *session.episode;
   // The server's own `null` backend answers at once with the null result (core/result.h), so that
   // benchmarks measure the server (decode, session, observation, reward, encode) and nothing else.
-  if (const BackendInfo* info = FindBackendInfo(episode.backend()); info && info->evaluated_by_server) {
+  if (const BackendInfo* info = FindBackendInfo(episode.backend());
+      info && info->evaluated_by_server && !options_.null_backend_on_runners) {
     const EvalResult result = NullBackendResult(episode.task_id());
     Finish(pending, &result, "null");
     return true;
@@ -332,6 +369,16 @@ void ServerLoop::FailPending(uint64_t job_id, const Pending& pending, ErrorCode 
              {{"env", pending.env}});
 }
 
+bool ServerLoop::RefuseForMemory(const std::string& client, uint64_t id, const std::string& op) {
+  if (options_.max_heap_bytes == 0 || heap_bytes_ < options_.max_heap_bytes) return false;
+  ++refused_for_memory_;
+  ReplyError(client, id, ErrorCode::kOverloaded, op,
+             op + ": the server holds " + std::to_string(heap_bytes_ >> 20) + " MiB, its bound (--max-heap-bytes) is " +
+                 std::to_string(options_.max_heap_bytes >> 20) + " MiB: close envs",
+             {{"retry_after_s", "5"}, {"reason", "memory"}});
+  return true;
+}
+
 void ServerLoop::ReplyQuota(const std::string& client, uint64_t id, const std::string& op, const QuotaRefusal& refusal) {
   char retry[32];
   std::snprintf(retry, sizeof retry, "%.3f", refusal.retry_after_s);
@@ -350,6 +397,7 @@ void ServerLoop::Fork(const std::string& client, uint64_t id, const protocol::En
     return ReplyError(client, id, ErrorCode::kOverloaded, "env.fork", "env.fork: this server holds its maximum of envs",
                       {{"retry_after_s", "10"}});
   if (const auto refusal = quotas_.AdmitSession(principal_)) return ReplyQuota(client, id, "env.fork", *refusal);
+  if (RefuseForMemory(client, id, "env.fork")) return;
   Session child;
   child.principal = principal_;
   quotas_.SessionOpened(principal_);
@@ -358,9 +406,17 @@ void ServerLoop::Fork(const std::string& client, uint64_t id, const protocol::En
   child.episode_id = parent->episode_id.empty() ? "" : NewId("ep-");
   child.last_active = Clock::now();
   const Episode& e = *child.episode;
-  std::string env = NewId("env-");
-  protocol::EnvInfo info{env, e.task_id(), e.backend(), e.reward_name(), e.reward().range().min,
-                         e.reward().range().max, e.limits().max_steps, e.limits().time_budget_s, child.record};
+  std::string env = NewId(("env-" + instance_ + "-").c_str());
+  protocol::EnvInfo info{env,
+                         e.task_id(),
+                         e.backend(),
+                         e.reward_name(),
+                         e.reward().range().min,
+                         e.reward().range().max,
+                         e.limits().max_steps,
+                         e.limits().time_budget_s,
+                         child.record,
+                         instance_};
   sessions_.emplace(env, std::move(child));
   json wire = protocol::ToWire(info);
   ReplyResult(client, id, wire);
@@ -392,6 +448,7 @@ void ServerLoop::Close(const std::string& client, uint64_t id, const protocol::E
   }
   quotas_.SessionClosed(session->principal);
   sessions_.erase(r.env);
+  ++closed_since_trim_;
   ReplyResult(client, id, json::object());
 }
 
@@ -399,6 +456,7 @@ json ServerLoop::Stats() {
   const auto now = Clock::now();
   std::size_t session_bytes = 0;
   for (const auto& [env, session] : sessions_) session_bytes += session.episode->ApproximateBytes();
+  const std::size_t heap = HeapBytes();
   json recorder = nullptr;
   if (recorder_) {
     const RecorderStats r = recorder_->stats();
@@ -408,9 +466,19 @@ json ServerLoop::Stats() {
   }
   json local = nullptr;
   if (local_runners_) local = {{"pids", local_runners_->pids()}, {"restarts", local_runners_->restarts()}};
-  return {{"uptime_s", Seconds(now - started_)},
+  return {{"instance", instance_},
+          {"uptime_s", Seconds(now - started_)},
           {"sessions", sessions_.size()},
           {"session_bytes", session_bytes},
+          {"memory",
+           {{"heap_bytes", heap},
+            {"heap_bytes_at_start", heap_bytes_at_start_},
+            {"heap_bytes_per_session",
+             sessions_.empty() ? 0.0
+                               : static_cast<double>(heap > heap_bytes_at_start_ ? heap - heap_bytes_at_start_ : 0) /
+                                     static_cast<double>(sessions_.size())},
+            {"max_heap_bytes", options_.max_heap_bytes},
+            {"refused", refused_for_memory_}}},
           {"pending", pending_.size()},
           {"held_for_recorder", held_replies_.size()},
           {"resets", resets_},
@@ -426,9 +494,10 @@ json ServerLoop::Stats() {
           {"scheduler", scheduler_.Stats(now)},
           {"local_runners", local},
           {"quotas", quotas_.Stats()},
-          {"auth", {{"curve", curve_},
-                    {"handshakes_accepted", zap_ ? zap_->accepted() : 0},
-                    {"handshakes_refused", zap_ ? zap_->refused() : 0}}},
+          {"auth",
+           {{"curve", curve_},
+            {"handshakes_accepted", zap_ ? zap_->accepted() : 0},
+            {"handshakes_refused", zap_ ? zap_->refused() : 0}}},
           {"recorder", recorder}};
 }
 

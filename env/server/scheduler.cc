@@ -15,7 +15,14 @@ double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-Scheduler::Scheduler(SchedulerOptions options, SendFn send) : options_(options), send_(std::move(send)) {}
+Scheduler::Scheduler(SchedulerOptions options, std::string instance, SendFn send)
+    : options_(options), instance_(std::move(instance)), send_(std::move(send)) {}
+
+double Scheduler::LiveWindowSeconds() const {
+  // Runners heartbeat every interval even while they evaluate (the host thread is not the
+  // worker's): three intervals missed is a runner in trouble, long before runner_timeout_s.
+  return std::min(options_.runner_timeout_s, 3 * options_.heartbeat_interval_s);
+}
 
 void Scheduler::Send(const std::string& identity, const ToRunner& message) { send_(identity, Encode(message)); }
 
@@ -23,8 +30,11 @@ bool Scheduler::Submit(Job job, Clock::time_point now) {
   std::deque<uint64_t>& queue = queues_[job.backend];
   if (queue.size() >= options_.max_queued_jobs) return false;
   const uint64_t id = job.job_id;
+  job.instance = instance_;
   queue.push_back(id);
-  jobs_[id] = JobState{std::move(job), 0, "", now, false};
+  JobState& state = jobs_[id];
+  state.job = std::move(job);
+  state.queued_since = state.submitted_at = now;
   Dispatch(now);
   return true;
 }
@@ -42,13 +52,15 @@ void Scheduler::Cancel(uint64_t job_id) {
 }
 
 void Scheduler::Dispatch(Clock::time_point now) {
+  const double live_window_s = LiveWindowSeconds();
   for (auto& [backend, queue] : queues_) {
     while (!queue.empty()) {
-      // The least busy runner with a free slot that serves this backend.
+      // The least busy live runner with a free slot that serves this backend.
       Runner* best = nullptr;
       for (auto& [identity, runner] : runners_) {
         const auto& b = runner.hello.backends;
         if (std::find(b.begin(), b.end(), backend) == b.end()) continue;
+        if (Seconds(now - runner.last_seen) > live_window_s) continue;
         if (static_cast<int>(runner.jobs.size()) >= runner.hello.slots) continue;
         if (!best || runner.jobs.size() < best->jobs.size()) best = &runner;
       }
@@ -57,18 +69,44 @@ void Scheduler::Dispatch(Clock::time_point now) {
       queue.pop_front();
       JobState& state = jobs_.at(id);
       state.runner_identity = best->identity;
+      state.dispatched_at = now;
       ++state.attempts;
       best->jobs.insert(id);
       Send(best->identity, state.job);
     }
   }
-  (void)now;
+}
+
+bool Scheduler::Credible(const JobDone& done, std::string& why) const {
+  if (done.instance != instance_) {
+    why = "other_instance";  // a job of an earlier server process (or of another server)
+    return false;
+  }
+  auto it = jobs_.find(done.job_id);
+  if (it == jobs_.end()) {
+    why = "no_such_job";  // answered already (by the runner it was re-queued to), or never ours
+    return false;
+  }
+  const Job& job = it->second.job;
+  // The digest is echoed from the job; the result's own task (set by the backend that judged it)
+  // must be the job's too when it names one.
+  if (done.task_digest != job.task_digest || (!done.result.task_id.empty() && done.result.task_id != job.task)) {
+    why = "task_mismatch";
+    return false;
+  }
+  return true;
 }
 
 void Scheduler::Complete(uint64_t job_id, EvalResult result, const std::string& runner_id,
-                         std::vector<JobOutcome>& done) {
+                         std::vector<JobOutcome>& done, Clock::time_point now) {
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return;
+  const double seconds = Seconds(now - it->second.submitted_at);
+  if (job_seconds_counts_.empty()) job_seconds_counts_.assign(std::size(kJobSecondsBuckets) + 1, 0);
+  ++job_seconds_counts_[std::lower_bound(std::begin(kJobSecondsBuckets), std::end(kJobSecondsBuckets), seconds) -
+                        std::begin(kJobSecondsBuckets)];
+  job_seconds_sum_ += seconds;
+  ++completed_by_status_[std::string(StatusName(result.status))];
   // Detach it from wherever it is now: a queue (it was re-queued) or a runner's slot.
   if (it->second.runner_identity.empty()) {
     std::deque<uint64_t>& queue = queues_[it->second.job.backend];
@@ -118,10 +156,23 @@ void Scheduler::OnRunnerMessage(const std::string& identity, std::string_view by
     Dispatch(now);
     return;
   }
+  std::string why;
+  if (auto* result = std::get_if<JobDone>(&*message); result && !Credible(*result, why)) {
+    ++stale_results_[why];
+    spdlog::warn("result for job {} of instance {} (task {}) dropped: {}", result->job_id, result->instance,
+                 result->result.task_id, why);
+    if (known == runners_.end())
+      Send(identity, Reregister{});
+    else
+      known->second.last_seen = now;
+    return;
+  }
   if (known == runners_.end()) {
-    // A heartbeat or result from a runner this server does not know (it restarted): ask it to
-    // introduce itself. A result it carries is still good — the job may be ours.
-    if (auto* result = std::get_if<JobDone>(&*message)) Complete(result->job_id, std::move(result->result), "", done);
+    // A heartbeat or result from a runner this server does not know (this server dropped it as
+    // silent, or it has not said hello yet): ask it to introduce itself. A result it carries is
+    // still good — Credible() says the job is one of ours, waiting for it.
+    if (auto* result = std::get_if<JobDone>(&*message))
+      Complete(result->job_id, std::move(result->result), "", done, now);
     Send(identity, Reregister{});
     return;
   }
@@ -137,7 +188,7 @@ void Scheduler::OnRunnerMessage(const std::string& identity, std::string_view by
   mean_job_seconds_ = 0.9 * mean_job_seconds_ + 0.1 * std::max(0.0, result.result.seconds);
   // A job re-queued from a runner thought dead may come back from it after all: the first
   // answer wins, wherever the job is now (Complete detaches it).
-  Complete(result.job_id, std::move(result.result), runner.hello.runner_id, done);
+  Complete(result.job_id, std::move(result.result), runner.hello.runner_id, done, now);
   Dispatch(now);
 }
 
@@ -147,6 +198,7 @@ void Scheduler::DropRunner(const std::string& identity, const std::string& why, 
   if (it == runners_.end()) return;
   ++dropped_runners_;
   const std::string runner_id = it->second.hello.runner_id;
+  const Clock::time_point last_seen = it->second.last_seen;
   spdlog::warn("runner {} dropped ({}); re-queueing {} job(s)", runner_id, why, it->second.jobs.size());
   // Re-queued at the front, in their original order: they have waited longest.
   std::vector<uint64_t> jobs(it->second.jobs.begin(), it->second.jobs.end());
@@ -160,13 +212,19 @@ void Scheduler::DropRunner(const std::string& identity, const std::string& why, 
       jobs_.erase(job);
       continue;
     }
-    if (state.attempts >= options_.max_attempts) {
+    // A runner that fell silent before the job could reach it did not lose it: only a runner
+    // heard from after the dispatch counts against the job.
+    // (A job sent in answer to the runner's own message, its hello or a result, was sent to a
+    // runner alive at that moment: hence >=.)
+    if (last_seen >= state.dispatched_at) ++state.lost;
+    if (state.lost >= options_.max_attempts || state.attempts >= 4 * options_.max_attempts) {
       ++lost_;
       Complete(*j,
                EnvironmentFailure(state.job.task, state.job.backend, "RUNNER_LOST",
-                                  "the runner evaluating this step was lost " + std::to_string(state.attempts) +
-                                      " time(s) (last: " + runner_id + ", " + why + ")"),
-               runner_id, done);
+                                  "the runner evaluating this step was lost " + std::to_string(state.lost) +
+                                      " time(s) in " + std::to_string(state.attempts) +
+                                      " dispatch(es) (last: " + runner_id + ", " + why + ")"),
+               runner_id, done, now);
       continue;
     }
     ++requeued_;
@@ -198,7 +256,7 @@ void Scheduler::Tick(Clock::time_point now, std::vector<JobOutcome>& done) {
                EnvironmentFailure(state.job.task, backend, "NO_RUNNER",
                                   "no runner for backend '" + backend + "' connected within " +
                                       std::to_string(options_.no_runner_wait_s) + " s"),
-               "", done);
+               "", done, now);
     }
   }
   Dispatch(now);
@@ -262,11 +320,31 @@ nlohmann::json Scheduler::Stats(Clock::time_point now) const {
                        {"completed", r.completed},
                        {"last_seen_s", Seconds(now - r.last_seen)},
                        {"fingerprint", r.hello.fingerprint}});
+  // Cumulative, as Prometheus histograms are: bucket i counts the jobs that took <= bound i.
+  nlohmann::json buckets = nlohmann::json::array();
+  uint64_t cumulative = 0;
+  for (std::size_t i = 0; i <= std::size(kJobSecondsBuckets); ++i) {
+    cumulative += job_seconds_counts_.empty() ? 0 : job_seconds_counts_[i];
+    buckets.push_back(
+        {{"le", i < std::size(kJobSecondsBuckets) ? nlohmann::json(kJobSecondsBuckets[i]) : nlohmann::json("+Inf")},
+         {"count", cumulative}});
+  }
+  const nlohmann::json job_seconds = {{"buckets", buckets}, {"sum", job_seconds_sum_}, {"count", cumulative}};
   nlohmann::json queues = nlohmann::json::object();
   for (const auto& [backend, queue] : queues_) queues[backend] = queue.size();
-  return {{"runners", runners},       {"queued", queues},          {"running", running()},
-          {"requeued", requeued_},    {"lost", lost_},             {"dropped_runners", dropped_runners_},
-          {"completed", completed_},  {"mean_job_seconds", mean_job_seconds_}};
+  return {{"runners", runners},
+          {"queued", queues},
+          {"running", running()},
+          {"requeued", requeued_},
+          {"lost", lost_},
+          {"dropped_runners", dropped_runners_},
+          {"completed", completed_},
+          {"mean_job_seconds", mean_job_seconds_},
+          {"instance", instance_},
+          {"stale_results", stale_results_},
+          {"live_window_s", LiveWindowSeconds()},
+          {"completed_by_status", completed_by_status_},
+          {"job_seconds", job_seconds}};
 }
 
 }  // namespace kernelgym::server

@@ -10,6 +10,7 @@
 
 #include "core/text_safety.h"
 #include "env/protocol/codec.h"
+#include "env/server/metrics.h"
 #include "env/server/server_loop.h"
 #include "rewards/reward.h"
 
@@ -21,9 +22,27 @@ using protocol::Error;
 using protocol::ErrorCode;
 
 std::string ServerLoop::NewId(const char* prefix) {
-  char buf[40];
+  char buf[64];
   std::snprintf(buf, sizeof(buf), "%s%016llx", prefix, static_cast<unsigned long long>(rng_()));
   return buf;
+}
+
+std::string ServerLoop::NewInstanceId() {
+  std::random_device random;
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "%04x%08x", static_cast<unsigned>(random()) & 0xffffu,
+                static_cast<unsigned>(random()));
+  return buf;
+}
+
+std::optional<std::string> ServerLoop::InstanceOfEnv(const std::string& env) {
+  // "env-" + 12 hex digits + "-" + the rest.
+  constexpr std::size_t kPrefix = 4, kInstance = 12;
+  if (env.size() <= kPrefix + kInstance + 1 || env.compare(0, kPrefix, "env-") != 0 || env[kPrefix + kInstance] != '-')
+    return std::nullopt;
+  const std::string instance = env.substr(kPrefix, kInstance);
+  if (instance.find_first_not_of("0123456789abcdef") != std::string::npos) return std::nullopt;
+  return instance;
 }
 
 namespace {
@@ -237,10 +256,41 @@ void ServerLoop::Tick(Clock::time_point now) {
       ++it;
     }
   }
-  // A vanished client's sessions are freed into malloc's heap, which glibc hands back to the
+  // Closed and reaped sessions are freed into malloc's heap, which glibc hands back to the
   // system only from its top: without a trim the server's RSS would stay at its peak (measured:
   // 1,000 reaped sessions of 16 KiB kernels kept 69 MB; trimmed, 1.4 MB). At most once a second.
-  if (sessions_.size() < sessions_before) malloc_trim(0);
+  if (sessions_.size() < sessions_before || closed_since_trim_ > 0) {
+    malloc_trim(0);
+    closed_since_trim_ = 0;
+  }
+  heap_bytes_ = HeapBytes();
+}
+
+std::size_t ServerLoop::HeapBytes() {
+  // What malloc has handed out and not had back: chunks in use in every arena, and the large
+  // blocks it mmapped. Sessions are most of it; the rest is the baseline (heap_bytes_at_start_).
+  const struct mallinfo2 info = mallinfo2();
+  return info.uordblks + info.hblkhd;
+}
+
+void ServerLoop::OnMetricsRequest() {
+  // ZMQ_STREAM: [peer id, bytes]; an empty part is a peer connecting or leaving. A scrape's GET
+  // fits in one read; the answer goes out whole, then an empty part closes the connection.
+  for (int n = 0; n < 64; ++n) {
+    std::vector<zmq::message_t> frames;
+    if (!zmq::recv_multipart(metrics_, std::back_inserter(frames), zmq::recv_flags::dontwait)) return;
+    if (frames.size() != 2 || frames[1].size() == 0) continue;
+    const std::string response = HttpResponse(frames[1].to_string_view(), PrometheusText(Stats()));
+    const std::string peer = frames[0].to_string();
+    try {
+      metrics_.send(zmq::buffer(peer), zmq::send_flags::sndmore);
+      metrics_.send(zmq::buffer(response), zmq::send_flags::dontwait);
+      metrics_.send(zmq::buffer(peer), zmq::send_flags::sndmore);
+      metrics_.send(zmq::message_t(), zmq::send_flags::dontwait);
+    } catch (const zmq::error_t& e) {
+      spdlog::debug("metrics reply undeliverable: {}", e.what());
+    }
+  }
 }
 
 int ServerLoop::Run(const std::atomic<bool>& stop) {
@@ -273,13 +323,25 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     spdlog::error("cannot bind {} / {}: {}", options_.client_endpoint, options_.runner_endpoint, e.what());
     return 2;
   }
+  if (!options_.metrics_endpoint.empty()) {
+    try {
+      metrics_ = zmq::socket_t(context_, zmq::socket_type::stream);
+      metrics_.set(zmq::sockopt::linger, 0);
+      metrics_.bind(options_.metrics_endpoint);
+      spdlog::info("metrics on {} (GET /metrics)", metrics_.get(zmq::sockopt::last_endpoint));
+    } catch (const zmq::error_t& e) {
+      spdlog::error("cannot bind the metrics endpoint {}: {}", options_.metrics_endpoint, e.what());
+      return 2;
+    }
+  }
   const std::string client_endpoint = clients_.get(zmq::sockopt::last_endpoint);
   const std::string runner_endpoint = runners_.get(zmq::sockopt::last_endpoint);
   spdlog::info("serving clients on {}, runners on {}; {} tasks", client_endpoint, runner_endpoint, tasks_.All().size());
   if (!options_.endpoint_file.empty()) {
     const std::filesystem::path tmp = options_.endpoint_file.string() + ".tmp";
-    std::ofstream(tmp) << json{{"clients", client_endpoint}, {"runners", runner_endpoint}, {"pid", getpid()}}.dump()
-                       << "\n";
+    json endpoints{{"clients", client_endpoint}, {"runners", runner_endpoint}, {"pid", getpid()}};
+    if (metrics_) endpoints["metrics"] = metrics_.get(zmq::sockopt::last_endpoint);
+    std::ofstream(tmp) << endpoints.dump() << "\n";
     std::filesystem::rename(tmp, options_.endpoint_file);  // atomic: readers never see half a file
   }
   if (options_.local_runners > 0 && !runner_argv.empty()) {
@@ -287,6 +349,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     local_runners_->Start();
   }
 
+  heap_bytes_at_start_ = heap_bytes_ = HeapBytes();
   Clock::time_point drain_deadline{};
   std::vector<JobOutcome> done;
   while (true) {
@@ -310,6 +373,8 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
     std::vector<zmq::pollitem_t> items{{clients_.handle(), 0, ZMQ_POLLIN, 0}, {runners_.handle(), 0, ZMQ_POLLIN, 0}};
     items.push_back({nullptr, patch_workers_.notify_fd(), ZMQ_POLLIN, 0});
     if (recorder_) items.push_back({nullptr, recorder_->notify_fd(), ZMQ_POLLIN, 0});
+    const std::size_t metrics_item = items.size();
+    if (metrics_) items.push_back({metrics_.handle(), 0, ZMQ_POLLIN, 0});
     try {
       zmq::poll(items.data(), items.size(), std::chrono::milliseconds(50));
     } catch (const zmq::error_t& e) {
@@ -349,6 +414,7 @@ int ServerLoop::Run(const std::atomic<bool>& stop) {
       }
     }
     if (items[2].revents & ZMQ_POLLIN) OnPatchesApplied();
+    if (metrics_ && (items[metrics_item].revents & ZMQ_POLLIN)) OnMetricsRequest();
     if (recorder_) DeliverDurable();
     FlushOutboxes();
     // Timeouts, reaping and supervision need no finer grain than this; running them after every

@@ -36,12 +36,19 @@ struct ServerOptions {
   std::filesystem::path suites_root;        // tasks (datasets/suites by default)
   std::vector<std::string> known_backends{"cpu"};  // accepted by env.make before a runner joins
   bool null_backend = false;                 // the in-process `null` backend (benchmarks, tests)
+  // `null` evaluations go to runners serving it (`kernelgym runner --backend null`) instead:
+  // benchmarks of the runner pool (bench/pool_bench.py) without a compiler in the way.
+  bool null_backend_on_runners = false;
   int local_runners = 1;                     // `kernelgym runner` processes to start and supervise
   std::vector<std::string> runner_argv;      // the runner command line (without --connect)
   int64_t default_max_steps = 16;
   double default_time_budget_s = 600;
   int64_t max_steps_limit = 10000;
   std::size_t max_sessions = 100000;
+  // The server's heap (malloc's bytes in use, measured once a second): at or past it, env.make,
+  // env.fork and env.step are refused with OVERLOADED (reason "memory") until envs are closed.
+  // 0: no bound. deploy/server.yaml sets it below the container's memory limit.
+  std::size_t max_heap_bytes = 0;
   // Replies the server holds for clients that do not read them, summed over every connection
   // (each connection has its own 64 MiB bound too): past it, such replies are dropped and counted.
   std::size_t max_outbox_bytes = std::size_t{1} << 30;
@@ -49,6 +56,9 @@ struct ServerOptions {
   std::filesystem::path record_dir = "trajectories";  // the trajectory store (opened on first use)
   double drain_timeout_s = 60;               // on SIGTERM: how long in-flight steps may finish
   std::filesystem::path endpoint_file;       // if set: {"clients": ..., "runners": ...} written here
+  // If set: Prometheus metrics over plain HTTP (GET /metrics) on this ZeroMQ tcp endpoint, e.g.
+  // tcp://0.0.0.0:9464 (metrics.h). Unauthenticated and read-only: counters, no env contents.
+  std::string metrics_endpoint;
   SchedulerOptions scheduler;
   SecurityOptions security;
   QuotaOptions quotas;  // per client (quotas.h)

@@ -60,7 +60,7 @@ class ServerLoop {
         context_(context),
         clients_(context, zmq::socket_type::router),
         runners_(context, zmq::socket_type::router),
-        scheduler_(options.scheduler,
+        scheduler_(options.scheduler, instance_,
                    [this](const std::string& identity, const std::string& bytes) { SendToRunner(identity, bytes); }),
         rng_(std::random_device{}()) {}
 
@@ -125,6 +125,15 @@ class ServerLoop {
   void DeliverDurable();
   void Tick(Clock::time_point now);
   std::string NewId(const char* prefix);
+  // malloc's bytes in use (mallinfo2): measured, not estimated. Costs a walk of malloc's bins, so
+  // it is read once a second (heap_bytes_) and by `stats`.
+  static std::size_t HeapBytes();
+  // The memory bound (ServerOptions::max_heap_bytes): an OVERLOADED reply (reason "memory") and
+  // true when the heap is at or past it.
+  bool RefuseForMemory(const std::string& client, uint64_t id, const std::string& op);
+  static std::string NewInstanceId();
+  // When `env` is an env id of another server instance: that instance's id.
+  static std::optional<std::string> InstanceOfEnv(const std::string& env);
 
   const ServerOptions& options_;
   zmq::context_t& context_;
@@ -132,6 +141,12 @@ class ServerLoop {
   bool curve_ = false;
   std::filesystem::path runner_key_dir_;  // the local runners' key pair (removed at exit)
   zmq::socket_t clients_, runners_;
+  zmq::socket_t metrics_;  // ZMQ_STREAM (plain TCP) for --metrics-bind; unset without it
+  void OnMetricsRequest();
+  // This process's id, random per start: in every job (scheduler.h), in hello, health and stats,
+  // and in every env id ("env-<instance>-<random>"), so that a request naming an env of an earlier
+  // process is answered SERVER_RESTARTED rather than UNKNOWN_ENV.
+  const std::string instance_ = NewInstanceId();
   Scheduler scheduler_;
   TaskRegistry tasks_;
   // Per task id, tasks.list's and tasks.get's answers as wire trees, built once at load.
@@ -155,6 +170,9 @@ class ServerLoop {
   std::unordered_map<uint64_t, std::pair<std::string, std::string>> held_replies_;
   uint64_t next_token_ = 1;
 
+  std::size_t heap_bytes_ = 0, heap_bytes_at_start_ = 0;
+  uint64_t closed_since_trim_ = 0;  // env.close since the last malloc_trim
+  uint64_t refused_for_memory_ = 0;
   bool draining_ = false;
   Clock::time_point started_ = Clock::now();
   Clock::time_point last_sweep_ = Clock::now();

@@ -27,6 +27,15 @@ after the first request, that request raises ``TransportError`` saying how to st
 rather than waiting ``timeout_s`` for a reply that cannot come. A server that is starting is waited
 for that long; once one has answered, a later restart of it is waited for as long as ``timeout_s``.
 
+Server restarts: the server's instance (random per server process) comes with hello, health,
+env.make and env.fork (``client.server_instance``). When a reply names another instance than the
+one seen before, every request sent before it and still waiting fails at once with
+``ServerRestarted`` (its reply would never come). While requests wait, a reconnect of the socket
+(the server went away and something answers again) sends one ``health`` probe to learn the
+instance there, so a restart is noticed within the reconnect interval rather than at the
+timeout (``Client``; an ``AsyncClient`` notices at its next hello, health, make or fork reply).
+A request naming an env of the old process is answered ``ServerRestarted`` by the new one.
+
 Timeouts and retries: a call waits ``timeout_s`` for its reply. When none comes, the idempotent
 ops (hello, tasks.list, tasks.get, stats, health) are sent again on a fresh socket after an
 exponential backoff with jitter (``backoff_initial_s`` doubling up to ``backoff_max_s``), up to
@@ -54,7 +63,7 @@ import zmq.auth
 from zmq.utils.monitor import recv_monitor_message
 
 from kernelgym import text
-from kernelgym.errors import AuthError, ProtocolError, TransportError
+from kernelgym.errors import AuthError, ProtocolError, ServerRestarted, TransportError
 from kernelgym.protocol import IDEMPOTENT_OPS, Reply, decode_reply, encode_request
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5555"
@@ -121,13 +130,17 @@ class _Options:
         self.backoff_max_s = float(backoff_max_s)
         self._rng = random.Random()
 
-    def _configure(self, socket: zmq.Socket) -> None:
+    def _configure(self, socket: zmq.Socket, monitor: Callable[[zmq.Socket], None] | None = None) -> None:
+        """Options, CURVE, then ``monitor(socket)`` (watching from before the connect, so that the
+        first handshake is seen too), then the connect."""
         socket.setsockopt(zmq.LINGER, 0)
         socket.setsockopt(zmq.RECONNECT_IVL, _milliseconds(self.backoff_initial_s))
         socket.setsockopt(zmq.RECONNECT_IVL_MAX, _milliseconds(max(self.backoff_max_s, self.backoff_initial_s)))
         socket.setsockopt(zmq.SNDTIMEO, _milliseconds(self.timeout_s))
         if self._curve is not None:
             socket.curve_serverkey, socket.curve_publickey, socket.curve_secretkey = self._curve
+        if monitor is not None:
+            monitor(socket)
         try:
             socket.connect(self.address)
         except zmq.ZMQError as e:
@@ -169,6 +182,25 @@ class _Options:
             "time_budget_s": time_budget_s,
             "record": record,
         }
+
+
+def _instance_of(reply: Reply) -> str | None:
+    """The server instance a result names (hello, health, env.make, env.fork), else None."""
+    if not reply.ok or type(reply.result) is not dict:
+        return None
+    instance = reply.result.get("instance")
+    return instance if type(instance) is str and instance else None
+
+
+def _restarted(op: str, address: str, before: str, now: str) -> ServerRestarted:
+    effect = "" if op in IDEMPOTENT_OPS else ", and whether it took effect on the old server is unknown"
+    return ServerRestarted(
+        "SERVER_RESTARTED",
+        f"{op}: the server at {address} restarted (instance {before} -> {now}) while this request was in flight: "
+        f"its reply will never come{effect}",
+        {"op": op, "instance": now, "previous_instance": before},
+        op,
+    )
 
 
 def _tasks(reply: Reply) -> list[dict[str, Any]]:
@@ -217,6 +249,9 @@ class Client(_Options):
         self._sync_in_progress = False
         self._next_id = 1  # 0 means "unknown" on the wire
         self.stray_replies = 0  # replies to no request of ours: non-zero means a server bug
+        self.server_instance: str | None = None  # the server instance last seen in a reply
+        self._probes: dict[int, zmq.Socket] = {}  # health requests sent after a reconnect
+        self._handshakes: dict[zmq.Socket, int] = {}  # completed handshakes per connection
         try:
             self._open_connection()
         except BaseException:
@@ -331,8 +366,17 @@ class Client(_Options):
 
     def _open_connection(self) -> None:
         socket = self._context.socket(zmq.DEALER)
-        self._configure(socket)
-        self._monitors[socket] = socket.get_monitor_socket(_HANDSHAKE_EVENTS | _CONNECTED_EVENTS)
+
+        def watch(s: zmq.Socket) -> None:
+            self._monitors[s] = s.get_monitor_socket(_HANDSHAKE_EVENTS | _CONNECTED_EVENTS)
+
+        try:
+            self._configure(socket, watch)
+        except TransportError:
+            monitor = self._monitors.pop(socket, None)
+            if monitor is not None:
+                monitor.close(linger=0)
+            raise
         self._connections.append(socket)
 
     def _close_socket(self, socket: zmq.Socket) -> None:
@@ -346,13 +390,16 @@ class Client(_Options):
         """Raises AuthError when a connection's handshake was refused, TransportError when no server
         has answered within connect_timeout_s: checked whenever a poll comes back empty, so either
         is reported within a poll slice, not after the timeout."""
-        for monitor in self._monitors.values():
+        for socket, monitor in list(self._monitors.items()):
             while monitor.poll(0):
                 event = recv_monitor_message(monitor)
                 if event["event"] & _HANDSHAKE_EVENTS:
                     raise AuthError(_handshake_failure(event, self.address, self._curve is not None))
                 if event["event"] & _CONNECTED_EVENTS:
                     self._connected = True
+                    self._handshakes[socket] = self._handshakes.get(socket, 0) + 1
+                    if self._handshakes[socket] > 1:
+                        self._probe(socket)
         if (not self._connected and self._waiting_since is not None
                 and time.monotonic() - self._waiting_since > self.connect_timeout_s):
             raise TransportError(
@@ -360,6 +407,37 @@ class Client(_Options):
                 f"{_format_seconds(self.connect_timeout_s)}. Start one with `kernelgym serve` (it binds "
                 f"{DEFAULT_ADDRESS} by default; `kernelgym serve --help`), or give the address of a running one "
                 "(connect_timeout_s waits longer for a server that is starting)")
+
+    def _probe(self, socket: zmq.Socket) -> None:
+        """The connection came back after a break: the server may be another process now, whose
+        replies to the old requests will never come. One ``health`` request (answered at once by
+        whichever server is there) tells its instance; only while requests wait on ``socket``."""
+        waiting = any(s is socket for _, s, _ in self._pending.values())
+        if not waiting or any(s is socket for s in self._probes.values()):
+            return
+        request_id = self._next_id
+        self._next_id += 1
+        try:
+            socket.send(encode_request(request_id, "health"), zmq.NOBLOCK)
+        except zmq.ZMQError:
+            return  # no probe: the requests wait for their timeout as before
+        self._probes[request_id] = socket
+
+    def _note_instance(self, reply: Reply) -> None:
+        """A reply naming another server instance than the one seen before: every request sent
+        before the one it answers, still waiting, went to a server process that is gone and fails
+        now with ServerRestarted."""
+        seen = _instance_of(reply)
+        if seen is None:
+            return
+        before, self.server_instance = self.server_instance, seen
+        if before is None or before == seen:
+            return
+        for request_id in sorted(i for i in self._pending if i < reply.id):
+            op, socket, sync = self._pending.pop(request_id)
+            self._abandoned[request_id] = socket  # should its reply come after all, it is dropped
+            error = _restarted(op, self.address, before, seen)
+            self._deliver(sync, Reply(request_id, False, None, error, op))
 
     def _send(self, op: str, fields: dict[str, Any], sync: bool) -> int:
         if not self._connections:
@@ -414,6 +492,9 @@ class Client(_Options):
                 return
 
     def _drain(self, socket: zmq.Socket) -> None:
+        # A reply proves that a server answered, whether or not its handshake event was read yet
+        # (a busy client reads its monitor only when a poll comes back empty).
+        self._connected = True
         while socket.getsockopt(zmq.EVENTS) & zmq.POLLIN:
             data = socket.recv(zmq.NOBLOCK)
             if not socket.getsockopt(zmq.RCVMORE):
@@ -431,6 +512,11 @@ class Client(_Options):
             reply_id = reply.id  # type: ignore[union-attr]
         except ProtocolError as e:
             reply, problem, reply_id = None, e, e.id
+        if reply_id in self._probes:
+            del self._probes[reply_id]
+            if reply is not None:
+                self._note_instance(reply)
+            return
         pending = self._pending.pop(reply_id, None) if reply_id else None
         if pending is None:
             if reply_id and self._abandoned.pop(reply_id, None) is not None:
@@ -446,6 +532,7 @@ class Client(_Options):
             self._deliver(sync, ProtocolError(f"{op} {problem}", reply_id))
             return
         assert reply is not None
+        self._note_instance(reply)
         reply.op = op
         if reply.error is not None:
             reply.error.op = op
@@ -479,6 +566,8 @@ class Client(_Options):
             if id(socket) in busy:
                 continue
             self._abandoned = {i: s for i, s in self._abandoned.items() if s is not socket}
+            self._probes = {i: s for i, s in self._probes.items() if s is not socket}
+            self._handshakes.pop(socket, None)
             self._close_socket(socket)
             self._connections.remove(socket)
 
@@ -550,6 +639,7 @@ class AsyncClient(_Options):
         self._next_id = 1
         self._closed = False
         self.stray_replies = 0
+        self.server_instance: str | None = None  # the server instance last seen in a reply
 
     async def hello(self) -> dict[str, Any]:
         result = (await self._call("hello")).unwrap()
@@ -665,6 +755,7 @@ class AsyncClient(_Options):
             elif not (problem.id and self._abandoned.pop(problem.id, None) is not None):
                 self._fail_oldest(connection, ProtocolError(f"{problem} (from {self.address})"))
             return
+        self._note_instance(reply)
         waiting = self._waiting.pop(reply.id, None)
         if waiting is None:
             if self._abandoned.pop(reply.id, None) is None:
@@ -676,6 +767,21 @@ class AsyncClient(_Options):
             reply.error.op = op
         if not answer.done():
             answer.set_result(reply)
+
+    def _note_instance(self, reply: Reply) -> None:
+        """As Client._note_instance: calls waiting on requests sent before this reply's request
+        fail with ServerRestarted when it names another server instance."""
+        seen = _instance_of(reply)
+        if seen is None:
+            return
+        before, self.server_instance = self.server_instance, seen
+        if before is None or before == seen:
+            return
+        for request_id in sorted(i for i in self._waiting if i < reply.id):
+            op, answer, connection = self._waiting.pop(request_id)
+            self._abandoned[request_id] = connection
+            if not answer.done():
+                answer.set_result(Reply(request_id, False, None, _restarted(op, self.address, before, seen), op))
 
     def _fail_oldest(self, connection: _AsyncConnection, problem: ProtocolError) -> None:
         """A reply that cannot be attributed: the oldest call waiting on its connection hears of

@@ -155,6 +155,16 @@ class Internal(ServerError):
     code = "INTERNAL"
 
 
+class ServerRestarted(ServerError):
+    """The server restarted: the request named an env of its earlier process (envs do not outlive
+    their server), or the client saw the server's instance change while the request was in flight,
+    so its reply will never come. Whether an ``env.*`` request took effect on the old process is
+    unknown. ``details['instance']`` is the new instance, ``details.get('previous_instance')`` the
+    old one when the client saw it."""
+
+    code = "SERVER_RESTARTED"
+
+
 ERRORS_BY_CODE: dict[str, type[ServerError]] = {
     cls.code: cls
     for cls in (
@@ -172,6 +182,7 @@ ERRORS_BY_CODE: dict[str, type[ServerError]] = {
         RunnerLost,
         Overloaded,
         Internal,
+        ServerRestarted,
     )
 }
 

@@ -68,14 +68,17 @@ class Server:
         return self.process.wait()
 
 
-def launch(directory: Path, *flags: str) -> Server:
+def launch(directory: Path, *flags: str, bind: str = "tcp://127.0.0.1:*",
+           runner_bind: str = "tcp://127.0.0.1:*") -> Server:
+    """A server in ``directory``; ``bind`` / ``runner_bind`` name its endpoints (a server restarted
+    on another's endpoints: ``bind=old.address, runner_bind=old.runners_address``)."""
     directory.mkdir(parents=True, exist_ok=True)
     endpoint_file = directory / "endpoints.json"
     argv = [
         str(server_binary()),
         "serve",
-        "--bind", "tcp://127.0.0.1:*",
-        "--runner-bind", "tcp://127.0.0.1:*",
+        "--bind", bind,
+        "--runner-bind", runner_bind,
         "--endpoint-file", str(endpoint_file),
         "--record-dir", str(directory / "store"),
         *flags,

@@ -524,5 +524,48 @@ TEST(FaultTest, AVanishedClientsSessionsAreReapedAndTheMemoryReturns) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The server restarts under a client's feet.
+
+// A reset waits for a runner (there is none) when the server is SIGKILLed and another takes its
+// endpoints: the client hears SERVER_RESTARTED within seconds (its reconnect probes the instance),
+// not at its request timeout, and the new server answers a request for an old env the same way.
+TEST(FaultTest, AClientLearnsOfAServerRestartAtOnce) {
+  std::vector<std::string> flags{"--local-runners", "0", "--no-runner-wait", "600"};
+  ServerProcess first(flags);
+  Client c(ClientOptions{.endpoint = first.clients(), .request_timeout_s = 120, .backoff_max_s = 0.5});
+  const protocol::EnvInfo env = c.Make(MakeRequest("cpu", false, 4));
+  const std::string before = c.server_instance();
+  ASSERT_FALSE(before.empty());
+  EXPECT_EQ(env.instance, before);
+  EXPECT_EQ(env.env.rfind("env-" + before + "-", 0), 0u) << env.env;
+  const uint64_t reset = c.Send(protocol::EnvResetRequest{env.env, 1});
+
+  std::optional<ServerProcess> second;
+  std::thread restart([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // fault pacing: Recv waits by now
+    first.Kill();
+    second.emplace(flags, first.clients(), first.runners());
+  });
+  const auto began = std::chrono::steady_clock::now();
+  std::optional<client::Reply> reply = c.Recv(100);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  restart.join();
+  ASSERT_TRUE(reply.has_value()) << "no reply within 100 s";
+  EXPECT_EQ(reply->id, reset);
+  ASSERT_FALSE(reply->ok);
+  EXPECT_EQ(reply->error.code, ErrorCode::kServerRestarted) << reply->error.message;
+  EXPECT_EQ(reply->error.details["previous_instance"], before);
+  EXPECT_LT(waited, 30) << "the restart was noticed after " << waited << " s";
+  EXPECT_NE(c.server_instance(), before);
+  EXPECT_EQ(c.server_instance(), reply->error.details["instance"]);
+  try {
+    c.Reset(env.env, 1);
+    ADD_FAILURE() << "a reset of an env of the old server was answered";
+  } catch (const ServerError& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kServerRestarted) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kernelgym::testing

@@ -109,6 +109,7 @@ ChildProcess StartRunner(const std::string& endpoint, const std::vector<std::str
 runner::Job SoftmaxJob(uint64_t id) {
   runner::Job job;
   job.job_id = id;
+  job.instance = "0123456789ab";
   job.backend = "cpu";
   job.task = "cpu/softmax_rows";
   job.task_digest = Tasks().Find(job.task)->digest;  // the copy in this source tree, like the runner's
@@ -144,6 +145,9 @@ class RunnerHostTest : public ::testing::Test {
         ++*busy_heartbeats;
       if (auto* done = std::get_if<runner::JobDone>(&r->message)) {
         EXPECT_EQ(done->job_id, job_id);
+        // The result names its job as the job named itself: the server instance and the digest.
+        EXPECT_EQ(done->instance, "0123456789ab");
+        EXPECT_FALSE(done->task_digest.empty());
         return std::move(*done);
       }
     }

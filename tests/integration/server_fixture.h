@@ -54,14 +54,18 @@ inline pid_t SpawnLogged(const std::vector<std::string>& argv, const std::filesy
 
 class ServerProcess {
  public:
-  // Extra flags after `serve` (e.g. {"--local-runners", "0", "--null-backend"}).
-  explicit ServerProcess(std::vector<std::string> flags) {
+  // Extra flags after `serve` (e.g. {"--local-runners", "0", "--null-backend"}). `bind` and
+  // `runner_bind`: the endpoints (another server's, to restart it in place).
+  explicit ServerProcess(std::vector<std::string> flags, std::string bind = "tcp://127.0.0.1:*",
+                         std::string runner_bind = "tcp://127.0.0.1:*") {
     static int counter = 0;
     dir_ = TestTempDir() / ("server-" + std::to_string(++counter));
     std::filesystem::create_directories(dir_);
-    std::vector<std::string> argv{KERNELGYM_CLI,     "serve",          "--bind", "tcp://127.0.0.1:*", "--runner-bind",
-                                  "tcp://127.0.0.1:*", "--endpoint-file", (dir_ / "endpoints.json").string(),
-                                  "--record-dir",      (dir_ / "store").string()};
+    std::vector<std::string> argv{KERNELGYM_CLI,     "serve",
+                                  "--bind",          bind,
+                                  "--runner-bind",   runner_bind,
+                                  "--endpoint-file", (dir_ / "endpoints.json").string(),
+                                  "--record-dir",    (dir_ / "store").string()};
     argv.insert(argv.end(), flags.begin(), flags.end());
     pid_ = SpawnLogged(argv, log());
     const bool up = WaitFor([&] { return std::filesystem::exists(dir_ / "endpoints.json"); }, 60);
@@ -94,6 +98,14 @@ class ServerProcess {
         },
         seconds);
     return code;
+  }
+
+  // SIGKILL, and reaped.
+  void Kill() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
   }
 
   const std::string& clients() const { return clients_; }

@@ -29,6 +29,8 @@ void ExpectSameMessage(const FromRunner& got, const FromRunner& want, const std:
   if (const auto* done = std::get_if<JobDone>(&want)) {
     const auto& got_done = std::get<JobDone>(got);
     EXPECT_EQ(got_done.job_id, done->job_id) << name;
+    EXPECT_EQ(got_done.instance, done->instance) << name;
+    EXPECT_EQ(got_done.task_digest, done->task_digest) << name;
     EXPECT_EQ(ResultToJson(got_done.result, true), ResultToJson(done->result, true)) << name;
   } else if (const auto* hello = std::get_if<RunnerHello>(&want)) {
     EXPECT_EQ(std::get<RunnerHello>(got), *hello) << name;
@@ -107,8 +109,8 @@ TEST(RunnerProtocol, EveryMessageKindRoundTrips) {
   bare.runner_id = "h:1:2";
   bare.backends = {"cpu"};
   bare.backend_info = {*FindBackendInfo("cpu")};
-  const std::vector<FromRunner> from_runner{bare, Heartbeat{0}, Heartbeat{3}, JobDone{0, failed},
-                                            JobDone{UINT64_MAX, golden::Result()}};
+  const std::vector<FromRunner> from_runner{bare, Heartbeat{0}, Heartbeat{3}, JobDone{0, "a", "", failed},
+                                            JobDone{UINT64_MAX, "0123456789ab", "d1g35t", golden::Result()}};
   for (const FromRunner& m : from_runner) {
     std::string problem;
     const auto back = DecodeFromRunner(Encode(m), problem);
@@ -117,11 +119,14 @@ TEST(RunnerProtocol, EveryMessageKindRoundTrips) {
   }
   Job no_timing;
   no_timing.job_id = 1;
+  no_timing.instance = "0123456789ab";
   no_timing.backend = "cpu";
   no_timing.task = "cpu/silu_mul";
   no_timing.source = std::string(100000, 'x');
   no_timing.options.run_timing = false;
-  const std::vector<ToRunner> to_runner{Welcome{}, Welcome{3}, no_timing, Job{}, Ack{}, Reregister{}};
+  Job minimal;
+  minimal.instance = "i";
+  const std::vector<ToRunner> to_runner{Welcome{}, Welcome{3}, no_timing, minimal, Ack{}, Reregister{}};
   for (const ToRunner& m : to_runner) {
     std::string problem;
     const auto back = DecodeToRunner(Encode(m), problem);
@@ -172,25 +177,34 @@ TEST(RunnerProtocolErrors, GarbageBytes) {
 }
 
 TEST(RunnerProtocolErrors, EnvelopeProblems) {
-  ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("v"), pk.pack(1); }), {"'op'"});
+  ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("v"), pk.pack(kRunnerProtocolVersion); }),
+                          {"'op'"});
   ExpectFromRunnerProblem(Pack([](auto& pk) { pk.pack_map(1), pk.pack("op"), pk.pack("heartbeat"); }),
                           {"heartbeat", "'v'"});
   ExpectFromRunnerProblem(Pack([](auto& pk) {
-                            pk.pack_map(3), pk.pack("v"), pk.pack(2), pk.pack("op"), pk.pack("heartbeat"),
+                            pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion + 1), pk.pack("op"),
+                                pk.pack("heartbeat"), pk.pack("busy"), pk.pack(0);
+                          }),
+                          {"heartbeat", "version " + std::to_string(kRunnerProtocolVersion + 1)});
+  // A runner of the previous version (no instance in its results) is told which versions differ.
+  ExpectFromRunnerProblem(Pack([](auto& pk) {
+                            pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack("heartbeat"),
                                 pk.pack("busy"), pk.pack(0);
                           }),
-                          {"heartbeat", "version 2"});
-  ExpectToRunnerProblem(
-      Pack([](auto& pk) { pk.pack_map(2), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack("teleport"); }),
-      {"unknown op 'teleport'"});
+                          {"version 1", "speaks 2"});
   ExpectToRunnerProblem(Pack([](auto& pk) {
-                          pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack("ack"), pk.pack("extra"),
-                              pk.pack(1);
+                          pk.pack_map(2), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"),
+                              pk.pack("teleport");
+                        }),
+                        {"unknown op 'teleport'"});
+  ExpectToRunnerProblem(Pack([](auto& pk) {
+                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"),
+                              pk.pack("extra"), pk.pack(1);
                         }),
                         {"ack", "unknown field 'extra'"});
   ExpectToRunnerProblem(Pack([](auto& pk) {
-                          pk.pack_map(3), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack("ack"), pk.pack("op"),
-                              pk.pack("ack");
+                          pk.pack_map(3), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack("ack"),
+                              pk.pack("op"), pk.pack("ack");
                         }),
                         {"twice"});
   ExpectToRunnerProblem(
@@ -202,7 +216,7 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   auto from_runner = [](const char* op, uint32_t fields,
                         const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& rest) {
     return Pack([&](auto& pk) {
-      pk.pack_map(2 + fields), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack(op);
+      pk.pack_map(2 + fields), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack(op);
       rest(pk);
     });
   };
@@ -269,8 +283,9 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   nlohmann::json tree = ResultToJson(golden::Result(), true);
   tree["timing"]["samples"][1]["candidate_ns"] = "fast";
   const std::vector<std::uint8_t> tree_bytes = nlohmann::json::to_msgpack(tree);
-  const std::string bad_result = from_runner("result", 2, [&](auto& pk) {
-    pk.pack("job_id"), pk.pack(3), pk.pack("result");
+  const std::string bad_result = from_runner("result", 4, [&](auto& pk) {
+    pk.pack("job_id"), pk.pack(3), pk.pack("instance"), pk.pack("i"), pk.pack("task_digest"), pk.pack("d");
+    pk.pack("result");
     const msgpack::object_handle h =
         msgpack::unpack(reinterpret_cast<const char*>(tree_bytes.data()), tree_bytes.size());
     pk.pack(h.get());
@@ -279,14 +294,26 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   ExpectFromRunnerProblem(
       from_runner("result", 2, [](auto& pk) { pk.pack("job_id"), pk.pack(-3), pk.pack("result"), pk.pack_map(0); }),
       {"result", "'job_id'", "non-negative"});
-  ExpectFromRunnerProblem(
-      from_runner("result", 2, [](auto& pk) { pk.pack("job_id"), pk.pack(3), pk.pack("result"), pk.pack("ok"); }),
-      {"result", "'result'", "map"});
+  ExpectFromRunnerProblem(from_runner("result", 4,
+                                      [](auto& pk) {
+                                        pk.pack("job_id"), pk.pack(3), pk.pack("instance"), pk.pack("i"),
+                                            pk.pack("task_digest");
+                                        pk.pack("d"), pk.pack("result"), pk.pack("ok");
+                                      }),
+                          {"result", "'result'", "map"});
+  // A result must say which server instance's job it answers.
+  ExpectFromRunnerProblem(from_runner("result", 3,
+                                      [](auto& pk) {
+                                        pk.pack("job_id"), pk.pack(3), pk.pack("task_digest"), pk.pack("d"),
+                                            pk.pack("result");
+                                        pk.pack_map(0);
+                                      }),
+                          {"result", "'instance'"});
 
   auto to_runner = [](const char* op, uint32_t fields,
                       const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& rest) {
     return Pack([&](auto& pk) {
-      pk.pack_map(2 + fields), pk.pack("v"), pk.pack(1), pk.pack("op"), pk.pack(op);
+      pk.pack_map(2 + fields), pk.pack("v"), pk.pack(kRunnerProtocolVersion), pk.pack("op"), pk.pack(op);
       rest(pk);
     });
   };
@@ -296,9 +323,11 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
       to_runner("welcome", 1, [](auto& pk) { pk.pack("heartbeat_interval_s"), pk.pack(std::nan("")); }),
       {"welcome", "finite"});
   auto job = [&](const std::function<void(msgpack::packer<msgpack::sbuffer>&)>& options, bool with_source = true,
-                 bool with_digest = true) {
-    return to_runner("job", 4 + with_source + with_digest, [&](auto& pk) {
-      pk.pack("job_id"), pk.pack(1), pk.pack("backend"), pk.pack("cpu"), pk.pack("task"), pk.pack("cpu/x");
+                 bool with_digest = true, const char* instance = "0123456789ab") {
+    return to_runner("job", 4 + with_source + with_digest + (instance != nullptr), [&](auto& pk) {
+      pk.pack("job_id"), pk.pack(1);
+      if (instance) pk.pack("instance"), pk.pack(instance);
+      pk.pack("backend"), pk.pack("cpu"), pk.pack("task"), pk.pack("cpu/x");
       if (with_digest) pk.pack("task_digest"), pk.pack("00ff");
       if (with_source) pk.pack("source"), pk.pack("int x;");
       pk.pack("options");
@@ -316,6 +345,8 @@ TEST(RunnerProtocolErrors, FieldProblemsNameTheOpAndTheField) {
   ASSERT_TRUE(DecodeToRunner(job(options(5, "timing_budget_s")), problem)) << problem << " (the well-formed job)";
   ExpectToRunnerProblem(job(options(5, "timing_budget_s"), false), {"job", "'source'"});
   ExpectToRunnerProblem(job(options(5, "timing_budget_s"), true, false), {"job", "'task_digest'"});
+  ExpectToRunnerProblem(job(options(5, "timing_budget_s"), true, true, nullptr), {"job", "'instance'"});
+  ExpectToRunnerProblem(job(options(5, "timing_budget_s"), true, true, ""), {"job", "'instance'", "empty"});
   ExpectToRunnerProblem(job(options(-5, "timing_budget_s")), {"job.options", "seeds[0]", "non-negative"});
   ExpectToRunnerProblem(job(options(5, "budget")), {"job.options", "timing_budget_s"});
   ExpectToRunnerProblem(job([](auto& pk) { pk.pack(true); }), {"job.options", "map", "boolean"});

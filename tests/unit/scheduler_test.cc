@@ -4,10 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include "env/server/metrics.h"
+
 namespace kernelgym::server {
 namespace {
 
 using namespace protocol::runner;
+
+constexpr const char* kInstance = "0123456789ab";
+constexpr const char* kDigest = "d1g35t";
 
 class SchedulerTest : public ::testing::Test {
  protected:
@@ -16,12 +21,13 @@ class SchedulerTest : public ::testing::Test {
     options_.max_attempts = 3;
     options_.max_queued_jobs = 4;
     options_.no_runner_wait_s = 10;
-    scheduler_ = std::make_unique<Scheduler>(options_, [this](const std::string& identity, const std::string& bytes) {
-      std::string problem;
-      std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
-      ASSERT_TRUE(message.has_value()) << problem;
-      sent_.push_back({identity, std::move(*message)});
-    });
+    scheduler_ =
+        std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
+          std::string problem;
+          std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
+          ASSERT_TRUE(message.has_value()) << problem;
+          sent_.push_back({identity, std::move(*message)});
+        });
   }
 
   void Hello(const std::string& identity, const std::string& runner_id, std::vector<std::string> backends = {"cpu"},
@@ -41,11 +47,17 @@ class SchedulerTest : public ::testing::Test {
   void Heartbeat(const std::string& identity) {
     scheduler_->OnRunnerMessage(identity, Encode(FromRunner{protocol::runner::Heartbeat{1}}), now_, done_);
   }
-  void Result(const std::string& identity, uint64_t job_id, Status status = Status::kOk) {
+  // A result as a runner sends it: naming the job by its id, this scheduler's instance and the
+  // job's task digest, unless told otherwise.
+  void Result(const std::string& identity, uint64_t job_id, Status status = Status::kOk,
+              const std::string& instance = kInstance, const std::string& digest = kDigest,
+              const std::string& task = "cpu/t") {
     JobDone done;
     done.job_id = job_id;
+    done.instance = instance;
+    done.task_digest = digest;
     done.result.status = status;
-    done.result.task_id = "cpu/t";
+    done.result.task_id = task;
     scheduler_->OnRunnerMessage(identity, Encode(FromRunner{done}), now_, done_);
   }
   bool Submit(uint64_t id, const std::string& backend = "cpu") {
@@ -53,6 +65,7 @@ class SchedulerTest : public ::testing::Test {
     job.job_id = id;
     job.backend = backend;
     job.task = "cpu/t";
+    job.task_digest = kDigest;
     job.source = "src";
     return scheduler_->Submit(job, now_);
   }
@@ -197,6 +210,97 @@ TEST_F(SchedulerTest, ARunnerReconnectingUnderANewIdentityReplacesItsOldOne) {
   Hello("A2", "runner-a");  // same runner id, new connection
   EXPECT_EQ(scheduler_->runner_count(), 1u);
   EXPECT_EQ(JobsSentTo("A2"), std::vector<uint64_t>{1});  // re-queued to the new connection
+}
+
+TEST_F(SchedulerTest, EveryJobCarriesTheInstance) {
+  Hello("A", "runner-a");
+  ASSERT_TRUE(Submit(1));
+  ASSERT_EQ(sent_.size(), 2u);  // welcome, job
+  EXPECT_EQ(std::get<Job>(sent_.back().second).instance, kInstance);
+}
+
+// Job ids restart at 1 in every server process: a result is credited only when its instance,
+// id and task digest are its job's. Anything else is dropped and counted, and the job keeps
+// waiting for its own answer.
+TEST_F(SchedulerTest, AResultNamingAnotherInstanceOrTaskIsNeverCredited) {
+  Hello("A", "runner-a");
+  ASSERT_TRUE(Submit(1));
+  Result("A", 1, Status::kCompileError, "ba9876543210");  // a job 1 of an earlier server process
+  Result("X", 1, Status::kCompileError, "ba9876543210");  // the same, from an unknown connection
+  Result("A", 1, Status::kCompileError, kInstance, "other-digest");
+  Result("A", 1, Status::kCompileError, kInstance, kDigest, "cpu/other_task");
+  Result("A", 7, Status::kCompileError);  // no such job
+  EXPECT_TRUE(done_.empty());
+  EXPECT_EQ(scheduler_->running(), 1u);  // A's slot is still job 1's
+  const nlohmann::json stale = scheduler_->Stats(now_)["stale_results"];
+  EXPECT_EQ(stale["other_instance"], 2);
+  EXPECT_EQ(stale["task_mismatch"], 2);
+  EXPECT_EQ(stale["no_such_job"], 1);
+  Result("A", 1);
+  ASSERT_EQ(done_.size(), 1u);
+  EXPECT_EQ(done_[0].result.status, Status::kOk);
+}
+
+// Runners that fall silent one after another: the job goes to a runner heard from within the
+// live window, never to one that is going silent, and a runner that froze before the job could
+// reach it does not count against the job.
+TEST_F(SchedulerTest, AJobIsReDispatchedOnlyToLiveRunners) {
+  options_.heartbeat_interval_s = 0.5;  // live window 1.5 s; runners dropped after 3 s
+  scheduler_ =
+      std::make_unique<Scheduler>(options_, kInstance, [this](const std::string& identity, const std::string& bytes) {
+        std::string problem;
+        std::optional<ToRunner> message = DecodeToRunner(bytes, problem);
+        ASSERT_TRUE(message.has_value()) << problem;
+        sent_.push_back({identity, std::move(*message)});
+      });
+  // Ties between idle runners go to the first identity: the victims (V*) before Z.
+  for (const char* id : {"V1", "V2", "V3", "Z"}) Hello(id, std::string("runner-") + id);
+  // V1 falls silent at 0 s, V2 at 1 s, V3 at 2 s; Z heartbeats throughout.
+  auto heartbeats = [&](double seconds, std::vector<std::string> alive) {
+    for (int i = 0; i < static_cast<int>(seconds / 0.5); ++i) {
+      Advance(0.5);
+      for (const std::string& a : alive) Heartbeat(a);
+      scheduler_->Tick(now_, done_);
+    }
+  };
+  heartbeats(1, {"V2", "V3", "Z"});
+  heartbeats(1, {"V3", "Z"});
+  ASSERT_TRUE(Submit(1));  // at 2 s: V1 silent 2 s (not live), V2 1 s (live: it gets the job)
+  EXPECT_TRUE(JobsSentTo("V1").empty());
+  EXPECT_EQ(JobsSentTo("V2"), std::vector<uint64_t>{1});
+  heartbeats(6, {"Z"});
+  EXPECT_EQ(scheduler_->runner_count(), 1u);  // the three victims were dropped
+  EXPECT_TRUE(JobsSentTo("V3").empty());      // silent 2 s when V2 was dropped
+  EXPECT_EQ(JobsSentTo("Z"), std::vector<uint64_t>{1});
+  ASSERT_TRUE(done_.empty()) << done_[0].result.message;
+  Result("Z", 1);
+  ASSERT_EQ(done_.size(), 1u);
+  EXPECT_EQ(done_[0].result.status, Status::kOk);
+  EXPECT_EQ(scheduler_->Stats(now_)["lost"], 0);
+}
+
+// The Prometheus text (metrics.h) is the stats tree rendered: counters, gauges and the job
+// latency histogram, with labels.
+TEST_F(SchedulerTest, MetricsRenderTheCountersInThePrometheusFormat) {
+  Hello("A", "runner-a", {"cpu"}, 2);
+  ASSERT_TRUE(Submit(1));
+  ASSERT_TRUE(Submit(2));
+  Advance(0.3);
+  Result("A", 1);
+  Result("A", 2, Status::kCompileError);
+  Result("A", 2, Status::kOk, "ba9876543210");
+  ASSERT_TRUE(Submit(3));
+  const std::string text = PrometheusText({{"scheduler", scheduler_->Stats(now_)}, {"sessions", 5}});
+  for (const char* line :
+       {"kernelgym_up 1\n", "kernelgym_sessions 5\n", "kernelgym_running_jobs 1\n",
+        "kernelgym_runners{backend=\"cpu\"} 1\n", "kernelgym_runner_slots{backend=\"cpu\"} 2\n",
+        "kernelgym_jobs_total{status=\"ok\"} 1\n", "kernelgym_jobs_total{status=\"compile_error\"} 1\n",
+        "kernelgym_stale_results_total{reason=\"other_instance\"} 1\n", "kernelgym_job_seconds_bucket{le=\"0.25\"} 0\n",
+        "kernelgym_job_seconds_bucket{le=\"0.5\"} 2\n", "kernelgym_job_seconds_bucket{le=\"+Inf\"} 2\n",
+        "kernelgym_job_seconds_count 2\n", "# TYPE kernelgym_job_seconds histogram\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line << "in:\n" << text;
+  EXPECT_NE(HttpResponse("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", text).find("200 OK"), std::string::npos);
+  EXPECT_NE(HttpResponse("GET /secrets HTTP/1.1\r\n\r\n", text).find("404"), std::string::npos);
 }
 
 TEST_F(SchedulerTest, GarbageFromARunnerIsIgnored) {

@@ -53,15 +53,19 @@ EvalResult InternalError(const runner::Job& job, std::string message) {
 
 // The encoded `result` message, within the protocol's size limit: a result too large to send
 // (raw samples of a very long timing run) goes without its samples, and says so.
-std::string EncodeResult(uint64_t job_id, EvalResult result) {
-  std::string bytes = runner::Encode(runner::FromRunner{runner::JobDone{job_id, result}});
+// It names its job as the job named itself (id, server instance, task digest), so that a server
+// that is not the job's never credits it to a job of its own.
+std::string EncodeResult(const runner::Job& job, EvalResult result) {
+  std::string bytes =
+      runner::Encode(runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, result}});
   if (bytes.size() <= protocol::kMaxMessageBytes || !result.timing) return bytes;
   const std::size_t samples = result.timing->samples.size();
   result.timing->samples.clear();
   result.details.push_back("the " + std::to_string(samples) +
                            " raw timing samples were dropped: the result exceeded the " +
                            std::to_string(protocol::kMaxMessageBytes) + "-byte message limit");
-  return runner::Encode(runner::FromRunner{runner::JobDone{job_id, std::move(result)}});
+  return runner::Encode(
+      runner::FromRunner{runner::JobDone{job.job_id, job.instance, job.task_digest, std::move(result)}});
 }
 
 EvalOptions ToEvalOptions(const runner::JobOptions& o) {
@@ -274,10 +278,10 @@ class RunnerHost {
                 "the same suites";
     if (!refusal.empty()) {
       spdlog::warn("job {}: {}", job.job_id, refusal);
-      SendBytes(EncodeResult(job.job_id, InternalError(job, refusal)));
+      SendBytes(EncodeResult(job, InternalError(job, refusal)));
       return;
     }
-    spdlog::info("job {}: {} on {}", job.job_id, job.task, job.backend);
+    spdlog::debug("job {}: {} on {}", job.job_id, job.task, job.backend);
     ++busy_;
     queue_.Push(std::move(job));
   }
@@ -290,8 +294,8 @@ class RunnerHost {
     std::map<std::string, std::unique_ptr<Backend>> backends;
     while (std::optional<runner::Job> job = queue_.Pop()) {
       const EvalResult result = Evaluate(*job, backends);
-      spdlog::info("job {}: {} ({})", job->job_id, StatusName(result.status), result.message);
-      const std::string bytes = EncodeResult(job->job_id, result);
+      spdlog::debug("job {}: {} ({})", job->job_id, StatusName(result.status), result.message);
+      const std::string bytes = EncodeResult(*job, result);
       try {
         out.send(zmq::buffer(bytes));
       } catch (const zmq::error_t& e) {  // the context is going away: nobody is left to tell
