@@ -79,12 +79,18 @@ import pathlib
 import re
 import shutil
 
-from . import hlo_loops
+from . import hlo_loops, llo_schedule, pipeline_model
 
 CLOCK_HZ = {"v5e": 1.040e9, "v6e": 1.246e9}
 NOMINAL_CLOCK_HZ = {"v5e": 1.50e9, "v6e": 1.75e9}
 HBM_BYTES_PER_S = {"v5e": 737.7e9, "v6e": 1638e9}
 STEP_OVERHEAD_CYCLES = {"v5e": 530, "v6e": 265}
+# A DMA the kernel starts and waits for itself: done this many cycles (at CLOCK_HZ) after its start,
+# plus its bytes at HBM_BYTES_PER_S. libtpu's own DMA latency model (its static profile) of a kernel
+# that copies 4 KiB, waits, and repeats (tests/adversarial_pallas/estimate_serial_small_dmas at
+# 2^16 and 2^17 floats, and at 8, 64 and 256 rows a copy): v6e 1,649 cycles a chunk of three
+# serial copies, 53 of them bundles -> 530 a copy; v5e 2,801 -> 910.
+DMA_LATENCY_CYCLES = {"v5e": 910, "v6e": 530}
 
 MODES = ("bundles", "profile")
 DEFAULT_MODE = "bundles"
@@ -195,77 +201,9 @@ def read_utilization(dump_dir) -> dict[str, Utilization]:
 
 
 _BUNDLES_FILE = re.compile(r"^\d+-(.+)-\d+-final_bundles\.txt$")
-_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+([A-Z]{2})?\s*:\s*(>*)\s*\{(.*)$")
-_DMA = re.compile(r"^\s*(?:%\w+\s*=\s*)?dma\.")  # an instruction issuing or awaiting a DMA
-_EXIT_TEST = re.compile(r"scmp\.[\w.]+\s+%\w+,\s*(-?\d+)\s*/\*\s*loop exit test")
-
-
-@dataclasses.dataclass
-class Schedule:
-    """The final bundles of one compiled op, with its loops (the `>` marks: one per enclosing
-    loop) and their trip counts (the constant of each loop's exit test)."""
-    bundles: int                 # in the program text
-    executed: float              # each bundle times the trip counts of its loops
-    by_depth: dict               # loop depth -> bundles at that depth
-    loops: list                  # (depth, trip count or None, bundles directly in it)
-    dma_bundles: int             # bundles issuing a DMA (start or wait)
-
-    @property
-    def unknown_trips(self) -> int:
-        return sum(1 for _, trips, _ in self.loops if trips is None)
-
-
-def parse_schedule(text: str) -> Schedule:
-    """One `final_bundles` file: a bundle a line, one `>` per enclosing region (a loop, or a
-    predicated region), `LB:` where a loop body starts; `scmp... N /* loop exit test */` in a
-    loop gives its trip count N. A region entered without `LB:` runs once per entry. Empty
-    bundles (`{}`) carry no marks and stay in the region they sit in."""
-    by_depth: dict = {}
-    loops: list = []
-    stack: list = []  # open regions: [depth, is_loop, trips, own bundles, executed of closed children]
-    top = [0, False, 1, 0, 0.0]
-    bundles = dma = 0
-
-    def close():
-        depth, is_loop, trips, own, children = stack.pop()
-        if is_loop:
-            loops.append((depth, trips, own))
-        total = (trips if trips is not None else 1) * (own + children)
-        (stack[-1] if stack else top)[4] += total
-
-    for line in text.splitlines():
-        match = _BUNDLE.match(line)
-        if not match:
-            continue
-        marker, arrows, body = match.groups()
-        bundles += 1
-        if body.strip().startswith("}"):  # an empty bundle: no marks, the current region's
-            (stack[-1] if stack else top)[3] += 1
-            by_depth[len(stack)] = by_depth.get(len(stack), 0) + 1
-            continue
-        depth = len(arrows)
-        dma += any(_DMA.match(part) for part in body.split(";;"))
-        by_depth[depth] = by_depth.get(depth, 0) + 1
-        while len(stack) > depth:
-            close()
-        if marker == "LB" and depth > 0 and len(stack) == depth and stack[-1][3] > 0:
-            close()  # a new loop where a region of the same depth was
-        while len(stack) < depth:
-            inner = len(stack) + 1 == depth
-            is_loop = inner and marker == "LB"
-            stack.append([len(stack) + 1, is_loop, None if is_loop else 1, 0, 0.0])
-        owner = stack[-1] if stack else top
-        owner[3] += 1
-        exit_test = _EXIT_TEST.search(body)
-        if exit_test:
-            for region in reversed(stack):
-                if region[1]:
-                    if region[2] is None:
-                        region[2] = max(1, int(exit_test.group(1)))
-                    break
-    while stack:
-        close()
-    return Schedule(bundles, top[3] + top[4], by_depth, loops, dma)
+# The final schedule's reader (loops with their trip counts, the DMAs) lives in llo_schedule.py.
+Schedule = llo_schedule.Schedule
+parse_schedule = llo_schedule.parse_schedule
 
 
 def read_schedules(dump_dir) -> dict[str, Schedule]:
@@ -515,6 +453,7 @@ class KernelFacts:
         self.step_bytes = 0.0   # bytes of the blocks copied in and out at each grid step
         self.once_bytes = 0.0   # operands left in HBM/ANY (copied by the kernel's own DMAs): once at least
         self.operand_bytes = 0.0
+        self.traffic: pipeline_model.BlockTraffic | None = None  # the grid pipeline's copies
 
 
 def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
@@ -647,6 +586,8 @@ def analyse_program(closed_jaxpr) -> tuple[list[KernelFacts], list[str]]:
                                 grid if all(isinstance(g, int) for g in grid) else (), facts)
                 steps = _points(grid) if all(isinstance(g, int) for g in grid) else 1
                 _block_bytes(eqn, mapping, facts)
+                if mapping is not None and all(isinstance(g, int) for g in grid):
+                    facts.traffic = pipeline_model.block_traffic(mapping)
                 if facts.missed > CONDITIONAL_WORK_LIMIT * max(facts.unconditional, 1.0):
                     facts.branch_reasons.append(
                         f"kernel {name}: work under pl.when/lax.cond is {facts.missed / max(facts.unconditional, 1.0):.2f}x "
@@ -808,8 +749,10 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             c = int(cycles.get(k.name, 0))
             per_step = c / steps if steps else None
             moved = k.bytes
+            traffic = None
         else:
             schedule, use = for_op(schedules, k.name, kernel_names), for_op(bundles, k.name, kernel_names)
+            stall = manual_bytes = 0.0
             if schedule is None:
                 reasons.append(f"no final schedule was dumped for Mosaic kernel {k.name}")
                 executed, per_step = 0.0, None
@@ -817,24 +760,42 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                 executed = schedule.executed
                 if schedule.unknown_trips:
                     reasons.append(f"Mosaic kernel {k.name}: {schedule.unknown_trips} loop(s) in its final schedule "
-                                   f"without a constant trip count: counted once")
+                                   f"without a constant trip count (its start, bound or step is known only at run "
+                                   f"time, or not read): counted once")
+                if schedule.unknown_dma_sizes:
+                    reasons.append(f"Mosaic kernel {k.name}: {schedule.unknown_dma_sizes} DMA(s) whose size is known "
+                                   f"only at run time")
                 if steps > 1 and not any(t is not None and t >= steps for _, t, _ in schedule.loops):
                     # no grid loop seen (an unrolled grid is counted as it stands): every bundle a step
                     executed = max(executed, float(steps * schedule.bundles))
                 per_step = (executed / steps) if steps else float(schedule.bundles)
+                # The kernel's own copies: each wait stalls for what its copy's latency and bytes
+                # leave uncovered (llo_schedule.manual_dma_stall_cycles).
+                stall = llo_schedule.manual_dma_stall_cycles(schedule, DMA_LATENCY_CYCLES[name], bandwidth / clock)
+                manual_bytes = schedule.dma_bytes(pipeline=False)
             share = dict(use.unit_share) if use else None
             if share is not None and schedule is not None and schedule.bundles:
                 share["dma"] = schedule.dma_bundles / schedule.bundles
-            c = int(round(executed + max(steps, 1) * STEP_OVERHEAD_CYCLES[name]))
-            moved = max(k.bytes, (steps * f.step_bytes + f.once_bytes) if f is not None else 0.0)
+            c = int(round(executed + stall + max(steps, 1) * STEP_OVERHEAD_CYCLES[name]))
+            traffic = f.traffic if f is not None and f.traffic is not None and steps else None
+            pipelined = traffic.total if traffic is not None else (steps * f.step_bytes if f is not None else 0.0)
+            moved = max(k.bytes, pipelined + max(manual_bytes, f.once_bytes if f is not None else 0.0))
         c, moved, steps = c * runs, moved * runs, steps * runs
         s_cycles, s_bytes = c / clock, moved / bandwidth
+        if mode == "bundles" and traffic is not None:
+            # The grid pipeline as it runs (pipeline_model.py): the first fetch and the last write-back
+            # overlap nothing, the others the steps' compute; all of it at least the bytes' time.
+            s_pipe = runs * pipeline_model.pipeline_seconds(s_cycles / runs, traffic, bandwidth)
+            seconds = max(s_pipe, s_bytes)
+            bound = "hbm" if s_bytes >= s_pipe else ("pipeline" if s_pipe > s_cycles * 1.0001 else "cycles")
+        else:
+            seconds = max(s_cycles, s_bytes)
+            bound = "cycles" if s_cycles >= s_bytes else "hbm"
         profiles.append(KernelProfile(kernel=f.name if f else k.name, hlo_op=k.name, grid_steps=steps,
                                       estimated_cycles=c, bundles_per_step=per_step, bytes=moved,
-                                      seconds=max(s_cycles, s_bytes), bound="cycles" if s_cycles >= s_bytes else "hbm",
-                                      unit_share=share))
+                                      seconds=seconds, bound=bound, unit_share=share))
         mosaic_cycles += c
-        mosaic_seconds += max(s_cycles, s_bytes)
+        mosaic_seconds += seconds
     kernel_keys = kernel_names | {_key_for(cycles or schedules, n, kernel_names) for n in kernel_names} - {None}
     xla_ops = [op for op in (cycles or schedules) if op not in kernel_keys and not op.startswith(("<", "TLP"))]
     # The XLA ops' own static cycles: the profile's ("profile" mode), or their final schedules'
