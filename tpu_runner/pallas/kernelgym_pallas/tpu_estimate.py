@@ -389,6 +389,21 @@ def _work(eqn) -> float:
     return float(out)
 
 
+def _float_matmul_flops(eqn) -> float:
+    """2 x output elements x contraction of a floating-point dot_general (0 for anything else:
+    integer and fp8 matmuls run faster than the bf16 peak this is divided by)."""
+    if eqn.primitive.name != "dot_general":
+        return 0.0
+    dtypes = [getattr(getattr(v, "aval", None), "dtype", None) for v in eqn.invars[:2]]
+    if any(d is None or str(d) not in ("bfloat16", "float16", "float32") for d in dtypes):
+        return 0.0
+    (contract, _), _ = eqn.params["dimension_numbers"]
+    k = 1
+    for d in contract:
+        k *= int(eqn.invars[0].aval.shape[d])
+    return 2.0 * k * sum(_elements(v) for v in eqn.outvars)
+
+
 def _jaxpr_work(jaxpr, trips: bool = True) -> float:
     """The work proxy of a jaxpr: every branch's, the loops' bodies times their static trip
     counts (or once, trips=False, as a static schedule holds a loop body)."""
@@ -456,6 +471,7 @@ class KernelFacts:
         self.branch_reasons: list[str] = []  # in "profile" mode (it counts one path of a branch)
         self.unconditional = 0.0
         self.missed = 0.0  # conditional work x the share of grid steps that run it
+        self.mxu_flops = 0.0    # a grid step's floating-point matmul FLOPs outside any branch
         self.step_bytes = 0.0   # bytes of the blocks copied in and out at each grid step
         self.once_bytes = 0.0   # operands left in HBM/ANY (copied by the kernel's own DMAs): once at least
         self.operand_bytes = 0.0
@@ -526,6 +542,7 @@ def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
                 continue
             if not under_cond:
                 facts.unconditional += share * _work(eqn)
+                facts.mxu_flops += share * _float_matmul_flops(eqn)
             if prim in _READS or ins_tainted:
                 tainted.update(eqn.outvars)
             elif evaluator is not None:
@@ -788,6 +805,11 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             moved = max(k.bytes, pipelined + max(manual_bytes, f.once_bytes if f is not None else 0.0))
         c, moved, steps = c * runs, moved * runs, steps * runs
         s_cycles, s_bytes = c / clock, moved / bandwidth
+        if mode == "bundles" and f is not None and steps:
+            # The MXU cannot beat its peak: a schedule issues a matmul in fewer bundles than the
+            # MXU takes to run it (a 512x1024x1024 bf16 block on v5e: 7,796 bundles for 8,192
+            # MXU cycles), so the FLOPs at the chip's bf16 peak floor the compute.
+            s_cycles = max(s_cycles, steps * f.mxu_flops / tpu_target.TARGETS[name][2])
         if mode == "bundles" and traffic is not None:
             # The grid pipeline as it runs (pipeline_model.py): the first fetch and the last write-back
             # overlap nothing, the others the steps' compute; all of it at least the bytes' time.
