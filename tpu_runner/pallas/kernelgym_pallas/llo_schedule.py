@@ -37,6 +37,7 @@ _STARTS_REGION = re.compile(r"Start region (\d+)")
 _SIZE = re.compile(r"/\*size_in_granules=\*/\s*(%\w+|\d+)")
 _SYNC_FLAG = re.compile(r"/\*dst_syncflagno=\*/\s*(\[[^\]]*\]|%\w+)")
 _ALLOCATION = re.compile(r"\[\s*#(allocation\d+)\s*(?:\+\s*\$?(0x[0-9a-f]+|\d+))?\s*\]")
+_GUARD = re.compile(r"\((!?%\w+)\)")
 _SCMP = re.compile(r"^scmp\.(eq|ne|lt|le|gt|ge)\.s32")
 _IMMEDIATE = re.compile(r"^-?\d+$")
 
@@ -96,6 +97,8 @@ class Schedule:
     dma: list = dataclasses.field(default_factory=list)        # DmaEvent, in program order
     weight: list = dataclasses.field(default_factory=list)     # per bundle: how often it runs
     innermost: list = dataclasses.field(default_factory=list)  # per bundle: its innermost loop (Region or None)
+    code: list = dataclasses.field(default_factory=list)       # per bundle: its Instructions
+    values: "_Values | None" = None                            # the SSA definitions
 
     @property
     def unknown_trips(self) -> int:
@@ -141,11 +144,13 @@ class _Values:
 
     def __init__(self):
         self.defs: dict[str, Instruction] = {}
+        self.bundle_of: dict[str, int] = {}
 
-    def add(self, instruction: Instruction) -> None:
+    def add(self, instruction: Instruction, bundle: int = -1) -> None:
         if instruction.name:
             # A name defined twice is not SSA: neither definition can be trusted.
             self.defs[instruction.name] = None if instruction.name in self.defs else instruction
+            self.bundle_of[instruction.name] = bundle
 
     def copy_source(self, name: str, limit: int = 16) -> str:
         """`name` followed back through register copies (`smov %x`)."""
@@ -277,10 +282,10 @@ def parse_schedule(text: str) -> Schedule:
             lines.append(match.groups())
     values = _Values()
     parsed = []
-    for marker, arrows, body in lines:
+    for index, (marker, arrows, body) in enumerate(lines):
         instructions = [] if body.strip().startswith("}") else _split(body)
         for instruction in instructions:
-            values.add(instruction)
+            values.add(instruction, index)
         parsed.append((marker, len(arrows), instructions, body))
 
     top = Region(0, False, 0)
@@ -371,7 +376,7 @@ def parse_schedule(text: str) -> Schedule:
             e.pipeline = True
     return Schedule(bundles=len(parsed), executed=top.own + sum(c.executed_per_entry for c in top.children),
                     by_depth=by_depth, loops=[(r.depth, r.trips, r.own) for r in loops], dma_bundles=dma_bundles,
-                    dma=dma, weight=weight, innermost=innermost)
+                    dma=dma, weight=weight, innermost=innermost, code=[p[2] for p in parsed], values=values)
 
 
 def _runs(loop: Region | None) -> float:
@@ -398,74 +403,273 @@ def _same_flag(a: tuple | None, b: tuple | None) -> bool:
     return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
 
 
+_ARITHMETIC = {
+    "sadd.s32": lambda a, b: a + b, "ssub.s32": lambda a, b: a - b, "smul.u32": lambda a, b: a * b,
+    "smul.s32": lambda a, b: a * b, "sand.u32": lambda a, b: a & b, "sor.u32": lambda a, b: a | b,
+    "sxor.u32": lambda a, b: a ^ b, "sshll.u32": lambda a, b: a << (b & 31),
+    "sshrl.u32": lambda a, b: (a & 0xFFFFFFFF) >> (b & 31), "sshra.s32": lambda a, b: a >> (b & 31),
+    "smin.s32": min, "smax.s32": max,
+    "smin.u32": lambda a, b: _signed(min(a & 0xFFFFFFFF, b & 0xFFFFFFFF)),
+    "smax.u32": lambda a, b: _signed(max(a & 0xFFFFFFFF, b & 0xFFFFFFFF)),
+}
+_LOGIC = {"pnand": lambda a, b: not (a and b), "por": lambda a, b: a or b, "pand": lambda a, b: a and b,
+          "pnor": lambda a, b: not (a or b), "pxor": lambda a, b: a != b}
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+class _Machine:
+    """Runs a schedule's scalar instructions (integers, predicates, sync-flag addresses) to learn
+    which sync flag each DMA signals or waits on, trip by trip. A value it cannot compute (a load,
+    an op it does not know) is None, and so is everything computed from it."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        self.env: dict = {}
+
+    def operand(self, text: str):
+        text = text.strip()
+        if _IMMEDIATE.match(text):
+            return _signed(int(text))
+        match = _ALLOCATION.match(text)
+        if match:
+            return ("flag", match.group(1), int(match.group(2) or "0", 0))
+        return self.env.get(text) if text.startswith("%") else None
+
+    def run(self, instruction: Instruction, phi_value=None) -> None:
+        if not instruction.name:
+            return
+        ops = list(instruction.operands)
+        # A predicated instruction: `op (%p), a, b` runs when p holds; `op (%p, %old), a, b` is
+        # `p ? op(a, b) : old` (a select in SSA form).
+        guard, old = None, None
+        if ops and ops[0].startswith("("):
+            if ops[0].endswith(")"):
+                guard = ops.pop(0)[1:-1]
+            elif len(ops) > 1 and ops[1].endswith(")"):
+                guard, old = ops.pop(0)[1:], ops.pop(0)[:-1]
+        if guard is not None:
+            truth = self.operand(guard.lstrip("!"))
+            if not isinstance(truth, bool):
+                self.env[instruction.name] = None
+                return
+            if guard.startswith("!"):
+                truth = not truth
+            if not truth:
+                self.env[instruction.name] = self.operand(old) if old is not None else None
+                return
+        code, value = instruction.opcode, None
+        args = [self.operand(o) for o in ops]
+        ints = all(isinstance(a, int) and not isinstance(a, bool) for a in args)
+        if code == "sphi":
+            value = phi_value
+        elif code == "smov" and len(args) == 1:
+            value = args[0]
+        elif code in _ARITHMETIC and len(args) == 2 and ints:
+            value = _signed(_ARITHMETIC[code](*args))
+        elif _SCMP.match(code) or code.startswith("scmp."):
+            cc = code.split(".")[1]
+            if cc in _COMPARE and len(args) == 2 and ints:
+                a, b = args
+                if ".u32" in code:
+                    a, b = a & 0xFFFFFFFF, b & 0xFFFFFFFF
+                value = _COMPARE[cc](a, b)
+        elif code == "scalar_select" and len(args) == 3 and isinstance(args[0], bool):
+            value = args[1] if args[0] else args[2]
+        elif code == "pneg" and len(args) == 1 and isinstance(args[0], bool):
+            value = not args[0]
+        elif code in _LOGIC and len(args) == 2 and all(isinstance(a, bool) for a in args):
+            value = _LOGIC[code](*args)
+        elif code == "scalar_lea.sflag" and len(args) == 2 and isinstance(args[0], tuple) and isinstance(args[1], int):
+            value = ("flag", args[0][1], args[0][2] + args[1])
+        elif code == "scalar_lea.sflag" and len(ops) == 2 and isinstance(args[0], tuple) and \
+                isinstance(self.operand(ops[1].split()[0]), int):
+            # `scalar_lea.sflag %flag, 2 [#allocation5]`: a flag further into the same allocation.
+            value = ("flag", args[0][1], args[0][2] + self.operand(ops[1].split()[0]))
+        self.env[instruction.name] = value
+
+    def guard(self, instruction: Instruction):
+        """Whether a predicated instruction runs (None: not predicated, or not computable)."""
+        match = _GUARD.search(instruction.operands[0]) if instruction.operands else None
+        if match is None:
+            return None
+        text = match.group(1)
+        truth = self.operand(text.lstrip("!"))
+        if not isinstance(truth, bool):
+            return None
+        return (not truth) if text.startswith("!") else truth
+
+    def flag(self, instruction: Instruction):
+        """The (allocation, slot) a DMA start signals or a wait waits on, or None."""
+        if instruction.opcode == "dma.done.wait":
+            ops = [o for o in instruction.operands if not o.startswith("(")]
+            value = self.operand(ops[-2]) if len(ops) >= 2 else None
+        else:
+            match = _SYNC_FLAG.search(instruction.raw)
+            value = self.operand(match.group(1)) if match else None
+        return (value[1], value[2]) if isinstance(value, tuple) else None
+
+
+def _phi_operands(values: _Values, instruction: Instruction, region: Region) -> tuple:
+    """(initial value, value from the previous trip) of a phi at the head of `region`."""
+    ops = [o for o in instruction.operands if not o.startswith("(")]
+    if len(ops) != 2:
+        return None, None
+    before = [o for o in ops if values.bundle_of.get(o, -1) < region.first]
+    after = [o for o in ops if o not in before]
+    return (before[0] if len(before) == 1 else None), (after[0] if len(after) == 1 else None)
+
+
+def _play(schedule: Schedule, loop: Region | None, trips_played: int):
+    """The kernel's own DMA events of `loop` (or of the top level), with the sync flag each one
+    really uses: the bundles before the loop once, then `trips_played` trips of it. Returns
+    [(trip or -1, time, kind, flag, bytes)] with a trip's bundles at their executed weight, or
+    None when a flag cannot be computed."""
+    machine = _Machine(schedule)
+    values = schedule.values
+    n = len(schedule.code)
+    first, last = (loop.first, loop.last) if loop is not None else (n, n - 1)
+    runs = _runs(loop)
+    events = []
+    time = 0.0
+    # Before the loop: the top-level bundles (whatever primes the loop's copies).
+    for b in range(0, min(first, n)):
+        top = schedule.innermost[b] is None
+        for _ in range(2 if top else 0):
+            for instruction in schedule.code[b]:
+                machine.run(instruction, None)
+        for instruction in schedule.code[b]:
+            if top and instruction.opcode.startswith("dma.") and not instruction.opcode.startswith("dma.done.") \
+                    or top and instruction.opcode == "dma.done.wait":
+                event = next((e for e in schedule.dma if e.bundle == b and not e.pipeline), None)
+                if event is not None:
+                    events.append((-1, time, "wait" if instruction.opcode == "dma.done.wait" else "start",
+                                   machine.flag(instruction), _bytes_of(instruction, values)))
+        time += schedule.weight[b]
+    if loop is None:
+        return events
+    previous: dict = {}
+    for trip in range(trips_played):
+        snapshot = dict(machine.env)
+        for b in range(first, last + 1):
+            region = schedule.innermost[b]
+            # A bundle's phis join first; its other instructions may use values defined in the
+            # same bundle (SSA names are unique, so running them twice settles the order).
+            for instruction in schedule.code[b]:
+                if instruction.opcode == "sphi" and region is not None:
+                    init, back = _phi_operands(values, instruction, region)
+                    if region is loop and trip > 0:
+                        phi = snapshot.get(back) if back else None
+                    else:
+                        phi = machine.operand(init) if init else None
+                    machine.run(instruction, phi)
+            for _ in range(2):
+                for instruction in schedule.code[b]:
+                    if instruction.opcode != "sphi":
+                        machine.run(instruction)
+            for instruction in schedule.code[b]:
+                if region is loop and instruction.opcode.startswith("dma.") and \
+                        (instruction.opcode == "dma.done.wait" or not instruction.opcode.startswith("dma.done")):
+                    if machine.guard(instruction) is False:
+                        continue  # predicated off in this trip (a first trip's wait, a last trip's start)
+                    flag = machine.flag(instruction)
+                    if flag is None:
+                        return None
+                    kind = "wait" if instruction.opcode == "dma.done.wait" else "start"
+                    if not any(e.bundle == b and not e.pipeline and e.kind == kind for e in schedule.dma):
+                        continue
+                    events.append((trip, time, kind, flag, _bytes_of(instruction, values)))
+            time += schedule.weight[b] / runs
+        del previous
+        previous = {}
+    return events
+
+
+def _bytes_of(instruction: Instruction, values: _Values) -> float:
+    if instruction.opcode == "dma.done.wait":
+        ops = [o for o in instruction.operands if not o.startswith("(")]
+        granules = values.constant(ops[-1]) if ops else None
+    else:
+        match = _SIZE.search(instruction.raw)
+        granules = values.constant(match.group(1)) if match else None
+    return float((granules or 0) * GRANULE_BYTES)
+
+
+def _stalls_by_trip(events, latency_cycles: float, bytes_per_cycle: float) -> dict:
+    """Plays the events in order: each wait consumes the oldest outstanding start on its exact
+    flag and stalls until that copy is done; a stall delays everything after it."""
+    outstanding: dict = {}
+    delay = 0.0
+    stalls: dict = {}
+    for trip, time, kind, flag, size in events:
+        now = time + delay
+        if kind == "start":
+            outstanding.setdefault(flag, []).append((now, size))
+            continue
+        queue = outstanding.get(flag)
+        issued, started_size = queue.pop(0) if queue else (now, size)
+        stall = max(0.0, issued + latency_cycles + max(size, started_size) / bytes_per_cycle - now)
+        delay += stall
+        stalls[trip] = stalls.get(trip, 0.0) + stall
+    return stalls
+
+
 def manual_dma_stall_cycles(schedule: Schedule, latency_cycles: float, bytes_per_cycle: float) -> float:
     """Cycles the kernel's own DMA waits stall for, over the whole schedule.
 
-    A copy is done `latency + bytes / bandwidth` after its start; its wait stalls until then. One
-    trip of each loop that holds waits is played in order (a bundle a cycle, each nested loop at
-    its executed bundles, every stall delaying what follows), and repeated until the trip's length
-    settles, since a copy started a trip ago (double buffering) had one trip to run. The start a
-    wait consumes has the same sync flag: when the flag was started before the loop more often
-    than waited (primed), the last one in the body a trip earlier; otherwise the last one before
-    the wait in this trip, or, with none before it, the last one in the previous trip. A start
-    inside a nested loop counts from that loop's end; a wait with no start it can match stalls
-    for the whole copy. Waits of the grid pipeline are priced per grid step by the caller."""
+    A copy is done `latency + bytes / bandwidth` after its start; its wait stalls until then. The
+    schedule's scalar code is run (`_Machine`) to learn the sync flag, slot included, that each
+    start signals and each wait consumes: the bundles before a loop once, then its first trips in
+    order (a bundle a cycle, a nested loop at its executed bundles, every stall delaying what
+    follows). A wait consumes the oldest outstanding start on its flag, so a copy started a trip
+    ahead (double buffering, emit_pipeline) is covered by a trip's bundles, and one awaited right
+    after its start covers nothing. The steady state (the mean of the last two trips played) is
+    paid for every trip. Where a flag cannot be computed, the wait is taken to consume the last
+    start on its allocation before it in the same trip (or, with none before it, the last one of
+    the previous trip): priming a flag before the loop earns nothing then. Waits of the grid
+    pipeline are priced per grid step by the caller."""
     manual = [e for e in schedule.dma if not e.pipeline]
     waits = [e for e in manual if e.kind == "wait"]
-    starts = [e for e in manual if e.kind == "start"]
-    n = len(schedule.weight)
     total = 0.0
     groups: dict = {}
     for w in waits:
         groups.setdefault(id(schedule.innermost[w.bundle]), (schedule.innermost[w.bundle], []))[1].append(w)
     for loop, group in groups.values():
-        first, last = (loop.first, loop.last) if loop is not None else (0, n - 1)
-        runs = _runs(loop)
-        base = [0.0] * (last - first + 2)
-        for b in range(first, last + 1):
-            base[b - first + 1] = base[b - first] + schedule.weight[b] / runs
-        trip = base[-1]
+        trips = (loop.trips or 1) if loop is not None else 1
+        played = min(trips, 6)
+        events = _play(schedule, loop, played)
+        if events is not None and loop is not None:
+            stalls = _stalls_by_trip(events, latency_cycles, bytes_per_cycle)
+            tail = [stalls.get(t, 0.0) for t in range(max(0, played - 2), played)]
+            # The first trips as played; the others at the steady state.
+            total += (sum(stalls.get(t, 0.0) for t in range(played)) + (trips - played) * sum(tail) / len(tail)) \
+                * (_runs(loop) / trips)
+            continue
+        if events is not None and loop is None:
+            total += _stalls_by_trip(events, latency_cycles, bytes_per_cycle).get(-1, 0.0)
+            continue
+        total += _nearest_start_stalls(schedule, loop, group, latency_cycles, bytes_per_cycle)
+    return total
 
-        def position(event):
-            child = _child_of(loop, schedule.innermost[event.bundle])
-            if child is None and loop is not None and event.bundle < first:
-                return None
-            return child.last if child is not None and child.is_loop else event.bundle
 
-        def primed(flag):
-            before = [e for e in manual if e.bundle < first and _same_flag(e.flag, flag)] if loop is not None else []
-            return sum(1 if e.kind == "start" else -1 for e in before) > 0
-
-        previous = trip
-        history = []
-        for _ in range(12):
-            stalled, paid = 0.0, []   # paid: (bundle, stall) in this trip, in order
-
-            def time_at(bundle):
-                return base[bundle - first] + sum(st for b, st in paid if b < bundle)
-
-            for w in group:
-                now = time_at(w.bundle)
-                matching = [(position(s), s) for s in starts if _same_flag(s.flag, w.flag)]
-                inside = sorted((p, s) for p, s in matching if p is not None and first <= p <= last)
-                earlier = [(p, s) for p, s in inside if p < w.bundle]
-                if inside and loop is not None and (primed(w.flag) or not earlier):
-                    p, s = inside[-1]
-                    issued = time_at(p) - previous
-                elif earlier:
-                    p, s = earlier[-1]
-                    issued = time_at(p)
-                else:
-                    s, issued = None, now
-                size = w.bytes if s is None else max(w.bytes, s.bytes)
-                stall = max(0.0, issued + latency_cycles + size / bytes_per_cycle - now)
-                paid.append((w.bundle, stall))
-                stalled += stall
-            history.append(stalled)
-            if loop is None or abs(trip + stalled - previous) < 0.5:
-                break
-            previous = trip + stalled
-        # A copy started before its wait, a trip ahead, alternates: a trip that stalls lets the
-        # next one find its copy done. The mean of the last two trips is the steady state.
-        total += sum(history[-2:]) / len(history[-2:]) * runs
+def _nearest_start_stalls(schedule, loop, group, latency_cycles, bytes_per_cycle) -> float:
+    """The conservative matching, for waits whose flags could not be computed."""
+    starts = [e for e in schedule.dma if e.kind == "start" and not e.pipeline]
+    n = len(schedule.weight)
+    first, last = (loop.first, loop.last) if loop is not None else (0, n - 1)
+    runs = _runs(loop)
+    trip = sum(schedule.weight[b] for b in range(first, last + 1)) / runs
+    total = 0.0
+    for wait in group:
+        same = [s for s in starts if s.flag is not None and wait.flag is not None and s.flag[0] == wait.flag[0]
+                and first <= s.bundle <= last]
+        before = [s for s in same if s.bundle < wait.bundle]
+        if before:
+            cover = sum(schedule.weight[b] for b in range(before[-1].bundle + 1, wait.bundle)) / runs
+        elif same and loop is not None:
+            cover = trip - sum(schedule.weight[b] for b in range(wait.bundle, same[-1].bundle + 1)) / runs
+        else:
+            cover = 0.0
+        size = max([wait.bytes] + [s.bytes for s in (before[-1:] or same[-1:])])
+        total += max(0.0, latency_cycles + size / bytes_per_cycle - max(0.0, cover)) * schedule.weight[wait.bundle]
     return total

@@ -6,8 +6,9 @@ fetch + compute + write-back.
 
 The golden files in data/ are whole final schedules from deviceless v6e compiles (jax 0.10.2,
 libtpu 0.0.42.1) of silu_mul kernels at the task's full size (2^24 floats):
-tests/adversarial_pallas/estimate_static_loop, estimate_negative_loop_start and
-estimate_serial_small_dmas, and tests/fixtures/pallas_estimate/manual_double_buffer.py.
+tests/adversarial_pallas/estimate_static_loop, estimate_negative_loop_start,
+estimate_serial_small_dmas and estimate_primed_serial_dmas, and tests/fixtures/pallas_estimate/
+manual_double_buffer.py and emit_pipeline_silu.py.
 """
 from __future__ import annotations
 
@@ -107,16 +108,46 @@ class DmaPricing(unittest.TestCase):
         self.assertGreater(stall, 20 * schedule.executed)
 
     def test_golden_double_buffer_overlaps_its_copies(self):
-        # Each chunk's copies were started a trip earlier: a trip's bundles cover part of them.
+        # Each chunk's copies were started a trip earlier, into the other slot: running the
+        # schedule's scalar code gives every start and wait its slot, and a trip's bundles cover
+        # part of each copy.
         schedule = golden("double_buffer")
         starts = [e for e in schedule.dma if e.kind == "start"]
         self.assertTrue(starts and not any(e.pipeline for e in schedule.dma))
+        loop = schedule.innermost[[e for e in schedule.dma if e.kind == "wait"][0].bundle]
+        events = llo_schedule._play(schedule, loop, 3)
+        self.assertIsNotNone(events)
+        waits = [(trip, flag) for trip, _, kind, flag, _ in events if kind == "wait"]
+        # The inputs' flags alternate between slots 0/2 (trip 0, primed before the loop) and 1/3.
+        self.assertEqual([flag for trip, flag in waits if trip == 0][:2], [("allocation5", 0), ("allocation5", 2)])
+        self.assertEqual([flag for trip, flag in waits if trip == 1][:2], [("allocation5", 1), ("allocation5", 3)])
         stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
         copy = V6E_LATENCY + 131072 / V6E_BYTES_PER_CYCLE   # one 256x128 float32 chunk
         per_trip = stall / 512
-        self.assertLess(per_trip, copy)                      # overlapped: less than one copy a trip
-        self.assertLess(per_trip, 3 * copy / 2)              # and far less than three serial ones
+        self.assertLess(per_trip, copy / 2)                  # overlapped: far less than one copy a trip
         self.assertGreater(per_trip, 0)                      # the bundles do not cover it all
+
+    def test_golden_emit_pipeline_is_matched_a_trip_ahead(self):
+        # emit_pipeline waits for the previous step's output copy right after starting this
+        # step's: by slot, that wait is for the copy a trip old, not the one just started.
+        schedule = golden("emit_pipe")
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        copy = V6E_LATENCY + 131072 / V6E_BYTES_PER_CYCLE
+        self.assertLess(stall / 512, copy / 2)
+        # Taken as waiting for the copy just started, it paid a copy a trip and more.
+        by_nearest = llo_schedule._nearest_start_stalls(
+            schedule, schedule.innermost[[e for e in schedule.dma if e.kind == "wait"][0].bundle],
+            [e for e in schedule.dma if e.kind == "wait" and schedule.innermost[e.bundle] is not None],
+            V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertGreater(by_nearest / 512, copy)
+
+    def test_golden_decoy_before_the_loop_earns_nothing(self):
+        # estimate_primed_serial_dmas: the serial copies behind a decoy started on another slot
+        # before the loop. Each wait is its own slot's copy, issued just before it.
+        primed, serial = golden("primed_serial"), golden("serial_dma")
+        stall = llo_schedule.manual_dma_stall_cycles(primed, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertGreater(stall, 3 * 16384 * (V6E_LATENCY - 5))
+        self.assertGreater(stall, 0.95 * llo_schedule.manual_dma_stall_cycles(serial, V6E_LATENCY, V6E_BYTES_PER_CYCLE))
 
     def test_golden_grid_pipeline_copies_are_left_to_the_grid_model(self):
         schedule = golden("static_loop")
