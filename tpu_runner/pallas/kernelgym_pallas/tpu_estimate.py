@@ -609,6 +609,10 @@ def analyse_program(closed_jaxpr) -> tuple[list[KernelFacts], list[str]]:
                                 grid if all(isinstance(g, int) for g in grid) else (), facts)
                 steps = _points(grid) if all(isinstance(g, int) for g in grid) else 1
                 _block_bytes(eqn, mapping, facts)
+                # The compiled call takes the scalar-prefetch operands too (splash attention's
+                # mask tables: megabytes), which no block maps.
+                for var in eqn.invars[:int(getattr(mapping, "num_index_operands", 0) or 0)]:
+                    facts.operand_bytes += _aval_bytes(getattr(var, "aval", None))
                 if mapping is not None and all(isinstance(g, int) for g in grid):
                     facts.traffic = pipeline_model.block_traffic(mapping)
                 if facts.missed > CONDITIONAL_WORK_LIMIT * max(facts.unconditional, 1.0):
