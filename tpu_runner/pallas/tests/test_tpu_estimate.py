@@ -386,7 +386,7 @@ class DevicelessCompiles(unittest.TestCase):
         import jax
         import jax.numpy as jnp
         path = REPO / "tests/adversarial_pallas" / name / "kernel.py"
-        if name in ("plain", "manual_double_buffer", "emit_pipeline_silu"):
+        if name in ("plain", "manual_double_buffer", "emit_pipeline_silu", "prefetch_order_silu"):
             path = REPO / f"tests/fixtures/pallas_estimate/{name.replace('plain', 'plain_silu')}.py"
         if name == "starter":
             path = REPO / "datasets/suites/cpu/silu_mul/pallas/starter.py"
@@ -460,6 +460,11 @@ class DevicelessCompiles(unittest.TestCase):
             self.assertEqual(est.kernels[0].grid_steps, 1)
             self.assertGreater(est.seconds, 0.8 * plain.seconds, case)
             self.assertLess(est.seconds, 1.25 * plain.seconds, case)
+        # Scalar prefetch with static trip counts (the block order from a prefetched table).
+        est = self._case("prefetch_order_silu")
+        self.assertTrue(est.trusted, est.reasons)
+        self.assertEqual(est.kernels[0].grid_steps, plain.kernels[0].grid_steps)
+        self.assertLess(est.seconds, 1.25 * plain.seconds)
 
     def test_a_single_step_grid_overlaps_nothing(self):
         # One step: its blocks are fetched, computed and written back one after the other. The
