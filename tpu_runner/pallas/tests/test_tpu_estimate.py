@@ -299,7 +299,10 @@ class DevicelessCompiles(unittest.TestCase):
         for est in (wide, thin):
             self.assertTrue(est.trusted, est.reasons)
             self.assertEqual(est.seconds, max(est.xla_model_seconds, est.xla_llo_cycles / clock))
-        self.assertGreater(wide.xla_llo_cycles / clock, 1.3 * wide.xla_model_seconds)
+        # At the chip's clock (1.75 GHz; 1.246 "XLA-equivalent" before issue 32, where the margin
+        # was 1.4x larger) the wide one's schedule is 84.2 us against XLA's 82.8: still the larger.
+        self.assertGreater(wide.xla_llo_cycles / clock, wide.xla_model_seconds)
+        self.assertEqual(wide.seconds, wide.xla_llo_cycles / clock)
         self.assertGreater(thin.xla_model_seconds, 1.3 * thin.xla_llo_cycles / clock)
 
     def test_xla_own_mosaic_kernels_count_in_trusted_code_only(self):
