@@ -80,6 +80,7 @@ class DmaEvent:
     granules: int | None     # None: a size in a register that is not a constant
     flag: tuple | None       # (allocation, slot or None when computed at run time)
     pipeline: bool           # emitted by the grid pipeline (`pipeline-emitter`)
+    guarded: bool = False    # predicated: runs only on the trips its predicate holds
 
     @property
     def bytes(self) -> float:
@@ -107,6 +108,20 @@ class Schedule:
     @property
     def unknown_dma_sizes(self) -> int:
         return sum(1 for e in self.dma if e.granules is None)
+
+    def executed_dma_bytes(self) -> float:
+        """Bytes all DMA starts copy, each times its runs; a predicated start in a loop of T > 2
+        trips (a software pipeline's prologue and epilogue run it T - 2 times) counted T - 2."""
+        total = 0.0
+        for e in self.dma:
+            if e.kind != "start":
+                continue
+            runs = self.weight[e.bundle]
+            loop = self.innermost[e.bundle]
+            if e.guarded and loop is not None and loop.trips and loop.trips > 2:
+                runs *= (loop.trips - 2) / loop.trips
+            total += e.bytes * runs
+        return total
 
     def dma_bytes(self, pipeline: bool) -> float:
         """Bytes the (pipeline's or the kernel's own) DMA starts copy, each times its runs."""
@@ -271,7 +286,8 @@ def _dma_event(values: _Values, index: int, instruction: Instruction) -> DmaEven
         return None
     size, flag = _SIZE.search(instruction.raw), _SYNC_FLAG.search(instruction.raw)
     granules = values.constant(size.group(1)) if size else None
-    return DmaEvent(index, "start", granules, _flag(values, flag.group(1)) if flag else None, pipeline)
+    guarded = bool(instruction.operands and _GUARD.search(instruction.operands[0]))
+    return DmaEvent(index, "start", granules, _flag(values, flag.group(1)) if flag else None, pipeline, guarded)
 
 
 def parse_schedule(text: str) -> Schedule:

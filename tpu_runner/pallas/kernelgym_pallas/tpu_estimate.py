@@ -675,6 +675,7 @@ class Estimate:
     trusted: bool
     reasons: list[str]
     kernels: list[KernelProfile]
+    xla_floor_seconds: float = 0.0   # the XLA ops' schedules, each the larger of its cycles and its DMAs' bytes
 
     @property
     def microseconds(self) -> float:
@@ -814,6 +815,9 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             traffic = f.traffic if f is not None and f.traffic is not None and steps else None
             pipelined = traffic.total if traffic is not None else (steps * f.step_bytes if f is not None else 0.0)
             moved = max(k.bytes, pipelined + max(manual_bytes, f.once_bytes if f is not None else 0.0))
+            if f is None and schedule is not None:
+                # A kernel no pallas_call traced (XLA's own, in a reference): its schedule's copies.
+                moved = max(moved, schedule.executed_dma_bytes())
         c, moved, steps = c * runs, moved * runs, steps * runs
         s_cycles, s_bytes = c / clock, moved / bandwidth
         if mode == "bundles" and f is not None and steps:
@@ -845,12 +849,19 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         # An op in a loop with a static trip count runs that many times; otherwise it is counted
         # once (XLA's model, the other bound, counts it once too).
         xla_llo = int(round(sum(schedules[op].executed * (loops.runs_of_instruction(op) or 1) for op in xla_ops)))
+    # Per op, its schedule is also floored by the copies it issues itself (its DMAs' bytes, each
+    # times its loops' trips) at the HBM bandwidth: a memory-bound fusion takes its bytes' time
+    # however few bundles it has (an attention's score matrix written and read back).
+    xla_floor = xla_llo / clock if mode == "profile" else sum(
+        (loops.runs_of_instruction(op) or 1) * max(schedules[op].executed / clock,
+                                                   schedules[op].executed_dma_bytes() / bandwidth)
+        for op in xla_ops)
     xla_model = max(0.0, float(compiled.cost.get("optimal_seconds", 0.0) or 0.0))
     # Each source misses something. XLA's model prices transcendentals at nothing (exp(sin(x) x)
     # on 16M floats: the profile 432,950 cycles, the model a copy's time) and convolutions as if
     # the MXU were full; the static figures count a loop's body once and know no HBM bandwidth.
     # Both are lower bounds: the larger is taken.
-    xla_seconds = max(xla_model, xla_llo / clock)
+    xla_seconds = max(xla_model, xla_floor)
     if xla_ops and xla_model == 0.0:
         reasons.append("XLA ops were compiled but XLA's cost model gave no time for them")
     if not hlo_kernels and xla_seconds == 0.0:
@@ -858,5 +869,6 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     seconds = mosaic_seconds + xla_seconds
     return Estimate(seconds=seconds, mosaic_cycles=mosaic_cycles, mosaic_seconds=mosaic_seconds,
                     xla_seconds=xla_seconds, xla_model_seconds=xla_model, xla_llo_cycles=xla_llo,
+                    xla_floor_seconds=xla_floor,
                     method=METHODS[mode], mode=mode, trusted=not reasons and seconds > 0, reasons=reasons,
                     kernels=profiles)
