@@ -480,6 +480,9 @@ def main() -> int:
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("--json", default=None, help="write the full results here")
     p.add_argument("--markdown", default=None, help="write the report here (it is printed too)")
+    p.add_argument("--from-json", action="append", default=[],
+                   help="compile nothing: report the rows of earlier runs' --json files (a later file's row for "
+                        "the same workload and variant replaces an earlier one's)")
     p.add_argument("--child-program", help=argparse.SUPPRESS)
     p.add_argument("--child-out", help=argparse.SUPPRESS)
     p.add_argument("--child-dump", help=argparse.SUPPRESS)
@@ -488,6 +491,24 @@ def main() -> int:
     if args.child_program:
         return child_main(args)
     args.estimator_path = str(pathlib.Path(args.estimator_path).resolve())
+    if args.from_json:
+        merged: dict = {}
+        for path in args.from_json:
+            for row in json.loads(pathlib.Path(path).read_text())["rows"]:
+                merged[(row["workload"], row["variant"])] = row
+        rows = sorted(merged.values(), key=lambda r: (workload_order(r["workload"]), r["variant"]))
+        if args.only:
+            rows = [r for r in rows if re.search(args.only, r["workload"])]
+        report = analyse(rows, args)
+        report["run_seconds"] = 0.0
+        report["libtpu"] = libtpu_version()
+        text = render(report)
+        print(text)
+        if args.markdown:
+            pathlib.Path(args.markdown).write_text(text)
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+        return 0
 
     jaxbench = pathlib.Path(args.jaxbench_dir)
     measured = read_results(jaxbench)
