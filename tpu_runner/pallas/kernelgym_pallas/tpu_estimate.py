@@ -856,6 +856,10 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         (loops.runs_of_instruction(op) or 1) * max(schedules[op].executed / clock,
                                                    schedules[op].executed_dma_bytes() / bandwidth)
         for op in xla_ops)
+    uncounted = [op for op in xla_ops if loops.in_uncounted_loop(op)] if mode == "bundles" else []
+    if uncounted:
+        reasons.append(f"{len(uncounted)} XLA op(s) in the body of a while loop without a static trip count (e.g. "
+                       f"{uncounted[0]}): counted once")
     xla_model = max(0.0, float(compiled.cost.get("optimal_seconds", 0.0) or 0.0))
     # Each source misses something. XLA's model prices transcendentals at nothing (exp(sin(x) x)
     # on 16M floats: the profile 432,950 cycles, the model a copy's time) and convolutions as if
