@@ -140,13 +140,18 @@ def _child_measure(args) -> dict:
         specs = jax.eval_shape(arrays_only)       # no full-size arrays on this machine's CPU
     except Exception:
         specs = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), arrays_only())
+    # Traced with the TPU target as jax's default device: Pallas TPU helpers (7p's kernel,
+    # emit_pipeline) ask the default device for the chip's tiling while tracing, and deviceless
+    # the default device is the CPU ("Unsupported TPU device kind: cpu").
+    tracing = jax.default_device(target.device)
     specs = [jax.ShapeDtypeStruct(tuple(s.shape), s.dtype) for s in specs]
     workload = module.workload
     if static:
         def workload(*arrays, _f=module.workload, _n=len(specs) + len(static)):
             it = iter(arrays)
             return _f(*[static[i] if i in static else next(it) for i in range(_n)])
-    out_shape = jax.eval_shape(workload, *specs)
+    with tracing:
+        out_shape = jax.eval_shape(workload, *specs)
     out_shape = list(out_shape.shape) if hasattr(out_shape, "shape") else None
     mode = args.child_mode
     dump = pathlib.Path(args.child_dump) if args.child_dump else None
@@ -158,9 +163,11 @@ def _child_measure(args) -> dict:
         from jax._src import core
         from kernelgym_pallas import jaxpr_check
         estimator.clear_dump(dump)
-        closed = jax.make_jaxpr(workload)(*specs)
+        with tracing:
+            closed = jax.make_jaxpr(workload)(*specs)
         fn = core.jaxpr_as_fun(jaxpr_check.set_pallas_params(closed, cost_estimate=None))
-    compiled = tpu_target.compile_for(target, fn, specs)
+    with jax.default_device(target.device):   # Mosaic's lowering asks for the chip too (`//` on ints)
+        compiled = tpu_target.compile_for(target, fn, specs)
     hlo = compiled.executable.as_text() or ""
     cycles: dict[str, int] = {}
     if mode == "profile":
@@ -186,7 +193,7 @@ def _child_measure(args) -> dict:
         import inspect
         extra = ({"trusted_code": program.stem == "baseline"}
                  if "trusted_code" in inspect.signature(estimator.estimate).parameters else {})
-        est = estimator.estimate(workload, specs, target, dump, compiled=compiled, **extra)
+        est = estimator.estimate(workload, specs, target, dump, compiled=compiled, closed_jaxpr=closed, **extra)
         estimate_seconds = time.perf_counter() - t0
         result["combined_seconds"] = est.seconds
         result["combined"] = {"mode": est.mode, "mosaic_cycles": est.mosaic_cycles,
