@@ -44,6 +44,12 @@ class ModuleLoops:
     entry: str
     computation_of: dict[str, str]       # instruction name -> the computation it is in
     runs: dict[str, int | None]          # computation -> times it runs per call of the module (None: unknown)
+    loop_bodies: frozenset = frozenset()  # the computations that are a while loop's body
+
+    def in_uncounted_loop(self, name: str) -> bool:
+        """The instruction is in a while loop's body (or below one) whose trip count is unknown."""
+        computation = self.computation_of.get(name)
+        return computation is not None and self.runs.get(computation) is None and computation in self.loop_bodies
 
     def runs_of_instruction(self, name: str) -> int | None:
         """How many times the instruction runs; None when it is unknown (or the name is not in the module)."""
@@ -206,4 +212,4 @@ def module_loops(hlo_text: str) -> ModuleLoops:
         runs_of(name)
         for instruction in computation.instructions:
             computation_of[instruction] = name
-    return ModuleLoops(entry, computation_of, runs)
+    return ModuleLoops(entry, computation_of, runs, frozenset(parent_of))

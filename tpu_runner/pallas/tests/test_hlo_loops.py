@@ -108,5 +108,17 @@ class TripCounts(unittest.TestCase):
         self.assertIsNone(loops.runs["cond"])
 
 
+class UncountedLoops(unittest.TestCase):
+    def test_an_op_in_a_loop_without_a_static_count_is_flagged(self):
+        # A bound that is not a constant (here the state's own element 2): the body's ops run an
+        # unknown number of times, and the estimate says so instead of counting them once.
+        counted = hlo_loops.module_loops(loop_module())
+        self.assertFalse(counted.in_uncounted_loop("work"))
+        uncounted = hlo_loops.module_loops(loop_module(step="2"))
+        self.assertTrue(uncounted.in_uncounted_loop("work"))
+        self.assertFalse(uncounted.in_uncounted_loop("copy.8"))   # in ENTRY
+        self.assertFalse(uncounted.in_uncounted_loop("no_such_op"))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -1,0 +1,691 @@
+"""One compiled op's final schedule (libtpu's `final_bundles` dump), read as the chip runs it: its
+loops with their trip counts, and the DMAs it issues and waits for.
+
+A line of the dump is one VLIW bundle: `0x1f LB: >> { %a = op ... ;; %b = op ... }`. Each `>` is a
+region the bundle sits in (a loop, or a predicated region), `LB:` marks where a loop body starts.
+The schedule is in SSA form with physical registers (`%s142_s28`), loop-carried values join in
+`sphi`, and constants are printed as unsigned 32-bit numbers (4294967232 is -64).
+
+Trip counts are read from a loop's own data flow, never from one constant: the exit test
+(`scmp.<cc>.s32 %counter, N`, commented `loop exit test`, or else the predicate of the branch that
+closes the loop), the counter's step (`%counter = sadd.s32 S, %phi`), and its start
+(`%phi = sphi %init, %copy-of-counter`, `%init = smov K`). A loop from -4 to 0 is 4 trips; one from
+-1,000,000,064 to -1,000,000,000 is 64. Anything else (a bound in a register, a counter that is not
+a phi, two exit tests that disagree, a count past 2^31) has no count: the caller refuses to trust
+the figure, it never guesses.
+
+DMAs: `dma.<kind> ... /*size_in_granules=*/G ... /*dst_syncflagno=*/SEM` starts a copy of G
+granules (32 bytes each) that signals SEM; `dma.done.wait SEM, G` waits for it. The copies a
+Pallas grid pipeline emits are tagged `pipeline-emitter` (the caller prices them per grid step);
+the others are the kernel's own (`pltpu.async_copy`, `make_async_copy`, emit_pipeline's), priced
+here wait by wait: see `manual_dma_stall_cycles`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+GRANULE_BYTES = 32          # a DMA's size unit (a 256x128 float32 block is 4096 granules)
+MAX_TRIPS = 1 << 31
+
+_BUNDLE = re.compile(r"^\s*(?:0x[0-9a-f]+|\d+)\s+([A-Z]{2})?\s*:\s*(>*)\s*\{(.*)$")
+_COMMENT = re.compile(r"/\*.*?\*/")
+_DEFINITION = re.compile(r"^\s*(%\w+)\s*=\s*([\w.]+)\s*(.*)$")
+_OPERATION = re.compile(r"^\s*([\w.]+)\s*(.*)$")
+_BRANCH = re.compile(r"sbr\.rel\s*\(\s*(!?)(%\w+)\s*\)\s*target\s*=\s*\$region(\d+)")
+_STARTS_REGION = re.compile(r"Start region (\d+)")
+_SIZE = re.compile(r"/\*size_in_granules=\*/\s*(%\w+|\d+)")
+_SYNC_FLAG = re.compile(r"/\*dst_syncflagno=\*/\s*(\[[^\]]*\]|%\w+)")
+_ALLOCATION = re.compile(r"\[\s*#(allocation\d+)\s*(?:\+\s*\$?(0x[0-9a-f]+|\d+))?\s*\]")
+_GUARD = re.compile(r"\((!?%\w+)\)")
+_SCMP = re.compile(r"^scmp\.(eq|ne|lt|le|gt|ge)\.s32")
+_IMMEDIATE = re.compile(r"^-?\d+$")
+
+
+@dataclasses.dataclass
+class Instruction:
+    name: str | None        # the value it defines, if any
+    opcode: str
+    operands: list[str]     # comma-separated operands, comments removed
+    raw: str                # the text as dumped (comments hold the DMA's labelled fields)
+
+
+@dataclasses.dataclass
+class Region:
+    depth: int
+    is_loop: bool
+    first: int               # index of its first bundle
+    last: int = -1           # index of its last bundle
+    parent: "Region | None" = None
+    own: int = 0             # bundles directly in it
+    children: list = dataclasses.field(default_factory=list)
+    trips: int | None = 1    # a loop's trip count (None: unknown); 1 for a predicated region
+    labels: tuple = ()       # the dump's region numbers its first bundle starts (a branch's target)
+
+    @property
+    def executed_per_entry(self) -> float:
+        """Bundles it executes each time it is entered: own + children's, times its trips."""
+        trips = self.trips if self.trips is not None else 1
+        return trips * self.iteration()
+
+    def iteration(self) -> float:
+        """Bundles one trip executes (own + the children's executed bundles)."""
+        return self.own + sum(c.executed_per_entry for c in self.children)
+
+
+@dataclasses.dataclass
+class DmaEvent:
+    bundle: int
+    kind: str                # "start" or "wait"
+    granules: int | None     # None: a size in a register that is not a constant
+    flag: tuple | None       # (allocation, slot or None when computed at run time)
+    pipeline: bool           # emitted by the grid pipeline (`pipeline-emitter`)
+    guarded: bool = False    # predicated: runs only on the trips its predicate holds
+
+    @property
+    def bytes(self) -> float:
+        return float((self.granules or 0) * GRANULE_BYTES)
+
+
+@dataclasses.dataclass
+class Schedule:
+    """The final bundles of one compiled op with its loops and DMAs."""
+    bundles: int                 # in the program text
+    executed: float              # each bundle times the trip counts of its loops
+    by_depth: dict               # loop depth -> bundles at that depth
+    loops: list                  # (depth, trip count or None, bundles directly in it), innermost first
+    dma_bundles: int             # bundles issuing a DMA (start or wait)
+    dma: list = dataclasses.field(default_factory=list)        # DmaEvent, in program order
+    weight: list = dataclasses.field(default_factory=list)     # per bundle: how often it runs
+    innermost: list = dataclasses.field(default_factory=list)  # per bundle: its innermost loop (Region or None)
+    code: list = dataclasses.field(default_factory=list)       # per bundle: its Instructions
+    values: "_Values | None" = None                            # the SSA definitions
+
+    @property
+    def unknown_trips(self) -> int:
+        return sum(1 for _, trips, _ in self.loops if trips is None)
+
+    @property
+    def unknown_dma_sizes(self) -> int:
+        return sum(1 for e in self.dma if e.granules is None)
+
+    def executed_dma_bytes(self) -> float:
+        """Bytes all DMA starts copy, each times its runs; a predicated start in a loop of T > 2
+        trips (a software pipeline's prologue and epilogue run it T - 2 times) counted T - 2."""
+        total = 0.0
+        for e in self.dma:
+            if e.kind != "start":
+                continue
+            runs = self.weight[e.bundle]
+            loop = self.innermost[e.bundle]
+            if e.guarded and loop is not None and loop.trips and loop.trips > 2:
+                runs *= (loop.trips - 2) / loop.trips
+            total += e.bytes * runs
+        return total
+
+    def dma_bytes(self, pipeline: bool) -> float:
+        """Bytes the (pipeline's or the kernel's own) DMA starts copy, each times its runs."""
+        return sum(e.bytes * self.weight[e.bundle] for e in self.dma if e.kind == "start" and e.pipeline == pipeline)
+
+
+def _split(body: str) -> list[Instruction]:
+    out = []
+    body = body.rsplit("}", 1)[0] if "}" in body else body
+    for part in body.split(";;"):
+        raw = part.strip()
+        if not raw:
+            continue
+        text = _COMMENT.sub(" ", raw).strip()
+        name = None
+        match = _DEFINITION.match(text)
+        if match:
+            name, opcode, rest = match.groups()
+        else:
+            match = _OPERATION.match(text)
+            if not match:
+                continue
+            opcode, rest = match.groups()
+        out.append(Instruction(name, opcode, [o.strip() for o in rest.split(",") if o.strip()], raw))
+    return out
+
+
+def _signed(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= (1 << 31) else value
+
+
+class _Values:
+    """The schedule's SSA definitions, for following a value to a constant or through copies."""
+
+    def __init__(self):
+        self.defs: dict[str, Instruction] = {}
+        self.bundle_of: dict[str, int] = {}
+
+    def add(self, instruction: Instruction, bundle: int = -1) -> None:
+        if instruction.name:
+            # A name defined twice is not SSA: neither definition can be trusted.
+            self.defs[instruction.name] = None if instruction.name in self.defs else instruction
+            self.bundle_of[instruction.name] = bundle
+
+    def copy_source(self, name: str, limit: int = 16) -> str:
+        """`name` followed back through register copies (`smov %x`)."""
+        for _ in range(limit):
+            d = self.defs.get(name)
+            if d is None or d.opcode != "smov" or len(d.operands) != 1 or not d.operands[0].startswith("%"):
+                return name
+            name = d.operands[0]
+        return name
+
+    def constant(self, operand: str) -> int | None:
+        operand = operand.strip()
+        if _IMMEDIATE.match(operand):
+            return _signed(int(operand))
+        if not operand.startswith("%"):
+            return None
+        d = self.defs.get(self.copy_source(operand))
+        if d is not None and d.opcode == "smov" and len(d.operands) == 1 and _IMMEDIATE.match(d.operands[0]):
+            return _signed(int(d.operands[0]))
+        return None
+
+
+_MIRROR = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+_NEGATE = {"lt": "ge", "le": "gt", "gt": "le", "ge": "lt", "eq": "ne", "ne": "eq"}
+
+
+def _trips_until(cc: str, start: int, step: int, bound: int) -> int | None:
+    """Trips of a do-while loop whose counter, after trip t, is start + t*step and which exits at
+    the first t where `counter cc bound` holds."""
+    if step == 0:
+        return None
+    if cc in ("ge", "gt") and step > 0:
+        need = bound - start + (1 if cc == "gt" else 0)      # t*step >= need
+        t = max(1, -(-need // step))
+    elif cc in ("le", "lt") and step < 0:
+        need = start - bound + (1 if cc == "lt" else 0)      # t*(-step) >= need
+        t = max(1, -(-need // -step))
+    elif cc == "eq":
+        if (bound - start) % step or (bound - start) // step < 1:
+            return None
+        t = (bound - start) // step
+    else:
+        return None  # a loop that never exits this way (or on a wrap-around): no count
+    return t if t < MAX_TRIPS else None
+
+
+def trip_count(values: _Values, predicate: str, exits_when_true: bool) -> int | None:
+    """The trip count of a loop closed by `predicate` (see the module's notes), or None."""
+    test = values.defs.get(predicate)
+    if test is None:
+        return None
+    match = _SCMP.match(test.opcode)
+    if not match or len(test.operands) != 2:
+        return None
+    cc = match.group(1)
+    a, b = test.operands
+    if values.constant(b) is not None and values.constant(a) is None:
+        counter, bound = a, values.constant(b)
+    elif values.constant(a) is not None and values.constant(b) is None:
+        counter, bound, cc = b, values.constant(a), _MIRROR[cc]
+    else:
+        return None
+    if not exits_when_true:
+        cc = _NEGATE[cc]
+    counter = values.copy_source(counter)
+    increment = values.defs.get(counter)
+    if increment is None or len(increment.operands) != 2:
+        return None
+    x, y = increment.operands
+    if increment.opcode == "sadd.s32":
+        if values.constant(x) is not None and values.constant(y) is None:
+            step, phi = values.constant(x), y
+        elif values.constant(y) is not None and values.constant(x) is None:
+            step, phi = values.constant(y), x
+        else:
+            return None
+    elif increment.opcode == "ssub.s32" and values.constant(y) is not None and values.constant(x) is None:
+        step, phi = -values.constant(y), x
+    else:
+        return None
+    join = values.defs.get(values.copy_source(phi))
+    if join is None or join.opcode != "sphi" or len(join.operands) != 2:
+        return None
+    starts = [values.constant(o) for o in join.operands if values.copy_source(o) != counter]
+    back = [o for o in join.operands if values.copy_source(o) == counter]
+    if len(back) != 1 or len(starts) != 1 or starts[0] is None:
+        return None
+    return _trips_until(cc, starts[0], step, bound)
+
+
+def _flag(values: _Values, text: str) -> tuple | None:
+    """A DMA's sync flag as (allocation, slot): the slot is None when computed at run time."""
+    text = text.strip()
+    match = _ALLOCATION.match(text)
+    if match:
+        return match.group(1), int(match.group(2) or "0", 0)
+    if text.startswith("%"):
+        d = values.defs.get(values.copy_source(text))
+        if d is not None and d.operands:
+            inner = _ALLOCATION.search(" ".join(d.operands))
+            if inner and d.opcode == "smov":
+                return inner.group(1), int(inner.group(2) or "0", 0)
+            if inner:
+                return inner.group(1), None
+    return None
+
+
+def _dma_event(values: _Values, index: int, instruction: Instruction) -> DmaEvent | None:
+    if not instruction.opcode.startswith("dma."):
+        return None
+    pipeline = "pipeline-emitter" in instruction.raw
+    if instruction.opcode == "dma.done.wait":
+        operands = [o for o in instruction.operands if not o.startswith("(")]
+        if len(operands) < 2:
+            return DmaEvent(index, "wait", None, None, pipeline)
+        return DmaEvent(index, "wait", values.constant(operands[-1]), _flag(values, operands[-2]), pipeline)
+    if instruction.opcode.startswith("dma.done"):
+        return None
+    size, flag = _SIZE.search(instruction.raw), _SYNC_FLAG.search(instruction.raw)
+    granules = values.constant(size.group(1)) if size else None
+    guarded = bool(instruction.operands and _GUARD.search(instruction.operands[0]))
+    return DmaEvent(index, "start", granules, _flag(values, flag.group(1)) if flag else None, pipeline, guarded)
+
+
+def parse_schedule(text: str) -> Schedule:
+    lines = []
+    for line in text.splitlines():
+        match = _BUNDLE.match(line)
+        if match:
+            lines.append(match.groups())
+    values = _Values()
+    parsed = []
+    for index, (marker, arrows, body) in enumerate(lines):
+        instructions = [] if body.strip().startswith("}") else _split(body)
+        for instruction in instructions:
+            values.add(instruction, index)
+        parsed.append((marker, len(arrows), instructions, body))
+
+    top = Region(0, False, 0)
+    stack: list[Region] = []
+    innermost_region: list[Region] = []
+    by_depth: dict = {}
+    dma_bundles = 0
+    tests: dict[int, list] = {}     # id(loop) -> [(predicate, exits_when_true)] from `loop exit test`
+    branches: list = []             # (predicate, exits_when_true, target region number)
+
+    def owner() -> Region:
+        return stack[-1] if stack else top
+
+    def close(index: int) -> None:
+        region = stack.pop()
+        region.last = index - 1
+        owner().children.append(region)
+
+    for index, (marker, depth, instructions, body) in enumerate(parsed):
+        if body.strip().startswith("}"):  # an empty bundle: no marks, the current region's
+            owner().own += 1
+            innermost_region.append(owner())
+            by_depth[len(stack)] = by_depth.get(len(stack), 0) + 1
+            continue
+        by_depth[depth] = by_depth.get(depth, 0) + 1
+        dma_bundles += any(i.opcode.startswith("dma.") for i in instructions)
+        while len(stack) > depth:
+            close(index)
+        if marker == "LB" and depth > 0 and len(stack) == depth and stack[-1].own > 0:
+            close(index)  # a new loop where a region of the same depth was
+        while len(stack) < depth:
+            inner = len(stack) + 1 == depth
+            region = Region(len(stack) + 1, inner and marker == "LB", index, parent=owner())
+            region.trips = None if region.is_loop else 1
+            if region.is_loop:
+                region.labels = tuple(_STARTS_REGION.findall(body.rsplit("}", 1)[-1]))
+            stack.append(region)
+        owner().own += 1
+        innermost_region.append(owner())
+        for instruction in instructions:
+            match = _BRANCH.search(instruction.raw)
+            if match:  # `sbr.rel (!%p) target = $regionN`: back to N while p is false
+                branches.append((match.group(2), match.group(1) == "!", match.group(3)))
+            if "loop exit test" in instruction.raw and instruction.name and stack:
+                loop = next((r for r in reversed(stack) if r.is_loop), None)
+                if loop is not None:
+                    tests.setdefault(id(loop), []).append((instruction.name, True))
+    while stack:
+        close(len(parsed))
+
+    loops: list[Region] = []
+
+    def visit(region: Region) -> None:
+        for child in region.children:
+            visit(child)
+        if region.is_loop:
+            # The branches back to the loop's first bundle decide; the commented exit test only
+            # where no branch names it.
+            back = [(p, exits) for p, exits, target in branches if target in region.labels]
+            candidates = back or tests.get(id(region), [])
+            counts = {trip_count(values, p, exits) for p, exits in candidates}
+            region.trips = counts.pop() if len(counts) == 1 else None
+            loops.append(region)
+
+    visit(top)
+    # How often each bundle runs: the product of its loops' trip counts (unknown counts once).
+    weight = []
+    innermost = []
+    for region in innermost_region:
+        w, loop, r = 1.0, None, region
+        while r is not None:
+            if r.is_loop:
+                w *= r.trips if r.trips is not None else 1
+                loop = loop or r
+            r = r.parent
+        weight.append(w)
+        innermost.append(loop)
+    dma = []
+    for index, (_, _, instructions, _) in enumerate(parsed):
+        for instruction in instructions:
+            event = _dma_event(values, index, instruction)
+            if event is not None:
+                dma.append(event)
+    # The grid pipeline tags its waits only: its starts are those signalling the same flags.
+    pipeline_flags = {e.flag for e in dma if e.kind == "wait" and e.pipeline and e.flag is not None}
+    for e in dma:
+        if e.kind == "start" and any(_same_flag(e.flag, f) for f in pipeline_flags):
+            e.pipeline = True
+    return Schedule(bundles=len(parsed), executed=top.own + sum(c.executed_per_entry for c in top.children),
+                    by_depth=by_depth, loops=[(r.depth, r.trips, r.own) for r in loops], dma_bundles=dma_bundles,
+                    dma=dma, weight=weight, innermost=innermost, code=[p[2] for p in parsed], values=values)
+
+
+def _runs(loop: Region | None) -> float:
+    w, r = 1.0, loop
+    while r is not None:
+        if r.is_loop:
+            w *= r.trips if r.trips is not None else 1
+        r = r.parent
+    return w
+
+
+def _child_of(loop: Region | None, region: Region | None) -> Region | None:
+    """The region directly in `loop` (or at the top, loop None) that holds `region`; None when
+    `region` is `loop` itself or not inside it."""
+    child = None
+    while region is not None and region is not loop:
+        child, region = region, region.parent
+    return child if region is loop else None
+
+
+def _same_flag(a: tuple | None, b: tuple | None) -> bool:
+    if a is None or b is None:
+        return False
+    return a[0] == b[0] and (a[1] is None or b[1] is None or a[1] == b[1])
+
+
+_ARITHMETIC = {
+    "sadd.s32": lambda a, b: a + b, "ssub.s32": lambda a, b: a - b, "smul.u32": lambda a, b: a * b,
+    "smul.s32": lambda a, b: a * b, "sand.u32": lambda a, b: a & b, "sor.u32": lambda a, b: a | b,
+    "sxor.u32": lambda a, b: a ^ b, "sshll.u32": lambda a, b: a << (b & 31),
+    "sshrl.u32": lambda a, b: (a & 0xFFFFFFFF) >> (b & 31), "sshra.s32": lambda a, b: a >> (b & 31),
+    "smin.s32": min, "smax.s32": max,
+    "smin.u32": lambda a, b: _signed(min(a & 0xFFFFFFFF, b & 0xFFFFFFFF)),
+    "smax.u32": lambda a, b: _signed(max(a & 0xFFFFFFFF, b & 0xFFFFFFFF)),
+}
+_LOGIC = {"pnand": lambda a, b: not (a and b), "por": lambda a, b: a or b, "pand": lambda a, b: a and b,
+          "pnor": lambda a, b: not (a or b), "pxor": lambda a, b: a != b}
+_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
+            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
+
+
+class _Machine:
+    """Runs a schedule's scalar instructions (integers, predicates, sync-flag addresses) to learn
+    which sync flag each DMA signals or waits on, trip by trip. A value it cannot compute (a load,
+    an op it does not know) is None, and so is everything computed from it."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        self.env: dict = {}
+
+    def operand(self, text: str):
+        text = text.strip()
+        if _IMMEDIATE.match(text):
+            return _signed(int(text))
+        match = _ALLOCATION.match(text)
+        if match:
+            return ("flag", match.group(1), int(match.group(2) or "0", 0))
+        return self.env.get(text) if text.startswith("%") else None
+
+    def run(self, instruction: Instruction, phi_value=None) -> None:
+        if not instruction.name:
+            return
+        ops = list(instruction.operands)
+        # A predicated instruction: `op (%p), a, b` runs when p holds; `op (%p, %old), a, b` is
+        # `p ? op(a, b) : old` (a select in SSA form).
+        guard, old = None, None
+        if ops and ops[0].startswith("("):
+            if ops[0].endswith(")"):
+                guard = ops.pop(0)[1:-1]
+            elif len(ops) > 1 and ops[1].endswith(")"):
+                guard, old = ops.pop(0)[1:], ops.pop(0)[:-1]
+        if guard is not None:
+            truth = self.operand(guard.lstrip("!"))
+            if not isinstance(truth, bool):
+                self.env[instruction.name] = None
+                return
+            if guard.startswith("!"):
+                truth = not truth
+            if not truth:
+                self.env[instruction.name] = self.operand(old) if old is not None else None
+                return
+        code, value = instruction.opcode, None
+        args = [self.operand(o) for o in ops]
+        ints = all(isinstance(a, int) and not isinstance(a, bool) for a in args)
+        if code == "sphi":
+            value = phi_value
+        elif code == "smov" and len(args) == 1:
+            value = args[0]
+        elif code in _ARITHMETIC and len(args) == 2 and ints:
+            value = _signed(_ARITHMETIC[code](*args))
+        elif _SCMP.match(code) or code.startswith("scmp."):
+            cc = code.split(".")[1]
+            if cc in _COMPARE and len(args) == 2 and ints:
+                a, b = args
+                if ".u32" in code:
+                    a, b = a & 0xFFFFFFFF, b & 0xFFFFFFFF
+                value = _COMPARE[cc](a, b)
+        elif code == "scalar_select" and len(args) == 3 and isinstance(args[0], bool):
+            value = args[1] if args[0] else args[2]
+        elif code == "pneg" and len(args) == 1 and isinstance(args[0], bool):
+            value = not args[0]
+        elif code in _LOGIC and len(args) == 2 and all(isinstance(a, bool) for a in args):
+            value = _LOGIC[code](*args)
+        elif code == "scalar_lea.sflag" and len(args) == 2 and isinstance(args[0], tuple) and isinstance(args[1], int):
+            value = ("flag", args[0][1], args[0][2] + args[1])
+        elif code == "scalar_lea.sflag" and len(ops) == 2 and isinstance(args[0], tuple) and \
+                isinstance(self.operand(ops[1].split()[0]), int):
+            # `scalar_lea.sflag %flag, 2 [#allocation5]`: a flag further into the same allocation.
+            value = ("flag", args[0][1], args[0][2] + self.operand(ops[1].split()[0]))
+        self.env[instruction.name] = value
+
+    def guard(self, instruction: Instruction):
+        """Whether a predicated instruction runs (None: not predicated, or not computable)."""
+        match = _GUARD.search(instruction.operands[0]) if instruction.operands else None
+        if match is None:
+            return None
+        text = match.group(1)
+        truth = self.operand(text.lstrip("!"))
+        if not isinstance(truth, bool):
+            return None
+        return (not truth) if text.startswith("!") else truth
+
+    def flag(self, instruction: Instruction):
+        """The (allocation, slot) a DMA start signals or a wait waits on, or None."""
+        if instruction.opcode == "dma.done.wait":
+            ops = [o for o in instruction.operands if not o.startswith("(")]
+            value = self.operand(ops[-2]) if len(ops) >= 2 else None
+        else:
+            match = _SYNC_FLAG.search(instruction.raw)
+            value = self.operand(match.group(1)) if match else None
+        return (value[1], value[2]) if isinstance(value, tuple) else None
+
+
+def _phi_operands(values: _Values, instruction: Instruction, region: Region) -> tuple:
+    """(initial value, value from the previous trip) of a phi at the head of `region`."""
+    ops = [o for o in instruction.operands if not o.startswith("(")]
+    if len(ops) != 2:
+        return None, None
+    before = [o for o in ops if values.bundle_of.get(o, -1) < region.first]
+    after = [o for o in ops if o not in before]
+    return (before[0] if len(before) == 1 else None), (after[0] if len(after) == 1 else None)
+
+
+def _play(schedule: Schedule, loop: Region | None, trips_played: int):
+    """The kernel's own DMA events of `loop` (or of the top level), with the sync flag each one
+    really uses: the bundles before the loop once, then `trips_played` trips of it. Returns
+    [(trip or -1, time, kind, flag, bytes)] with a trip's bundles at their executed weight, or
+    None when a flag cannot be computed."""
+    machine = _Machine(schedule)
+    values = schedule.values
+    n = len(schedule.code)
+    first, last = (loop.first, loop.last) if loop is not None else (n, n - 1)
+    runs = _runs(loop)
+    events = []
+    time = 0.0
+    # Before the loop: the top-level bundles (whatever primes the loop's copies).
+    for b in range(0, min(first, n)):
+        top = schedule.innermost[b] is None
+        for _ in range(2 if top else 0):
+            for instruction in schedule.code[b]:
+                machine.run(instruction, None)
+        for instruction in schedule.code[b]:
+            if top and instruction.opcode.startswith("dma.") and not instruction.opcode.startswith("dma.done.") \
+                    or top and instruction.opcode == "dma.done.wait":
+                event = next((e for e in schedule.dma if e.bundle == b and not e.pipeline), None)
+                if event is not None:
+                    events.append((-1, time, "wait" if instruction.opcode == "dma.done.wait" else "start",
+                                   machine.flag(instruction), _bytes_of(instruction, values)))
+        time += schedule.weight[b]
+    if loop is None:
+        return events
+    previous: dict = {}
+    for trip in range(trips_played):
+        snapshot = dict(machine.env)
+        for b in range(first, last + 1):
+            region = schedule.innermost[b]
+            # A bundle's phis join first; its other instructions may use values defined in the
+            # same bundle (SSA names are unique, so running them twice settles the order).
+            for instruction in schedule.code[b]:
+                if instruction.opcode == "sphi" and region is not None:
+                    init, back = _phi_operands(values, instruction, region)
+                    if region is loop and trip > 0:
+                        phi = snapshot.get(back) if back else None
+                    else:
+                        phi = machine.operand(init) if init else None
+                    machine.run(instruction, phi)
+            for _ in range(2):
+                for instruction in schedule.code[b]:
+                    if instruction.opcode != "sphi":
+                        machine.run(instruction)
+            for instruction in schedule.code[b]:
+                if region is loop and instruction.opcode.startswith("dma.") and \
+                        (instruction.opcode == "dma.done.wait" or not instruction.opcode.startswith("dma.done")):
+                    if machine.guard(instruction) is False:
+                        continue  # predicated off in this trip (a first trip's wait, a last trip's start)
+                    flag = machine.flag(instruction)
+                    if flag is None:
+                        return None
+                    kind = "wait" if instruction.opcode == "dma.done.wait" else "start"
+                    if not any(e.bundle == b and not e.pipeline and e.kind == kind for e in schedule.dma):
+                        continue
+                    events.append((trip, time, kind, flag, _bytes_of(instruction, values)))
+            time += schedule.weight[b] / runs
+        del previous
+        previous = {}
+    return events
+
+
+def _bytes_of(instruction: Instruction, values: _Values) -> float:
+    if instruction.opcode == "dma.done.wait":
+        ops = [o for o in instruction.operands if not o.startswith("(")]
+        granules = values.constant(ops[-1]) if ops else None
+    else:
+        match = _SIZE.search(instruction.raw)
+        granules = values.constant(match.group(1)) if match else None
+    return float((granules or 0) * GRANULE_BYTES)
+
+
+def _stalls_by_trip(events, latency_cycles: float, bytes_per_cycle: float) -> dict:
+    """Plays the events in order: each wait consumes the oldest outstanding start on its exact
+    flag and stalls until that copy is done; a stall delays everything after it."""
+    outstanding: dict = {}
+    delay = 0.0
+    stalls: dict = {}
+    for trip, time, kind, flag, size in events:
+        now = time + delay
+        if kind == "start":
+            outstanding.setdefault(flag, []).append((now, size))
+            continue
+        queue = outstanding.get(flag)
+        issued, started_size = queue.pop(0) if queue else (now, size)
+        stall = max(0.0, issued + latency_cycles + max(size, started_size) / bytes_per_cycle - now)
+        delay += stall
+        stalls[trip] = stalls.get(trip, 0.0) + stall
+    return stalls
+
+
+def manual_dma_stall_cycles(schedule: Schedule, latency_cycles: float, bytes_per_cycle: float) -> float:
+    """Cycles the kernel's own DMA waits stall for, over the whole schedule.
+
+    A copy is done `latency + bytes / bandwidth` after its start; its wait stalls until then. The
+    schedule's scalar code is run (`_Machine`) to learn the sync flag, slot included, that each
+    start signals and each wait consumes: the bundles before a loop once, then its first trips in
+    order (a bundle a cycle, a nested loop at its executed bundles, every stall delaying what
+    follows). A wait consumes the oldest outstanding start on its flag, so a copy started a trip
+    ahead (double buffering, emit_pipeline) is covered by a trip's bundles, and one awaited right
+    after its start covers nothing. The steady state (the mean of the last two trips played) is
+    paid for every trip. Where a flag cannot be computed, the wait is taken to consume the last
+    start on its allocation before it in the same trip (or, with none before it, the last one of
+    the previous trip): priming a flag before the loop earns nothing then. Waits of the grid
+    pipeline are priced per grid step by the caller."""
+    manual = [e for e in schedule.dma if not e.pipeline]
+    waits = [e for e in manual if e.kind == "wait"]
+    total = 0.0
+    groups: dict = {}
+    for w in waits:
+        groups.setdefault(id(schedule.innermost[w.bundle]), (schedule.innermost[w.bundle], []))[1].append(w)
+    for loop, group in groups.values():
+        trips = (loop.trips or 1) if loop is not None else 1
+        played = min(trips, 6)
+        events = _play(schedule, loop, played)
+        if events is not None and loop is not None:
+            stalls = _stalls_by_trip(events, latency_cycles, bytes_per_cycle)
+            tail = [stalls.get(t, 0.0) for t in range(max(0, played - 2), played)]
+            # The first trips as played; the others at the steady state.
+            total += (sum(stalls.get(t, 0.0) for t in range(played)) + (trips - played) * sum(tail) / len(tail)) \
+                * (_runs(loop) / trips)
+            continue
+        if events is not None and loop is None:
+            total += _stalls_by_trip(events, latency_cycles, bytes_per_cycle).get(-1, 0.0)
+            continue
+        total += _nearest_start_stalls(schedule, loop, group, latency_cycles, bytes_per_cycle)
+    return total
+
+
+def _nearest_start_stalls(schedule, loop, group, latency_cycles, bytes_per_cycle) -> float:
+    """The conservative matching, for waits whose flags could not be computed."""
+    starts = [e for e in schedule.dma if e.kind == "start" and not e.pipeline]
+    n = len(schedule.weight)
+    first, last = (loop.first, loop.last) if loop is not None else (0, n - 1)
+    runs = _runs(loop)
+    trip = sum(schedule.weight[b] for b in range(first, last + 1)) / runs
+    total = 0.0
+    for wait in group:
+        same = [s for s in starts if s.flag is not None and wait.flag is not None and s.flag[0] == wait.flag[0]
+                and first <= s.bundle <= last]
+        before = [s for s in same if s.bundle < wait.bundle]
+        if before:
+            cover = sum(schedule.weight[b] for b in range(before[-1].bundle + 1, wait.bundle)) / runs
+        elif same and loop is not None:
+            cover = trip - sum(schedule.weight[b] for b in range(wait.bundle, same[-1].bundle + 1)) / runs
+        else:
+            cover = 0.0
+        size = max([wait.bytes] + [s.bytes for s in (before[-1:] or same[-1:])])
+        total += max(0.0, latency_cycles + size / bytes_per_cycle - max(0.0, cover)) * schedule.weight[wait.bundle]
+    return total

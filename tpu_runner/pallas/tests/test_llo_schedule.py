@@ -1,0 +1,186 @@
+"""llo_schedule.py and pipeline_model.py without jax: trip counts read from a loop's start, bound
+and step; the kernel's own DMAs priced by their bytes and latency; a single-step grid priced as
+fetch + compute + write-back.
+
+    build/pallas-venv/bin/python -m unittest discover -s tpu_runner/pallas/tests -v
+
+The golden files in data/ are whole final schedules from deviceless v6e compiles (jax 0.10.2,
+libtpu 0.0.42.1) of silu_mul kernels at the task's full size (2^24 floats):
+tests/adversarial_pallas/estimate_static_loop, estimate_negative_loop_start,
+estimate_serial_small_dmas and estimate_primed_serial_dmas, and tests/fixtures/pallas_estimate/
+manual_double_buffer.py and emit_pipeline_silu.py.
+"""
+from __future__ import annotations
+
+import pathlib
+import sys
+import unittest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+
+from kernelgym_pallas import llo_schedule, pipeline_model  # noqa: E402
+
+DATA = HERE / "data"
+V6E_LATENCY, V6E_BYTES_PER_CYCLE = 530, 1638e9 / 1.246e9
+
+
+def golden(name: str) -> llo_schedule.Schedule:
+    files = sorted(DATA.glob(f"v6e_{name}_*-final_bundles.txt"))
+    assert len(files) == 1, files
+    return llo_schedule.parse_schedule(files[0].read_text())
+
+
+def loop(start: int, bound: int, step: int = 1, cc: str = "ge", body: int = 3) -> str:
+    """A loop as libtpu writes it: the counter's start in a register, a phi, the step, the exit
+    test, the branch back (constants as unsigned 32-bit numbers)."""
+    u32 = lambda v: v & 0xFFFFFFFF  # noqa: E731
+    lines = [f"     0   :  {{ %s1_s1 = smov {u32(start)} /* copy for cssa */ }}",
+             "   0x1 LB: > { %s2_s2 = sphi %s1_s1, %s9_s2 /* phi copy */  ;;  "
+             f"%s3_s3 = sadd.s32 {u32(step)}, %s2_s2 }} /* Start region 40 */"]
+    lines += [f"   0x{2 + i:x}   : > {{ %v{10 + i}_v1 = vadd.f32 %v1_v1, %v1_v1 }}" for i in range(body - 2)]
+    lines += [f"   0x{body:x}   : > {{ %p4_p1 = scmp.{cc}.s32.totalorder %s3_s3, {u32(bound)}  ;;  "
+              "%s9_s2 = smov %s3_s3  ;;  %5 = sbr.rel (!%p4_p1) target = $region40 }",
+              f"   0x{body + 1:x}   :  {{ %6 = shalt }}"]
+    return "\n".join(lines) + "\n"
+
+
+class TripCounts(unittest.TestCase):
+    def trips(self, text):
+        schedule = llo_schedule.parse_schedule(text)
+        self.assertEqual(len(schedule.loops), 1)
+        return schedule.loops[0][1]
+
+    def test_from_start_bound_and_step(self):
+        self.assertEqual(self.trips(loop(0, 64)), 64)
+        self.assertEqual(self.trips(loop(3, 67)), 64)
+        # The exit test compares with 0: read alone, this loop was one trip.
+        self.assertEqual(self.trips(loop(-4, 0)), 4)
+        # Its constant prints as 3,294,967,296: read alone, billions of trips.
+        self.assertEqual(self.trips(loop(-1_000_000_064, -1_000_000_000)), 64)
+        self.assertEqual(self.trips(loop(0, 64, step=2)), 32)
+        self.assertEqual(self.trips(loop(0, 63, step=2)), 32)
+        self.assertEqual(self.trips(loop(0, 64, cc="gt")), 65)
+        self.assertEqual(self.trips(loop(64, 0, step=-1, cc="le")), 64)
+        self.assertEqual(self.trips(loop(0, 64, cc="eq")), 64)
+
+    def test_what_cannot_be_known_is_refused(self):
+        # A bound in a register that is not a constant: no count, never a guess.
+        text = loop(0, 64).replace("%s3_s3, 64", "%s3_s3, %s7_s7")
+        self.assertIsNone(self.trips(text))
+        # A start that is not a constant (a scalar read at run time).
+        self.assertIsNone(self.trips(loop(0, 64).replace("smov 0 ", "sld [smem:[#allocation3]] ")))
+        # A loop that never exits by its test (counting down to a larger bound).
+        self.assertIsNone(self.trips(loop(0, 64, step=-1)))
+        # A step of zero.
+        self.assertIsNone(self.trips(loop(0, 64, step=0)))
+        # An exit test that is not a comparison of the counter.
+        self.assertIsNone(self.trips(loop(0, 64).replace("scmp.ge.s32.totalorder %s3_s3, 64", "por %p8_p8, %p9_p9")))
+
+    def test_golden_negative_start(self):
+        # estimate_negative_loop_start: fori_loop(-4, 0) inside the grid loop (512 steps + 2 stages).
+        schedule = golden("neg_loop")
+        self.assertEqual([trips for _, trips, _ in schedule.loops], [4, 514])
+        static = golden("static_loop")  # the same kernel with fori_loop(0, 4)
+        self.assertEqual(schedule.executed, static.executed)
+
+    def test_golden_loop_closed_by_its_branch(self):
+        # The hand-written double buffer's loop has no commented exit test: its branch back names it.
+        schedule = golden("double_buffer")
+        self.assertEqual(schedule.loops, [(1, 512, 147)])
+        self.assertEqual(schedule.unknown_trips, 0)
+
+
+class DmaPricing(unittest.TestCase):
+    def test_golden_serial_small_copies_pay_their_latency(self):
+        # Three 4 KiB copies a chunk, each awaited before the next starts, 16,384 chunks.
+        schedule = golden("serial_dma")
+        self.assertEqual(schedule.loops, [(1, 16384, 53)])
+        starts = [e for e in schedule.dma if e.kind == "start"]
+        self.assertEqual([e.bytes for e in starts], [4096.0] * 3)
+        self.assertFalse(any(e.pipeline for e in schedule.dma))
+        self.assertEqual(schedule.dma_bytes(pipeline=False), 3 * 16384 * 4096)
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        # Nothing covers a copy that is awaited right after its start: the whole latency, each time.
+        self.assertGreater(stall, 3 * 16384 * (V6E_LATENCY - 5))
+        self.assertLess(stall, 3 * 16384 * (V6E_LATENCY + 5))
+        # Before, a wait was one bundle: the schedule's 868,370 bundles were the whole price.
+        self.assertGreater(stall, 20 * schedule.executed)
+
+    def test_golden_double_buffer_overlaps_its_copies(self):
+        # Each chunk's copies were started a trip earlier, into the other slot: running the
+        # schedule's scalar code gives every start and wait its slot, and a trip's bundles cover
+        # part of each copy.
+        schedule = golden("double_buffer")
+        starts = [e for e in schedule.dma if e.kind == "start"]
+        self.assertTrue(starts and not any(e.pipeline for e in schedule.dma))
+        loop = schedule.innermost[[e for e in schedule.dma if e.kind == "wait"][0].bundle]
+        events = llo_schedule._play(schedule, loop, 3)
+        self.assertIsNotNone(events)
+        waits = [(trip, flag) for trip, _, kind, flag, _ in events if kind == "wait"]
+        # The inputs' flags alternate between slots 0/2 (trip 0, primed before the loop) and 1/3.
+        self.assertEqual([flag for trip, flag in waits if trip == 0][:2], [("allocation5", 0), ("allocation5", 2)])
+        self.assertEqual([flag for trip, flag in waits if trip == 1][:2], [("allocation5", 1), ("allocation5", 3)])
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        copy = V6E_LATENCY + 131072 / V6E_BYTES_PER_CYCLE   # one 256x128 float32 chunk
+        per_trip = stall / 512
+        self.assertLess(per_trip, copy / 2)                  # overlapped: far less than one copy a trip
+        self.assertGreater(per_trip, 0)                      # the bundles do not cover it all
+
+    def test_golden_emit_pipeline_is_matched_a_trip_ahead(self):
+        # emit_pipeline waits for the previous step's output copy right after starting this
+        # step's: by slot, that wait is for the copy a trip old, not the one just started.
+        schedule = golden("emit_pipe")
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        copy = V6E_LATENCY + 131072 / V6E_BYTES_PER_CYCLE
+        self.assertLess(stall / 512, copy / 2)
+        # Taken as waiting for the copy just started, it paid a copy a trip and more.
+        by_nearest = llo_schedule._nearest_start_stalls(
+            schedule, schedule.innermost[[e for e in schedule.dma if e.kind == "wait"][0].bundle],
+            [e for e in schedule.dma if e.kind == "wait" and schedule.innermost[e.bundle] is not None],
+            V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertGreater(by_nearest / 512, copy)
+
+    def test_golden_decoy_before_the_loop_earns_nothing(self):
+        # estimate_primed_serial_dmas: the serial copies behind a decoy started on another slot
+        # before the loop. Each wait is its own slot's copy, issued just before it.
+        primed, serial = golden("primed_serial"), golden("serial_dma")
+        stall = llo_schedule.manual_dma_stall_cycles(primed, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertGreater(stall, 3 * 16384 * (V6E_LATENCY - 5))
+        self.assertGreater(stall, 0.95 * llo_schedule.manual_dma_stall_cycles(serial, V6E_LATENCY, V6E_BYTES_PER_CYCLE))
+
+    def test_golden_grid_pipeline_copies_are_left_to_the_grid_model(self):
+        schedule = golden("static_loop")
+        self.assertTrue(schedule.dma and all(e.pipeline for e in schedule.dma))
+        self.assertEqual(llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE), 0)
+        self.assertEqual(schedule.dma_bytes(pipeline=False), 0)
+
+    def test_size_in_a_register_is_unknown(self):
+        text = ("     0   :  { %s1_s1 = sld [smem:[#allocation2]] }\n"
+                "   0x1   :  { %2 = dma.hbm_to_vmem [thread:$0]  /*hbm=*/%s3, /*size_in_granules=*/%s1_s1, "
+                "/*vmem=*/%s4, /*dst_syncflagno=*/[#allocation5] }\n"
+                "   0x2   :  { %5 = dma.done.wait [#allocation5], %s1_s1 }\n")
+        schedule = llo_schedule.parse_schedule(text)
+        self.assertEqual(schedule.unknown_dma_sizes, 2)
+
+
+class SingleStepPricing(unittest.TestCase):
+    def test_one_step_overlaps_nothing(self):
+        traffic = pipeline_model.BlockTraffic(steps=1, first_in=8e6, last_out=4e6, total_in=8e6, total_out=4e6)
+        seconds = pipeline_model.pipeline_seconds(10e-6, traffic, 1e12)
+        self.assertAlmostEqual(seconds, 8e-6 + 10e-6 + 4e-6)   # fetch + compute + write-back
+        self.assertGreater(seconds, max(10e-6, 12e-6))           # not the larger of the two
+
+    def test_many_steps_overlap_all_but_the_ends(self):
+        steps = 64
+        traffic = pipeline_model.BlockTraffic(steps, first_in=2e5, last_out=1e5, total_in=2e5 * steps,
+                                              total_out=1e5 * steps)
+        compute = 64 * 1e-6                                       # 1 us a step, 0.3 us of copies a step
+        seconds = pipeline_model.pipeline_seconds(compute, traffic, 3e11)
+        self.assertAlmostEqual(seconds, 2e5 / 3e11 + 63 * 1e-6 + 1e-6 + 1e5 / 3e11)
+        bound = pipeline_model.pipeline_seconds(1e-6, traffic, 3e11)   # copies dominate
+        self.assertAlmostEqual(bound, 2e5 / 3e11 + 63 * 3e5 / 3e11 + 1e-6 / 64 + 1e5 / 3e11)
+
+
+if __name__ == "__main__":
+    unittest.main()
