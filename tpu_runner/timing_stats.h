@@ -26,8 +26,16 @@ struct RatioEstimate {
 // Needs at least 6 ratios; returns zeros otherwise.
 RatioEstimate EstimateMedianRatio(std::span<const double> ratios);
 
+// The same median with the interpolated order-statistic interval of Hettmansperger and Sheather
+// (1986): each bound of the exact interval moved toward the next order statistic inward, by the
+// fraction that brings the coverage from the exact interval's (95-97.6%, jumping with n) down to
+// 95%. About 7% narrower on average for the same confidence (~14% fewer rounds where the width
+// decides when timing stops); still distribution-free in the bounds' ranks, and a bound moves
+// only by interpolating between two sample values. Needs at least 6 ratios; zeros otherwise.
+RatioEstimate EstimateMedianRatioInterpolated(std::span<const double> ratios);
+
 // The speedup: the median of reference time / candidate time per round, over the rounds not
-// marked discarded (the cpu judge marks none).
+// marked discarded (the cpu judge marks none), with the interpolated 95% interval.
 RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples);
 
 }  // namespace kernelgym
