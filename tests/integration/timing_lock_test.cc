@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "eval_fixture.h"
+#include "tpu_runner/cpu/harness_protocol.h"
+#include "tpu_runner/cpu/harness_session.h"
 
 namespace kernelgym::testing {
 namespace {
@@ -98,6 +100,38 @@ TEST(TimingLockTest, AnUntimedEvaluationDoesNotWaitForTheLock) {
   EXPECT_TRUE(finished) << "the untimed evaluation waited for the timing lock";
   EXPECT_EQ(r.status, Status::kOk) << r.message;
   EXPECT_EQ(r.stage_seconds.count("timing_lock_wait"), 0u);
+}
+
+// The runner takes the timing lock only once its harness's reference process has loaded libtorch
+// (cpu_backend.cc, HarnessProcess::AwaitWarm): the harness's first report, before any job, says
+// so. Without it the lock was held while libtorch loaded (seconds on a loaded machine), and
+// every other runner of the host queued behind the loading.
+TEST(TimingLockTest, TheHarnessSaysWhenTheReferenceHasLoadedBeforeAnyJob) {
+  const BackendConfig config = DefaultBackendConfig();
+  const std::filesystem::path scratch = std::filesystem::temp_directory_path() / ("kg-warm-" + std::to_string(getpid()));
+  std::filesystem::create_directories(scratch);
+  std::string error;
+  std::unique_ptr<HarnessProcess> harness =
+      StartHarness(std::filesystem::path(config.tools_dir) / "kernelgym-harness", scratch, 1, {}, error);
+  ASSERT_NE(harness, nullptr) << error;
+  ASSERT_TRUE(harness->AwaitWarm(30)) << "no report from the harness before its job";
+  FrameDecoder decoder;
+  std::optional<Frame> frame;
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!frame && Clock::now() < deadline) {
+    char bytes[4096];
+    const ssize_t n = read(harness->report_fd, bytes, sizeof(bytes));
+    if (n > 0) decoder.Feed(bytes, static_cast<std::size_t>(n));
+    if (n == 0) break;
+    frame = decoder.Next();
+    if (!frame) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(frame.has_value()) << decoder.error();
+  EXPECT_EQ(frame->kind, FrameKind::kEvent);
+  EXPECT_EQ(frame->meta.value("phase", std::string()), "warm");
+  EXPECT_EQ(frame->meta.value("reference", std::string()), "loaded");  // not an exec failure
+  harness.reset();
+  std::filesystem::remove_all(scratch);
 }
 
 }  // namespace

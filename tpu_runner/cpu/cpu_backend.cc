@@ -24,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 
 double Since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
+// How long a runner waits, before it takes the timing lock, for its harness's reference process
+// to load libtorch (~0.45 s quiet). Past it, the session goes on under the lock and its own
+// deadlines say what went wrong.
+constexpr double kHarnessWarmSeconds = 60;
+
 // Correctness and timing (the harness session) run one at a time per host, across runner
 // processes: a second session next to a timing one disturbs its measurements (PLATFORM.md: a
 // busy loop on the same core multiplies wall times by 5; other cores still share caches and
@@ -149,6 +154,8 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   // A single-threaded harness starts off the timing CPU (like the pre-started one), so it needs
   // no lock; a multi-threaded one starts on the timing CPUs, so only once the lock is held.
   if (task.threads <= 1) harness = TakeHarness(task.threads, harness_error);
+  // Not under the lock: the reference loading libtorch (a pre-started harness has done so).
+  if (harness && serialize) harness->AwaitWarm(kHarnessWarmSeconds);
   HarnessRun run;
   const MachinePeaks* peaks = nullptr;
   {

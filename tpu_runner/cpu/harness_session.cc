@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -304,6 +305,7 @@ class Session {
       case FrameKind::kEvent: {
         const std::string phase = f.meta.value("phase", std::string());
         const int trial = f.meta.value("trial", -1);
+        if (phase == "warm") return;  // the reference has loaded libtorch (AwaitWarm waited for it)
         if (phase == "trial" || phase == "repeat") {
           if (correctness_start_ == Clock::time_point{}) correctness_start_ = Clock::now();
           // The harness cuts a call at its limit; this is the backstop.
@@ -569,6 +571,18 @@ HarnessProcess::~HarnessProcess() {
 }
 
 bool HarnessProcess::Running() { return child.pid() > 0 && !child.Wait(Clock::now()); }
+
+bool HarnessProcess::AwaitWarm(double seconds) const {
+  pollfd fd{report_fd, POLLIN, 0};
+  const auto deadline = Clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return false;
+    const int rc = poll(&fd, 1, static_cast<int>(left));
+    if (rc > 0) return true;  // a frame, or the end of the pipe (the session says why)
+    if (rc < 0 && errno != EINTR) return false;
+  }
+}
 
 std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harness_program,
                                              const std::filesystem::path& scratch_root, int threads,

@@ -44,6 +44,11 @@ struct HarnessProcess {
   ~HarnessProcess();
 
   bool Running();  // false when it has died since it started
+  // Waits (at most `seconds`) until the harness has reported anything: its first report says
+  // that the reference process has loaded libtorch. The runner calls it before it takes the
+  // host's timing lock, so that the lock is not held while libtorch loads. Reads nothing: the
+  // session sees every frame. False when the time ran out.
+  bool AwaitWarm(double seconds) const;
 
   ChildProcess child;
   int control_fd = -1;  // runner -> harness (a socket, so writes cannot raise SIGPIPE)

@@ -4,7 +4,8 @@
 // libtorch (~0.45 s) overlaps the compile, and hands it:
 //   3  a memfd: the doorbell page, then the reference's own copy of every input and its outputs
 //   4  the job (JSON, read to EOF): the source, threads, CPUs and where each tensor lives
-//   5  a status pipe: "ok\n" once set up, or "error: ...\n" (then it exits)
+//   5  a status pipe: "loaded\n" when main starts (libtorch loaded), then "ok\n" once set up,
+//      or "error: ...\n" (then it exits)
 // Then it runs calls when the judge rings: kRun computes on (shape set, input set) and keeps the
 // result; kPublish copies it into the shared output buffers (outside the timed call, as the
 // candidate's outputs need no copy).
@@ -57,6 +58,9 @@ int main() {
   // The reference dies with the judge (outside a PID namespace nothing else would end it).
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() == 1) _exit(0);
+  // libtorch is loaded (the dynamic loader and its static constructors ran before main): the
+  // judge tells the runner, which takes the host's timing lock only now (harness_main.cc).
+  Status("loaded");
   const std::string text = ReadToEnd(kJobFd);
   close(kJobFd);
   if (text.empty()) _exit(0);  // the judge went away before a job came: nothing to do
