@@ -4,6 +4,10 @@ The same kinds as the C++ runner's (tpu_runner/cpu/inputs.h): normal, uniform (o
 grid), randint, permutation, partition. The values are not bit-identical to the C++ draws (a
 different generator); what matters is that the server's seed fixes them, and that the candidate's
 process cannot choose them: they are drawn before the candidate is imported.
+
+Narrow dtypes (a Pallas version's bfloat16, float16, int8 ...): the values are drawn in float64
+(integers in int64) and rounded once to the tensor's dtype (round to nearest even), so a
+bfloat16 input holds the bfloat16 nearest to a draw from the stated distribution.
 """
 from __future__ import annotations
 
@@ -37,11 +41,27 @@ def draw(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
     else:  # the loader refuses other kinds; reaching here is a bug
         raise AssertionError(f"unknown initializer kind {kind!r}")
     out = values.astype(spec.dtype).reshape(shape)
-    if kind == "uniform" and np.issubdtype(out.dtype, np.floating):
-        # float32 rounding can land a value on `high`; keep the half-open interval honest
-        out = np.where(out >= init["high"], np.nextafter(np.float32(init["high"]), np.float32(-np.inf)), out)
+    if kind == "uniform" and (np.issubdtype(out.dtype, np.floating) or str(out.dtype) == "bfloat16"):
+        # rounding can land a value on `high`; keep the half-open interval honest
+        out = np.where(out.astype(np.float64) >= init["high"], _below(init["high"], out.dtype), out)
         out = out.astype(spec.dtype)
     return out
+
+
+def _below(high: float, dtype) -> np.ndarray:
+    """The largest value of `dtype` that is smaller than `high`."""
+    value = np.array(high, dtype=np.float64).astype(dtype)
+    bits = {2: np.int16, 4: np.int32, 8: np.int64}[value.dtype.itemsize]
+    while float(value) >= high:
+        as_int = value.view(bits)
+        if float(value) > 0:
+            as_int = as_int - 1
+        elif float(value) == 0:
+            as_int = np.array(np.iinfo(bits).min + 1, dtype=bits)  # -(smallest subnormal)
+        else:
+            as_int = as_int + 1
+        value = np.asarray(as_int, dtype=bits).view(dtype)
+    return value
 
 
 def draw_all(specs: list[TensorSpec], seed: int) -> list[np.ndarray]:

@@ -24,8 +24,31 @@ from typing import Any, Callable
 import numpy as np
 
 SIZE_SETS = ("small", "check", "full")
-# The dtypes task.json may name (the C++ loader accepts the same four).
+# The dtypes task.json may name (the C++ loader accepts the same four): the cpu version's.
 _DTYPES = {"float32": np.float32, "float64": np.float64, "int32": np.int32, "int64": np.int64}
+
+
+def _ml_dtype(name: str):
+    import ml_dtypes  # a dependency of jax: always in the pallas venv
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+# The dtypes a Pallas version may give an input instead (pallas.json "inputs": {name: {"dtype"}}):
+# what JAX TPU kernels take. Outputs: the float ones and int32, which reach the runner as float32
+# (bfloat16/float16) or as they are (evaluation._wire); the C++ loader accepts the same lists.
+TPU_INPUT_DTYPES = ("float32", "bfloat16", "float16", "int8", "uint8", "int32")
+TPU_OUTPUT_DTYPES = ("float32", "bfloat16", "float16", "int32")
+
+
+def tpu_dtype(name: str):
+    return _ml_dtype(name) if name == "bfloat16" else np.dtype(name)
+
+
+def unit_roundoff(dtype) -> float:
+    """u = 2^-p for a float dtype with p significand bits (bfloat16: p = 8, u = 2^-8; float16:
+    p = 11; float32: p = 24): round-to-nearest moves a value by at most u of its magnitude."""
+    import ml_dtypes
+    return float(ml_dtypes.finfo(dtype).eps) / 2.0
 
 
 class TaskError(Exception):
@@ -59,6 +82,9 @@ class PallasTask:
     size_sets: dict[str, ShapeSet]
     # jaxbench layout only: the module that makes inputs (create_inputs) for each size set
     jaxbench_module: Any = None
+    # Sizes that cannot take a value of their own in every set, with the reason (pallas.json
+    # "size_exemptions"): one derived from another (OH = H - 2), or a literal extent in task.json.
+    size_exemptions: dict = dataclasses.field(default_factory=dict)
 
     def reference(self) -> Callable:
         if self.layout == "jaxbench":
@@ -91,8 +117,14 @@ def _resolve(value, sizes: dict[str, int], where: str):
     return value
 
 
-def _tensor(entry: dict, sizes: dict[str, int], where: str, init: dict | None, tol: dict) -> TensorSpec:
-    dtype = _DTYPES.get(entry.get("dtype", "float32"))
+def _tensor(entry: dict, sizes: dict[str, int], where: str, init: dict | None, tol: dict,
+            dtype_override: str | None = None, allowed: tuple = ()) -> TensorSpec:
+    if dtype_override is not None:
+        if dtype_override not in allowed:
+            raise TaskError(f"{where}.dtype: {dtype_override!r} is not one of {list(allowed)}")
+        dtype = tpu_dtype(dtype_override)
+    else:
+        dtype = _DTYPES.get(entry.get("dtype", "float32"))
     if dtype is None:
         raise TaskError(f"{where}: dtype {entry.get('dtype')!r} is not one of {sorted(_DTYPES)}")
     shape = [int(_resolve(d, sizes, f"{where}.shape")) for d in entry["shape"]]
@@ -101,8 +133,81 @@ def _tensor(entry: dict, sizes: dict[str, int], where: str, init: dict | None, t
         resolved_init = {k: v if k == "kind" else _resolve(v, sizes, f"{where}.init.{k}") for k, v in init.items()}
         if resolved_init["kind"] == "permutation":
             resolved_init.setdefault("high", int(np.prod(shape, dtype=np.int64)))
+    if resolved_init is not None:
+        _check_init_fits(resolved_init, np.dtype(dtype), f"{where}.init")
     return TensorSpec(entry["name"], np.dtype(dtype), shape, resolved_init,
                       float(tol.get("atol", 0.0)), float(tol.get("rtol", 0.0)))
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or str(dtype) == "bfloat16"
+
+
+def _check_init_fits(init: dict, dtype, where: str) -> None:
+    """An initializer must be drawable in its dtype without wrapping or silent change: integer
+    bounds inside the dtype's range; a uniform grid (`step`) exactly representable (the grids
+    exist so that sums are exact in any order, which a rounded grid would break)."""
+    kind = init["kind"]
+    if kind in ("randint", "permutation", "partition") and not _is_float(dtype):
+        info = np.iinfo(dtype)
+        top = init.get("high", init.get("total", 0)) - (1 if kind != "partition" else 0)
+        if init.get("low", 0) < info.min or top > info.max:
+            raise TaskError(f"{where}: values up to {top} do not fit {dtype} ({info.min}..{info.max})")
+    if kind == "uniform" and init.get("step", 0) and _is_float(dtype) and np.dtype(dtype).itemsize < 4:
+        low, step = float(init["low"]), float(init["step"])
+        cells = int(np.floor((float(init["high"]) - low) / step))
+        grid = low + step * np.arange(cells, dtype=np.float64)
+        if not np.array_equal(grid.astype(np.float32).astype(dtype).astype(np.float64), grid):
+            raise TaskError(f"{where}: the grid low + k * step is not exactly representable in {dtype}")
+
+
+def derive_tolerance(base: dict, dtype, rounded: dict | None = None) -> tuple[float, float]:
+    """The tolerance of an output computed in narrow dtypes (docs/task_format.md, "dtypes").
+
+    `base` is the float32 tolerance of the same computation (task.json's, or pallas.json's
+    override): with bfloat16/float16 operands every product is exact in float32 (8 + 8 or 11 + 11
+    significand bits fit in 24), so an f32-accumulated contraction of narrow inputs makes no
+    rounding error the float32 task does not already make. What is new is rounding to the narrow
+    dtype, with eps = 2^(1-p) (one ulp at 1; bfloat16 2^-7, float16 2^-10): the reference and a
+    correct kernel each round a value, and may land one ulp apart.
+
+    * the output itself, in a narrow float dtype: + eps relative;
+    * `rounded["relative"]` intermediates the workload rounds that reach the output through
+      products and quotients only (a normalized row before the scale): + eps relative each;
+    * `rounded["summed"]` intermediates that feed a sum (attention probabilities before P.V, a
+      hidden activation before the down projection): a one-ulp difference in each term, with
+      independent signs, moves the sum by eps * sqrt(sum of squared terms) / sqrt(3) in standard
+      deviation; `rounded["scale"]` is 6 such deviations in units of eps (3.5 x the root sum of
+      squares of the terms at the checked sizes, which the task derives from its inputs'
+      distributions and states): + eps * scale absolute each.
+
+    Nothing is added for a float32 output of float32 work."""
+    atol, rtol = float(base.get("atol", 0.0)), float(base.get("rtol", 0.0))
+    rounded = rounded or {}
+    narrow = _is_float(np.dtype(dtype)) and np.dtype(dtype).itemsize < 4
+    if not narrow and not rounded:
+        return atol, rtol
+    eps_dtype = rounded.get("dtype", str(dtype) if narrow else "bfloat16")
+    eps = 2.0 * unit_roundoff(tpu_dtype(eps_dtype))
+    rtol += eps * ((1 if narrow else 0) + int(rounded.get("relative", 0)))
+    atol += eps * int(rounded.get("summed", 0)) * float(rounded.get("scale", 0.0))
+    return atol, rtol
+
+
+_INPUT_FIELDS = ("init", "dtype")
+_OUTPUT_FIELDS = ("tolerance", "dtype", "rounded")
+_ROUNDED_FIELDS = ("relative", "summed", "scale", "dtype")
+
+
+def _check_overrides(path: pathlib.Path, kind: str, overrides, names: list[str], fields: tuple) -> None:
+    """A misspelt tensor or field would silently leave the task as it was: refused instead."""
+    if not isinstance(overrides, dict):
+        raise TaskError(f"{path}: {kind}: must be an object (tensor name -> overrides)")
+    for name, override in overrides.items():
+        if name not in names:
+            raise TaskError(f"{path}: {kind}.{name}: not one of the task's {kind} {names}")
+        if not isinstance(override, dict) or not set(override) <= set(fields):
+            raise TaskError(f"{path}: {kind}.{name}: an object with some of the fields {list(fields)}")
 
 
 def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
@@ -118,6 +223,8 @@ def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
     base_tol = pallas.get("tolerance", task["tolerance"])
     input_overrides = pallas.get("inputs", {})
     output_overrides = pallas.get("outputs", {})
+    _check_overrides(pallas_json, "inputs", input_overrides, [e["name"] for e in task["inputs"]], _INPUT_FIELDS)
+    _check_overrides(pallas_json, "outputs", output_overrides, [e["name"] for e in task["outputs"]], _OUTPUT_FIELDS)
     sets = {}
     for set_name in SIZE_SETS:
         sizes = pallas.get("sizes", {}).get(set_name)
@@ -129,14 +236,29 @@ def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
             init = override.get("init", entry["init"])
             if "kind" not in init:  # one initializer per size set; "check" takes "small"'s unless it has one
                 init = init.get(set_name) or init.get("small") or init
-            inputs.append(_tensor(entry, sizes, f"{pallas_json}: inputs.{entry['name']}", init, {}))
+            inputs.append(_tensor(entry, sizes, f"{pallas_json}: inputs.{entry['name']}", init, {},
+                                  override.get("dtype"), TPU_INPUT_DTYPES))
         outputs = []
         for entry in task["outputs"]:
-            tol = output_overrides.get(entry["name"], {}).get("tolerance", entry.get("tolerance", base_tol))
-            outputs.append(_tensor(entry, sizes, f"{pallas_json}: outputs.{entry['name']}", None, tol))
+            override = output_overrides.get(entry["name"], {})
+            tol = override.get("tolerance", entry.get("tolerance", base_tol))
+            where = f"{pallas_json}: outputs.{entry['name']}"
+            spec = _tensor(entry, sizes, where, None, tol, override.get("dtype"), TPU_OUTPUT_DTYPES)
+            rounded = override.get("rounded", {})
+            if not isinstance(rounded, dict) or not set(rounded) <= set(_ROUNDED_FIELDS) or \
+                    rounded.get("dtype", "bfloat16") not in ("bfloat16", "float16"):
+                raise TaskError(f"{where}.rounded: an object with some of {list(_ROUNDED_FIELDS)} (dtype bfloat16 "
+                                "or float16)")
+            spec.atol, spec.rtol = derive_tolerance(tol, spec.dtype, rounded)
+            outputs.append(spec)
         flops = float(pallas.get("flops", {}).get(set_name, 0.0)) if isinstance(pallas.get("flops"), dict) else 0.0
         sets[set_name] = ShapeSet(dict(sizes), inputs, outputs, flops)
-    return PallasTask(task["id"], "kernelgym", pallas_dir / "reference.py", pallas_dir / "starter.py", sets)
+    exemptions = pallas.get("size_exemptions", {})
+    if not isinstance(exemptions, dict) or any(n not in size_names or not isinstance(r, str) or not r.strip()
+                                               for n, r in exemptions.items()):
+        raise TaskError(f"{pallas_json}: size_exemptions: an object of the task's size names -> the reason")
+    return PallasTask(task["id"], "kernelgym", pallas_dir / "reference.py", pallas_dir / "starter.py", sets,
+                      size_exemptions=dict(exemptions))
 
 
 # ---- JAXBench layout ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ def _ce_block(h_ref, w_ref, lab_ref, out_ref, acc_ref, m_ref, l_ref, pick_ref):
 
     @pl.when(k == nk - 1)
     def _():
-        z = acc_ref[...]
+        z = acc_ref[...].astype(h_ref.dtype).astype(jnp.float32)  # the logits in the inputs' dtype
         m_old = m_ref[...]
         m_new = jnp.maximum(m_old, jnp.max(z, axis=1, keepdims=True))
         l_ref[...] = l_ref[...] * jnp.exp(m_old - m_new) + jnp.sum(jnp.exp(z - m_new), axis=1, keepdims=True)
@@ -59,7 +59,8 @@ def kernel(hidden, W, labels):
     V = W.shape[1]
     # 256 tokens x up to 512 vocab columns per logits tile, 256-deep D slices: every block is
     # at most 512 KiB (full V=128256 gets 384-wide tiles, the largest multiple of 128 dividing it).
-    bt, bv, bd = _tile(T, 256, 8), _tile(V, 512, 128), _tile(D, 256, 128)
+    # 16 rows: the bfloat16 sublane tile.
+    bt, bv, bd = _tile(T, 256, 16), _tile(V, 512, 128), _tile(D, 256, 128)
     total = pl.pallas_call(
         _ce_block,
         grid=(T // bt, V // bv, D // bd),
@@ -71,4 +72,4 @@ def kernel(hidden, W, labels):
         scratch_shapes=[pltpu.VMEM((bt, bv), jnp.float32), pltpu.VMEM((bt, 1), jnp.float32),
                         pltpu.VMEM((bt, 1), jnp.float32), pltpu.VMEM((bt, 1), jnp.float32)],
     )(hidden, W, labels.astype(jnp.int32).reshape(T, 1))
-    return (total / T).reshape(1)
+    return (total / T).reshape(1).astype(hidden.dtype)

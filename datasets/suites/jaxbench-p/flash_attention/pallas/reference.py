@@ -4,15 +4,19 @@ import jax.numpy as jnp
 
 def _one_head(qkv):
     # q, k, v: [S, D] for one (batch, head): causal softmax(q k^T / sqrt(D)) v, full S x S scores.
-    q, k, v = qkv
+    # bfloat16 inputs (1p_Flash_Attention's dtype): scores and softmax in float32 (the products of
+    # bfloat16 values are exact), the probabilities rounded to bfloat16 for P.V as a TPU kernel
+    # feeds the MXU, the output rounded to the inputs' dtype.
+    dtype = qkv[0].dtype
+    q, k, v = (x.astype(jnp.float32) for x in qkv)
     S, D = q.shape
     scale = 1.0 / (float(D) ** 0.5)
     scores = jnp.matmul(q, k.T) * scale
     pos = jnp.arange(S)
     future = pos[None, :] > pos[:, None]  # [i, j]: key j after query i (masked out)
     scores = jnp.where(future, -jnp.inf, scores)
-    p = jax.nn.softmax(scores, axis=-1)
-    return jnp.matmul(p, v)
+    p = jax.nn.softmax(scores, axis=-1).astype(dtype).astype(jnp.float32)
+    return jnp.matmul(p, v).astype(dtype)
 
 
 def reference(q, k, v):

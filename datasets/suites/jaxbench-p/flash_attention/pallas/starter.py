@@ -34,7 +34,9 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale
         alpha = jnp.exp(m_old - m_new)
         p = jnp.exp(s - m_new)
         l_ref[...] = l_ref[...] * alpha + jnp.sum(p, axis=1, keepdims=True)
-        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(p, v_ref[...], preferred_element_type=jnp.float32)
+        # p in the inputs' dtype (bfloat16) for the MXU; the sum stays float32
+        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(p.astype(v_ref.dtype), v_ref[...],
+                                                      preferred_element_type=jnp.float32)
         m_ref[...] = m_new
 
     @pl.when(ki == pl.num_programs(3) - 1)
@@ -44,7 +46,7 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale
 
 def kernel(q, k, v):
     B, H, S, D = q.shape
-    # 128 query rows x 128 keys per step: (128, D) float32 blocks of 64 KiB at D=128.
+    # 128 query rows x 128 keys per step: (128, D) bfloat16 blocks of 32 KiB at D=128.
     bq, bk = _tile(S, 128), _tile(S, 128)
     scale = 1.0 / (float(D) ** 0.5)
     sq = pl.Squeezed()

@@ -4,7 +4,11 @@ import jax.numpy as jnp
 
 def _one_head(args):
     # q, k, v: [S, D] and table: [S] for one (batch, head).
-    q, k, v, table = args
+    # bfloat16 inputs (the workload's dtype): scores and softmax in float32 (products of bfloat16
+    # values are exact), the probabilities rounded to bfloat16 for P.V as a TPU kernel feeds the MXU,
+    # the output rounded to the inputs' dtype.
+    dtype = args[0].dtype
+    q, k, v, table = (x.astype(jnp.float32) for x in args)
     S, D = q.shape
     scale = 1.0 / (float(D) ** 0.5)
     scores = jnp.matmul(q, k.T) * scale
@@ -12,8 +16,8 @@ def _one_head(args):
     dist = pos[:, None] - pos[None, :]                # [i, j] -> i - j
     scores = scores + table[jnp.maximum(dist, 0)]     # bias[i, j] = table[i - j] (future clamped to 0, masked below)
     scores = jnp.where(dist < 0, -jnp.inf, scores)
-    p = jax.nn.softmax(scores, axis=-1)
-    return jnp.matmul(p, v)
+    p = jax.nn.softmax(scores, axis=-1).astype(dtype).astype(jnp.float32)
+    return jnp.matmul(p, v).astype(dtype)
 
 
 def reference(q, k, v, bias_table):

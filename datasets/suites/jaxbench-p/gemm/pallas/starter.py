@@ -28,8 +28,10 @@ def _matmul_block(a_ref, b_ref, c_ref, acc_ref):
 def kernel(A, B):
     M, K = A.shape
     N = B.shape[1]
-    # 256x256 output tiles and 256-deep K slices: three 256 KiB float32 blocks (double-buffered
-    # inputs, one accumulator) -- small and plain; larger tiles are the first thing to tune.
+    # 256x256 output tiles and 256-deep K slices: two 128 KiB bfloat16 input blocks (double-buffered)
+    # and a 256 KiB float32 accumulator -- small and plain; larger tiles are the first thing to tune.
+    # The bfloat16 products are exact; they are summed in float32 (preferred_element_type) and C is
+    # rounded to bfloat16 once, on the last K step.
     bm, bn, bk = _tile(M, 256), _tile(N, 256), _tile(K, 256)
     return pl.pallas_call(
         _matmul_block,

@@ -4,15 +4,19 @@ import jax.numpy as jnp
 
 def _one_group(qkv):
     # q: [S, G, D], the G query heads that share kv head k, v: [S, D]; causal attention per head.
-    q, k, v = qkv
+    # bfloat16 inputs (the workload's dtype): scores and softmax in float32 (products of bfloat16
+    # values are exact), the probabilities rounded to bfloat16 for P.V as a TPU kernel feeds the MXU,
+    # the output rounded to the inputs' dtype.
+    dtype = qkv[0].dtype
+    q, k, v = (x.astype(jnp.float32) for x in qkv)
     S, G, D = q.shape
     scale = 1.0 / (float(D) ** 0.5)
     scores = jnp.einsum("igd,jd->gij", q, k) * scale     # [G, S, S]
     pos = jnp.arange(S)
     future = pos[None, :] > pos[:, None]                # [i, j]: key j after query i (masked out)
     scores = jnp.where(future[None], -jnp.inf, scores)
-    p = jax.nn.softmax(scores, axis=-1)
-    return jnp.einsum("gij,jd->igd", p, v)              # [S, G, D]
+    p = jax.nn.softmax(scores, axis=-1).astype(dtype).astype(jnp.float32)
+    return jnp.einsum("gij,jd->igd", p, v).astype(dtype)              # [S, G, D]
 
 
 def reference(q, k, v):

@@ -34,7 +34,7 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale
         alpha = jnp.exp(m_old - m_new)
         p = jnp.exp(s - m_new)
         l_ref[...] = l_ref[...] * alpha + jnp.sum(p, axis=1, keepdims=True)
-        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(p, v_ref[...], preferred_element_type=jnp.float32)
+        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(p.astype(v_ref.dtype), v_ref[...], preferred_element_type=jnp.float32)
         m_ref[...] = m_new
 
     @pl.when(ki == pl.num_programs(3) - 1)

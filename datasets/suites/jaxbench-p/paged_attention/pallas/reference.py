@@ -4,6 +4,11 @@ import jax.numpy as jnp
 
 def reference(q, k_pages, v_pages, page_table, lengths):
     # q: [B, HQ, D]; k_pages, v_pages: [P, PS, HK, D]; page_table: [B, PPS]; lengths: [B]
+    # bfloat16 q and pages (6p_Paged_Attention's dtype): scores and softmax in float32, the
+    # probabilities rounded to bfloat16 for P.V as a TPU kernel feeds the MXU, the output rounded to the
+    # inputs' dtype.
+    dtype = q.dtype
+    q, k_pages, v_pages = (x.astype(jnp.float32) for x in (q, k_pages, v_pages))
     B, HQ, D = q.shape
     PS, HK = k_pages.shape[1], k_pages.shape[2]
     PPS = page_table.shape[1]
@@ -19,6 +24,6 @@ def reference(q, k_pages, v_pages, page_table, lengths):
     pos = jnp.arange(L)
     past_end = pos[None, :] >= lengths.astype(jnp.int32)[:, None]   # [B, L]
     s = jnp.where(past_end[:, None, None, :], -jnp.inf, s)
-    p = jax.nn.softmax(s, axis=-1)
+    p = jax.nn.softmax(s, axis=-1).astype(dtype).astype(jnp.float32)
     o = jnp.matmul(p, v)                                            # [B, HK, G, D]
-    return o.reshape(B, HQ, D)
+    return o.reshape(B, HQ, D).astype(dtype)

@@ -38,7 +38,8 @@ def _paged_block(page_table_ref, lengths_ref, q_ref, k_ref, v_ref, o_ref, m_ref,
         alpha = jnp.exp(m_old - m_new)
         e = jnp.exp(s - m_new)
         l_ref[...] = l_ref[...] * alpha + jnp.sum(e, axis=1, keepdims=True)
-        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(e, v_ref[...], preferred_element_type=jnp.float32)
+        acc_ref[...] = acc_ref[...] * alpha + jnp.dot(e.astype(v_ref.dtype), v_ref[...],
+                                                      preferred_element_type=jnp.float32)
         m_ref[...] = m_new
 
     @pl.when(p == pl.num_programs(2) - 1)

@@ -9,6 +9,11 @@ def reference(q, k, v):
     # of the previous and the same block, -inf outside the window, softmax, @ v. All blocks are
     # done in one batched product: block c's keys are [prev block, own block], the (nonexistent)
     # block before the first is zero padding, masked out like every key outside the window.
+    # bfloat16 inputs (the workload's dtype): scores and softmax in float32 (products of bfloat16
+    # values are exact), the probabilities rounded to bfloat16 for P.V as a TPU kernel feeds the MXU,
+    # the output rounded to the inputs' dtype.
+    dtype = q.dtype
+    q, k, v = (x.astype(jnp.float32) for x in (q, k, v))
     HQ, S, D = q.shape
     G = HQ // k.shape[0]
     kh = jnp.repeat(k, G, axis=0)  # [HQ, S, D], head h reads kv head h // G
@@ -27,6 +32,6 @@ def reference(q, k, v):
     dist = qi - kj
     inside = (dist >= 0) & (dist < W) & (kj >= 0)
     scores = jnp.where(inside[None], scores, -jnp.inf)
-    p = jax.nn.softmax(scores, axis=-1)
+    p = jax.nn.softmax(scores, axis=-1).astype(dtype).astype(jnp.float32)
     o = jnp.einsum("hcqk,hckd->hcqd", p, vb).reshape(HQ, nb * W, D)
-    return o[:, :S]
+    return o[:, :S].astype(dtype)

@@ -40,7 +40,7 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, nkb):
         alpha = jnp.exp(m_prev - m_new)
         p = jnp.exp(s - m_new)
         l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=-1, keepdims=True)
-        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p, v_ref[...], preferred_element_type=jnp.float32)
+        acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p.astype(v_ref.dtype), v_ref[...], preferred_element_type=jnp.float32)
         m_ref[...] = m_new
 
     @pl.when(j == nkb - 1)

@@ -7,7 +7,9 @@ from jax.experimental.pallas import tpu as pltpu
 #   1. h = silu(x @ Wg) * (x @ Wu)      tiled over (T, F), contraction over D on the last grid axis
 #   2. out = h @ Wd                     tiled over (T, D), contraction over F on the last grid axis
 # Every tile is 128 wide (or the whole dimension when it is smaller), a plain MXU-sized block;
-# at the full sizes each step holds a few hundred KiB of VMEM.
+# at the full sizes each step holds a few hundred KiB of VMEM. bfloat16 in and out as the workload:
+# the dots sum exact products in float32; g, u, silu(g) and h are rounded to bfloat16 as the
+# workload's bfloat16 operations round them (silu computed in float32: v5e has no bfloat16 VPU).
 BLOCK = 128
 
 
@@ -31,17 +33,26 @@ def _gate_up_block(x_ref, wg_ref, wu_ref, h_ref, g_acc, u_acc):
 
     @pl.when(k == pl.num_programs(2) - 1)
     def _():
-        g = g_acc[...]
-        h_ref[...] = (g / (1.0 + jnp.exp(-g)) * u_acc[...]).astype(h_ref.dtype)
+        dt = h_ref.dtype
+        g = g_acc[...].astype(dt).astype(jnp.float32)
+        u = u_acc[...].astype(dt)
+        gate = (g * (1.0 / (1.0 + jnp.exp(-g))).astype(dt).astype(jnp.float32)).astype(dt)
+        h_ref[...] = (gate.astype(jnp.float32) * u.astype(jnp.float32)).astype(dt)
 
 
-def _matmul_block(a_ref, b_ref, o_ref):
-    # The output block stays resident across the contraction axis (its index ignores k).
-    @pl.when(pl.program_id(2) == 0)
+def _matmul_block(a_ref, b_ref, o_ref, acc_ref):
+    # float32 accumulator across the contraction axis; the output rounded to bfloat16 once, at the end.
+    k = pl.program_id(2)
+
+    @pl.when(k == 0)
     def _():
-        o_ref[...] = jnp.zeros_like(o_ref)
+        acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    o_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+
+    @pl.when(k == pl.num_programs(2) - 1)
+    def _():
+        o_ref[...] = acc_ref[...].astype(o_ref.dtype)
 
 
 def kernel(x, Wg, Wu, Wd):
@@ -56,7 +67,7 @@ def kernel(x, Wg, Wu, Wd):
                   pl.BlockSpec((bd, bf), lambda i, j, k: (k, j)),
                   pl.BlockSpec((bd, bf), lambda i, j, k: (k, j))],
         out_specs=pl.BlockSpec((bt, bf), lambda i, j, k: (i, j)),
-        out_shape=jax.ShapeDtypeStruct((t, f), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((t, f), x.dtype),
         scratch_shapes=[pltpu.VMEM((bt, bf), jnp.float32), pltpu.VMEM((bt, bf), jnp.float32)],
     )(x, Wg, Wu)
 
@@ -66,5 +77,6 @@ def kernel(x, Wg, Wu, Wd):
         in_specs=[pl.BlockSpec((bt, bf), lambda i, j, k: (i, k)),
                   pl.BlockSpec((bf, bd), lambda i, j, k: (k, j))],
         out_specs=pl.BlockSpec((bt, bd), lambda i, j, k: (i, j)),
-        out_shape=jax.ShapeDtypeStruct((t, d), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((t, d), x.dtype),
+        scratch_shapes=[pltpu.VMEM((bt, bd), jnp.float32)],
     )(h, Wd)

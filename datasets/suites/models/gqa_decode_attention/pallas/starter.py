@@ -35,7 +35,8 @@ def _decode_block(lengths_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref
     alpha = jnp.exp(m_prev - m_new)
     p = jnp.exp(sc - m_new)
     l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=1, keepdims=True)
-    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p, v, preferred_element_type=jnp.float32, precision=_HI)
+    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32,
+                                                  precision=_HI)
     m_ref[...] = m_new
 
     @pl.when(s == pl.num_programs(2) - 1)

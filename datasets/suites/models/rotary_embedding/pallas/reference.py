@@ -25,6 +25,8 @@ def reference(q, k, pos):
         half = x.shape[-1] // 2
         return jnp.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
-    q_out = q * cos + rotate_half(q) * sin
-    k_out = k * cos + rotate_half(k) * sin
-    return q_out, k_out
+    # bfloat16 q and k (as served): rotated in float32, each output rounded once to the inputs' dtype.
+    qf, kf = q.astype(jnp.float32), k.astype(jnp.float32)
+    q_out = qf * cos + rotate_half(qf) * sin
+    k_out = kf * cos + rotate_half(kf) * sin
+    return q_out.astype(q.dtype), k_out.astype(k.dtype)

@@ -18,8 +18,8 @@ def _rope_token(pos_ref, q_ref, k_ref, cos_ref, sin_ref, qo_ref, ko_ref):
     c = cos_ref[0]  # (1, D)
     s = sin_ref[0]  # (1, D), first half negated
     half = q_ref.shape[-1] // 2
-    q = q_ref[0]  # (Hq, D)
-    k = k_ref[0]  # (Hk, D)
+    q = q_ref[0].astype(jnp.float32)  # (Hq, D), rotated in float32
+    k = k_ref[0].astype(jnp.float32)  # (Hk, D)
     qo_ref[0] = (q * c + pltpu.roll(q, half, 1) * s).astype(qo_ref.dtype)
     ko_ref[0] = (k * c + pltpu.roll(k, half, 1) * s).astype(ko_ref.dtype)
 

@@ -35,7 +35,7 @@ def _attn_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, blo
     alpha = jnp.exp(m_prev - m_new)
     p = jnp.exp(s - m_new)
     l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=1, keepdims=True)
-    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p, v_ref[0], preferred_element_type=jnp.float32,
+    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p.astype(v_ref.dtype), v_ref[0], preferred_element_type=jnp.float32,
                                                   precision=_HI)
     m_ref[...] = m_new
 
