@@ -85,15 +85,18 @@ class PallasTask:
     # Sizes that cannot take a value of their own in every set, with the reason (pallas.json
     # "size_exemptions"): one derived from another (OH = H - 2), or a literal extent in task.json.
     size_exemptions: dict = dataclasses.field(default_factory=dict)
+    # jaxbench layout only: how its checked sets were made ("scaled", "doubled" or "full")
+    jaxbench_scaling: str = ""
 
     def reference(self) -> Callable:
         if self.layout == "jaxbench":
-            return self.jaxbench_module.workload
+            return _jaxbench_reference(self)
         return load_function(self.reference_path, "reference", "kernelgym_task_reference")
 
     def draw_inputs(self, size_set: str, seed: int) -> list[np.ndarray]:
         if self.layout == "jaxbench":
-            return _jaxbench_inputs(self.jaxbench_module, seed)
+            with _Config(self.jaxbench_module, self.size_sets[size_set].sizes):
+                return _jaxbench_inputs(self.jaxbench_module, seed)
         from .inputs import draw_all
         return draw_all(self.size_sets[size_set].inputs, seed)
 
@@ -262,6 +265,74 @@ def load_kernelgym_task(task_dir: pathlib.Path) -> PallasTask:
 
 
 # ---- JAXBench layout ---------------------------------------------------------------------------
+#
+# A JAXBench case has one shape, its CONFIG's, which is "full". The checked sets are made by
+# scaling CONFIG's large integer entries down (docs/pallas.md, "JAXBench layout"): an entry of at
+# least 512 that 256 divides is a size; in CONFIG's order the sizes take the pairs below (small,
+# check) in units of 128 lanes, so every checked size is a multiple of 128 and each size's ratio
+# check/small brings a prime of its own (3/2, 5/4, 7/4, 11/8, 13/8, ...). A batch entry goes to 1
+# and 2; head counts are divided by a common power of two (at most 8), the same at both sets.
+# Other smaller entries (experts, a head dimension, a page size) and entries the pair would not
+# shrink stay as they are.
+# create_inputs and workload read CONFIG when they run, so CONFIG holds a set's values while its
+# inputs are made and while the workload is traced at its shapes. A scaling the case's code
+# refuses (eval_shape raises) falls back to doubling (every ratio 2), then to the full shape alone.
+
+_JAXBENCH_QUANTUM = 128
+_JAXBENCH_PAIRS = [(2, 3), (4, 5), (4, 7), (8, 11), (8, 13), (16, 17), (16, 19), (16, 23)]
+_JAXBENCH_SKIP = ("name", "model", "operator", "direction", "dtype", "tolerance")
+
+
+def _jaxbench_sizes(config: dict) -> list[str]:
+    return [k for k, v in config.items() if k not in _JAXBENCH_SKIP and isinstance(v, int)
+            and not isinstance(v, bool) and v >= 512 and v % 256 == 0]
+
+
+def _jaxbench_counts(config: dict) -> tuple[dict, dict]:
+    """A batch entry goes to 1 (small) and 2 (check); head-count entries are divided by one power of
+    two (at most 8) that divides them all, the same at both sets, so their ratios (the GQA group)
+    stay."""
+    ints = {k: v for k, v in config.items() if isinstance(v, int) and not isinstance(v, bool) and v < 512}
+    small, check = {}, {}
+    for k, v in ints.items():
+        if "batch" in k and v >= 3:
+            small[k], check[k] = 1, 2
+    heads = {k: v for k, v in ints.items() if "heads" in k and v > 1}
+    g = 8
+    while heads and g > 1 and any(v % g or v // g < 1 for v in heads.values()):
+        g //= 2
+    if heads and g > 1:
+        for k, v in heads.items():
+            small[k] = check[k] = v // g
+    return small, check
+
+
+def _jaxbench_plans(config: dict) -> list[tuple[str, dict, dict]]:
+    """(how, small, check) scalings to try, best first."""
+    names = _jaxbench_sizes(config)
+    small, check = _jaxbench_counts(config)
+    for name, (a, b) in zip(names, _JAXBENCH_PAIRS):
+        if _JAXBENCH_QUANTUM * b < config[name]:
+            small[name], check[name] = _JAXBENCH_QUANTUM * a, _JAXBENCH_QUANTUM * b
+    doubled_small = {n: config[n] // 8 for n in names if config[n] // 8 >= _JAXBENCH_QUANTUM}
+    doubled = {n: 2 * v for n, v in doubled_small.items()}
+    plans = [("scaled", small, check), ("doubled", doubled_small, doubled), ("full", {}, {})]
+    return [plan for plan in plans if plan[0] == "full" or plan[1]]
+
+
+class _Config:
+    """CONFIG holding a size set's values for the duration of a block."""
+
+    def __init__(self, module, values: dict):
+        self.module, self.values, self.saved = module, values, {}
+
+    def __enter__(self):
+        self.saved = {k: self.module.CONFIG[k] for k in self.values}
+        self.module.CONFIG.update(self.values)
+
+    def __exit__(self, *exc):
+        self.module.CONFIG.update(self.saved)
+
 
 def load_jaxbench_task(case_dir: pathlib.Path, suite: str) -> PallasTask:
     baseline = case_dir / "baseline.py"
@@ -275,28 +346,89 @@ def load_jaxbench_task(case_dir: pathlib.Path, suite: str) -> PallasTask:
     for name in ("CONFIG", "create_inputs", "workload"):
         if not hasattr(module, name):
             raise TaskError(f"{baseline}: defines no `{name}` (the JAXBench layout needs CONFIG, create_inputs, workload)")
-    import jax
-    inputs = _jaxbench_inputs(module, 0)
-    reference_out = jax.eval_shape(module.workload, *inputs)
-    outs = reference_out if isinstance(reference_out, (tuple, list)) else (reference_out,)
+    if not isinstance(module.CONFIG, dict):
+        raise TaskError(f"{baseline}: CONFIG is not a dict")
     tol = getattr(module, "TOLERANCE", None) or module.CONFIG.get("tolerance", {"atol": 1e-2, "rtol": 1e-2})
+    flops = float(module.get_flops()) if hasattr(module, "get_flops") else 0.0
+    full_values = dict(module.CONFIG)
+    full = _jaxbench_shape_set(module, {}, tol, flops)
+    for how, small_values, check_values in _jaxbench_plans(full_values):
+        if how == "full":
+            sets = {"small": full, "check": full, "full": full}
+            break
+        try:
+            sets = {"small": _jaxbench_shape_set(module, small_values, tol, 0.0),
+                    "check": _jaxbench_shape_set(module, check_values, tol, 0.0), "full": full}
+        except Exception:  # the case's code does not take this scaling: the next plan
+            continue
+        shapes = {name: [tuple(t.shape) for t in sets[name].inputs] for name in sets}
+        if shapes["small"] == shapes["full"] or shapes["check"] == shapes["full"] or shapes["small"] == shapes["check"]:
+            continue  # create_inputs does not read CONFIG's sizes: scaling them changes nothing
+        sets["small"].sizes, sets["check"].sizes = dict(small_values), dict(check_values)
+        break
+    sets["full"].sizes = {k: full_values[k] for k in sets["small"].sizes}
+    starter = case_dir / "starter.py"
+    task = PallasTask(f"{suite}/{case_dir.name}", "jaxbench", baseline, starter if starter.is_file() else None,
+                      sets, module)
+    task.jaxbench_scaling = how
+    return task
+
+
+def _jaxbench_shape_set(module, values: dict, tol: dict, flops: float) -> ShapeSet:
+    import jax
+    with _Config(module, values):
+        inputs = _jaxbench_input_specs(module)
+        reference_out = jax.eval_shape(module.workload, *inputs)
+    outs = reference_out if isinstance(reference_out, (tuple, list)) else (reference_out,)
     in_specs = [TensorSpec(f"in{i}", np.dtype(x.dtype), list(x.shape)) for i, x in enumerate(inputs)]
     out_specs = [TensorSpec(f"out{i}", np.dtype(o.dtype), list(o.shape), None, tol["atol"], tol["rtol"])
                  for i, o in enumerate(outs)]
-    flops = float(module.get_flops()) if hasattr(module, "get_flops") else 0.0
-    shape_set = ShapeSet({}, in_specs, out_specs, flops)
-    starter = case_dir / "starter.py"
-    return PallasTask(f"{suite}/{case_dir.name}", "jaxbench", baseline, starter if starter.is_file() else None,
-                      {"small": shape_set, "check": shape_set, "full": shape_set}, module)
+    return ShapeSet(dict(values), in_specs, out_specs, flops)
+
+
+def _jaxbench_set_of(task: PallasTask, args) -> str:
+    shapes = [tuple(getattr(a, "shape", ())) for a in args]
+    for name in ("small", "check", "full"):
+        if shapes == [tuple(s.shape) for s in task.size_sets[name].inputs]:
+            return name
+    return "full"
+
+
+def _jaxbench_reference(task: PallasTask) -> Callable:
+    """The case's workload, traced with CONFIG at the size set its arguments' shapes belong to."""
+    module = task.jaxbench_module
+
+    def workload(*args):
+        values = task.size_sets[_jaxbench_set_of(task, args)].sizes
+        with _Config(module, values):
+            return module.workload(*args)
+    return workload
+
+
+def _jaxbench_input_specs(module) -> list:
+    """The inputs' shapes and dtypes without making them (a full-size case's inputs are GBs), or
+    the inputs themselves where create_inputs cannot be traced."""
+    import jax
+    try:
+        made = jax.eval_shape(lambda: _jaxbench_call(module, 0))
+    except Exception:
+        made = _jaxbench_call(module, 0)
+    return list(made)
+
+
+def _jaxbench_call(module, seed: int):
+    import jax
+    params = list(inspect.signature(module.create_inputs).parameters.values())
+    wants_key = params and (params[0].name in ("key", "rng", "prng_key") or params[0].default is inspect.Parameter.empty)
+    made = module.create_inputs(jax.random.PRNGKey(seed % (1 << 31))) if wants_key else module.create_inputs()
+    return made if isinstance(made, (tuple, list)) else (made,)
 
 
 def _jaxbench_inputs(module, seed: int) -> list[np.ndarray]:
-    """create_inputs() or create_inputs(key): JAXBench cases draw from a JAX PRNG key."""
-    import jax
-    params = inspect.signature(module.create_inputs).parameters
-    made = module.create_inputs(jax.random.PRNGKey(seed % (1 << 31))) if params else module.create_inputs()
-    made = made if isinstance(made, (tuple, list)) else (made,)
-    return [np.asarray(x) for x in made]
+    """create_inputs(), or create_inputs(key) when its first parameter is a PRNG key (named key,
+    rng or prng_key, or without a default): JAXBench's own cases take a dtype with a default
+    and draw from a fixed key, so their inputs do not follow the server's seeds."""
+    return [np.asarray(x) for x in _jaxbench_call(module, seed)]
 
 
 def load_task(task_dir: pathlib.Path, layout: str = "kernelgym", suite: str = "jaxbench-ext") -> PallasTask:

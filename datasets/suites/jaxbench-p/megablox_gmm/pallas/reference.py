@@ -11,5 +11,7 @@ def reference(lhs, rhs, group_sizes):
         lhs_ragged_dimensions=[0],
         rhs_group_dimensions=[0],
     )
+    # bfloat16 lhs and rhs as 11p_Megablox_GMM: exact products summed in float32, the result rounded to
+    # the inputs' dtype.
     return jax.lax.ragged_dot_general(lhs, rhs, group_sizes.astype(jnp.int32), dims,
-                                      preferred_element_type=jnp.float32)
+                                      preferred_element_type=jnp.float32).astype(lhs.dtype)

@@ -66,5 +66,5 @@ def kernel(lhs, rhs, group_sizes):
     return pl.pallas_call(
         _gmm_block,
         grid_spec=grid_spec,
-        out_shape=jax.ShapeDtypeStruct((M, N), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((M, N), lhs.dtype),
     )(starts, ends, first, last, lhs, rhs)

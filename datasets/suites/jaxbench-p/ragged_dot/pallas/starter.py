@@ -29,7 +29,8 @@ def _ragged_block(starts_ref, ends_ref, first_ref, last_ref, lhs_ref, rhs_ref, o
         prod = jnp.dot(lhs_ref[...], rhs_ref[...], preferred_element_type=jnp.float32)
         rows = row0 + jax.lax.broadcasted_iota(jnp.int32, prod.shape, 0)
         mine = (rows >= start) & (rows < end)
-        out_ref[...] += jnp.where(mine, prod, 0.0)
+        # each row gets one group's product: adding it to the zeros rounds once, in the output's dtype
+        out_ref[...] = (out_ref[...].astype(jnp.float32) + jnp.where(mine, prod, 0.0)).astype(out_ref.dtype)
 
 
 def kernel(lhs, rhs, group_sizes):
@@ -63,5 +64,5 @@ def kernel(lhs, rhs, group_sizes):
     return pl.pallas_call(
         _ragged_block,
         grid_spec=grid_spec,
-        out_shape=jax.ShapeDtypeStruct((m, n), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((m, n), lhs.dtype),
     )(starts, ends, first, last, lhs, rhs)

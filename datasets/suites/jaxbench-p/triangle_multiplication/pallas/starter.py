@@ -7,7 +7,7 @@ from jax.experimental import pallas as pl
 #   2. per channel: t[:, :, c] = A_c @ B_c^T, A_c[i, k] = a[i, k, c]           on [CH, N, N] layouts
 #   3. per pair row: out = sigmoid(LayerNorm(z) @ Wg + bg) * (LayerNorm(t) @ Wo + bo)
 # The transposes between them (channel-last <-> channel-first) are plain layout glue.
-ROWS = 256   # pair rows per grid step in 1 and 3: 256 x C floats (128 KiB at C = 128)
+ROWS = 2048  # pair rows per grid step in 1 and 3: 2048 x C floats (1 MiB at C = 128)
 TILE = 128   # i/j/k tile of the per-channel products in 2 (the whole N when it is smaller)
 CHANS = 8    # channels per grid step in 2, one 2D product each
 

@@ -3,7 +3,6 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-_HI = jax.lax.Precision.HIGHEST  # f32 activations: no bf16 passes on the MXU
 
 
 def _tile(dim, pref):
@@ -12,17 +11,18 @@ def _tile(dim, pref):
 
 
 def _qmm_block(x_ref, wq_ref, scale_ref, bias_ref, y_ref, acc_ref):
-    # grid (i, j, k): acc[i, j] += x[i, k] @ wq[j, k]^T with the int weights converted to float32
-    # (exact: |wq| <= 127); on the last k, y = acc * scale[j] + bias[j].
+    # grid (i, j, k): acc[i, j] += x[i, k] @ wq[j, k]^T with the int8 weights converted to the
+    # activations' bfloat16 (exact: |wq| <= 127), products summed in float32; on the last k,
+    # y = acc * scale[j] + bias[j] in float32, rounded to bfloat16.
     k = pl.program_id(2)
 
     @pl.when(k == 0)
     def _():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    w = wq_ref[...].astype(jnp.float32)  # (tn, tk), nn.Linear layout
+    w = wq_ref[...].astype(x_ref.dtype)  # (tn, tk), nn.Linear layout
     acc_ref[...] += jax.lax.dot_general(x_ref[...], w, (((1,), (1,)), ((), ())),
-                                        preferred_element_type=jnp.float32, precision=_HI)
+                                        preferred_element_type=jnp.float32)
 
     @pl.when(k == pl.num_programs(2) - 1)
     def _():
@@ -32,7 +32,7 @@ def _qmm_block(x_ref, wq_ref, scale_ref, bias_ref, y_ref, acc_ref):
 def kernel(x, wq, scale, bias):
     M, K = x.shape
     N = wq.shape[0]
-    # Naive tiles: 128 rows of x, 128 output channels, 512 of K (wq block 256 KiB as int32).
+    # Naive tiles: 128 rows of x, 128 output channels, 512 of K (wq block 64 KiB as int8).
     tm, tn, tk = _tile(M, 128), _tile(N, 128), _tile(K, 512)
     return pl.pallas_call(
         _qmm_block,

@@ -91,18 +91,19 @@ def starter_blocks(task: task_spec.PallasTask, set_name: str) -> list[list[tuple
 
 
 def _size_terms(sizes: dict[str, int], value: int) -> set[str]:
-    """The sizes, and quotients of two sizes (a group G = HQ / HK), that equal `value`."""
-    out = {n for n, v in sizes.items() if v == value}
-    out |= {f"{a}/{b}" for a, va in sizes.items() for b, vb in sizes.items()
-            if a != b and vb and va % vb == 0 and va // vb == value}
-    return out
+    """The ways `value` is a fixed multiple of a size or of a quotient of two sizes (a group
+    G = HQ / HK; 32 * G query rows per block)."""
+    terms = dict(sizes)
+    terms.update({f"{a}/{b}": va // vb for a, va in sizes.items() for b, vb in sizes.items()
+                  if a != b and vb and va % vb == 0})
+    return {f"{value // v}*{name}" for name, v in terms.items() if v and value % v == 0}
 
 
 def block_rule_problems(per_set: dict[str, list[list[tuple]]], sizes: dict[str, dict[str, int]] | None = None
                         ) -> list[str]:
     """A block dimension must be one number at every set, the whole array dimension at every set, or
-    one size of the task (or a quotient of two: G = HQ / HK) at every set (a (rows, D) block of a
-    head dimension D)."""
+    one fixed multiple of one size of the task (or of a quotient of two: G = HQ / HK) at every set
+    (a (rows, D) block of a head dimension D, 32 * G rows)."""
     sets = list(per_set)
     sizes = sizes or {}
     counts = {name: len(calls) for name, calls in per_set.items()}
@@ -178,6 +179,9 @@ class Rules(unittest.TestCase):
         head = {"small": [[((128, 64), (256, 320))]], "check": [[((128, 112), (384, 784))]]}
         self.assertEqual(len(block_rule_problems(head)), 1)
         self.assertEqual(block_rule_problems(head, {"small": {"D": 64}, "check": {"D": 112}}), [])
+        group = {"small": [[((32, 64), (256, 64))]], "check": [[((96, 64), (768, 64))]]}
+        self.assertEqual(block_rule_problems(group, {"small": {"HQ": 2, "HK": 2}, "check": {"HQ": 3, "HK": 1}}), [])
+        self.assertEqual(len(block_rule_problems(group, {"small": {"HQ": 2, "HK": 1}, "check": {"HQ": 3, "HK": 1}})), 1)
 
 
 def _task_folder(root: pathlib.Path, pallas: dict, dtype_in="float32", init=None) -> pathlib.Path:
@@ -243,6 +247,43 @@ class DTypes(unittest.TestCase):
             with self.subTest(message), tempfile.TemporaryDirectory() as tmp:
                 with self.assertRaisesRegex(task_spec.TaskError, message):
                     task_spec.load_kernelgym_task(_task_folder(pathlib.Path(tmp), pallas, dtype_in, init))
+
+
+FIXTURES = SUITES.parent.parent / "tests" / "fixtures" / "jaxbench_layout" / "benchmark"
+
+
+class JaxBenchLayout(unittest.TestCase):
+    """A JAXBench directory's case is checked at sizes scaled down from its CONFIG."""
+
+    def test_config_sizes_are_scaled_down_for_the_checked_sets(self):
+        task = task_spec.load_task(FIXTURES / "vector_add", "jaxbench")
+        self.assertEqual(task.jaxbench_scaling, "scaled")
+        self.assertEqual([task.size_sets[n].sizes for n in task_spec.SIZE_SETS], [{"n": 256}, {"n": 384}, {"n": 4096}])
+        for name, n in (("small", 256), ("check", 384), ("full", 4096)):
+            self.assertEqual([s.shape for s in task.size_sets[name].inputs], [[n], [n]])
+        x, y = task.draw_inputs("check", 1)
+        self.assertEqual(x.shape, (384,))
+        import jax
+        self.assertEqual(np.asarray(jax.jit(task.reference())(x, y)).shape, (384,))
+        self.assertEqual(task_spec.load_task(FIXTURES / "vector_add", "jaxbench").size_sets["full"].sizes["n"], 4096,
+                         "loading leaves CONFIG as it was")
+
+    def test_a_case_whose_inputs_ignore_config_keeps_its_one_shape(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            case = pathlib.Path(tmp) / "fixed"
+            case.mkdir()
+            (case / "baseline.py").write_text(
+                "import jax.numpy as jnp\nCONFIG = {'n': 4096}\n"
+                "def create_inputs():\n    return (jnp.ones(4096),)\n"
+                "def workload(x):\n    return 2 * x\n")
+            task = task_spec.load_task(case, "jaxbench")
+        self.assertEqual(task.jaxbench_scaling, "full")
+        self.assertEqual(task.size_sets["small"].inputs[0].shape, [4096])
+
+    def test_batch_and_head_counts(self):
+        small, check = task_spec._jaxbench_counts({"batch": 4, "num_query_heads": 64, "num_kv_heads": 8, "head_dim": 128})
+        self.assertEqual(small, {"batch": 1, "num_query_heads": 8, "num_kv_heads": 1})
+        self.assertEqual(check, {"batch": 2, "num_query_heads": 8, "num_kv_heads": 1})
 
 
 if __name__ == "__main__":
