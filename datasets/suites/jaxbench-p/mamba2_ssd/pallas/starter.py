@@ -69,7 +69,8 @@ def _ssd_block(c_ref, b_ref, csq_ref, csk_ref, dtk_ref, x_ref, y_ref, acc_ref):
         col = ki * bk + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 1)
         decay = jnp.exp(jnp.where(col > row, -jnp.inf, csq_ref[...] - csk_ref[...]))
         m = cb * decay * dtk_ref[...]
-        acc_ref[...] += jnp.dot(m, x_ref[...], preferred_element_type=jnp.float32)
+        # M in the inputs' dtype (bfloat16) for the MXU, as 16p rounds its scores; the sum stays float32
+        acc_ref[...] += jnp.dot(m.astype(x_ref.dtype), x_ref[...], preferred_element_type=jnp.float32)
 
     @pl.when(ki == pl.num_programs(3) - 1)
     def _():

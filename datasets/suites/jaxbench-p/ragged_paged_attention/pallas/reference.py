@@ -8,6 +8,11 @@ def reference(q, kv_pages, page_table, q_lens, context_lens):
     # [..., 0, :], v at [..., 1, :]); page_table: [S, PPS]; q_lens: [NP] (prefill sequences);
     # context_lens: [S]. Sequences 0 .. ND-1 decode one token, sequence ND + j prefills q_lens[j].
     # Token i of sequence s sits at position ctx_s + i and attends to positions 0 .. ctx_s + i.
+    # Dtypes as 7p_Ragged_Paged_Attention: bfloat16 q and pages; scores and softmax in float32 (the
+    # products of bfloat16 values are exact), the probabilities rounded to bfloat16 for P.V, the
+    # output rounded to the inputs' dtype.
+    dtype = q.dtype
+    q, kv_pages = q.astype(jnp.float32), kv_pages.astype(jnp.float32)
     T, HQ, D = q.shape
     _, PS, HK, _, _ = kv_pages.shape
     S, PPS = page_table.shape
@@ -36,9 +41,9 @@ def reference(q, kv_pages, page_table, q_lens, context_lens):
         mine = tok_seq == s
         visible = (pos[None, :] <= tok_last[:, None]) | ~mine[:, None]           # no empty rows
         sc = jnp.where(visible[:, None, None, :], sc, -jnp.inf)
-        p = jax.nn.softmax(sc, axis=-1)
+        p = jax.nn.softmax(sc, axis=-1).astype(dtype).astype(jnp.float32)
         o = jnp.einsum("thgl,lhd->thgd", p, v).reshape(T, HQ, D)
         return jnp.where(mine[:, None, None], o, out), None
 
     out, _ = jax.lax.scan(one_sequence, jnp.zeros_like(q), jnp.arange(S, dtype=jnp.int32))
-    return out
+    return out.astype(dtype)

@@ -48,7 +48,8 @@ def _paged_attention_block(pt_ref, ctx_ref, qlen_ref, first_ref, last_ref,   # s
             prob = jnp.exp(sc - m_new)
             new_state.append((m_new,
                               alpha * l_prev + jnp.sum(prob, axis=-1, keepdims=True),
-                              alpha * acc_prev + jnp.dot(prob, v, preferred_element_type=jnp.float32)))
+                              alpha * acc_prev + jnp.dot(prob.astype(v.dtype), v,
+                                                         preferred_element_type=jnp.float32)))
         return tuple(new_state)
 
     def one_sequence(s, state):
@@ -63,7 +64,7 @@ def _paged_attention_block(pt_ref, ctx_ref, qlen_ref, first_ref, last_ref,   # s
                   jnp.zeros((rows, d), jnp.float32)) for _ in range(hk_count))
     state = jax.lax.fori_loop(first_ref[i], last_ref[i] + 1, one_sequence, init)
     # every row sees at least its own position: l > 0
-    o_ref[...] = jnp.stack([acc / l for _, l, acc in state])
+    o_ref[...] = jnp.stack([acc / l for _, l, acc in state]).astype(o_ref.dtype)
 
 
 def kernel(q, kv_pages, page_table, q_lens, context_lens):
@@ -106,11 +107,11 @@ def kernel(q, kv_pages, page_table, q_lens, context_lens):
                   pl.BlockSpec((rows, 1), lambda i, *_: (i, 0)),
                   pl.BlockSpec(memory_space=pl.ANY)],           # the page pool stays in HBM
         out_specs=pl.BlockSpec((hk_count, rows, d), lambda i, *_: (0, i, 0)),
-        scratch_shapes=[pltpu.VMEM((ps, hk_count, 2, d), jnp.float32), pltpu.SemaphoreType.DMA],
+        scratch_shapes=[pltpu.VMEM((ps, hk_count, 2, d), kv_pages.dtype), pltpu.SemaphoreType.DMA],
     )
     o_r = pl.pallas_call(
         body,
         grid_spec=grid_spec,
-        out_shape=jax.ShapeDtypeStruct((hk_count, t * g, d), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((hk_count, t * g, d), q.dtype),
     )(page_table.reshape(-1).astype(jnp.int32), ctx, seq_q, first, last, q_r, row_seq, row_last, kv_pages)
     return o_r.reshape(hk_count, t, g, d).transpose(1, 0, 2, 3).reshape(t, hq, d)

@@ -2,7 +2,11 @@ import jax.numpy as jnp
 
 
 def reference(q, k, v):
-    # RetNet parallel retention, the torch reference's formula step by step (float32).
+    # RetNet parallel retention, the torch reference's formula step by step, with 15p_RetNet_Retention's
+    # dtypes: bfloat16 q, k, v; scores, decay and normalization in float32; the normalized weights
+    # rounded to bfloat16 for the product with v; the output in bfloat16.
+    dtype = q.dtype
+    q, k, v = (x.astype(jnp.float32) for x in (q, k, v))
     _, H, S, DK = q.shape
     h = jnp.arange(H, dtype=q.dtype)
     gamma = 1.0 - jnp.power(jnp.float32(2.0), -5.0 - h)          # 1 - 2^(-5-h), exact
@@ -14,4 +18,5 @@ def reference(q, k, v):
     scores = jnp.matmul(q, jnp.swapaxes(k, 2, 3)) * (1.0 / (float(DK) ** 0.5))
     scores = scores * decay[None, :, :, :]
     denom = jnp.maximum(jnp.sum(jnp.abs(scores), axis=-1, keepdims=True), 1.0)
-    return jnp.matmul(scores / denom, v)
+    weights = (scores / denom).astype(dtype).astype(jnp.float32)
+    return jnp.matmul(weights, v).astype(dtype)

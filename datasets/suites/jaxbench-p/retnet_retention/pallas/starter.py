@@ -34,11 +34,12 @@ def _retention_block(log_gamma_ref, q_ref, k_ref, v_ref, o_ref, acc_ref, abs_ref
         decay = jnp.where(dist >= 0.0, jnp.exp(log_gamma_ref[h] * jnp.maximum(dist, 0.0)), 0.0)
         s = s * decay
         abs_ref[...] += jnp.sum(jnp.abs(s), axis=-1, keepdims=True)
-        acc_ref[...] += jnp.dot(s, v_ref[...], preferred_element_type=jnp.float32)
+        # the weights in the inputs' dtype (bfloat16) for the MXU; the sum stays float32
+        acc_ref[...] += jnp.dot(s.astype(v_ref.dtype), v_ref[...], preferred_element_type=jnp.float32)
 
     @pl.when(ki == pl.num_programs(3) - 1)
     def _():
-        o_ref[...] = acc_ref[...] / jnp.maximum(abs_ref[...], 1.0)
+        o_ref[...] = (acc_ref[...] / jnp.maximum(abs_ref[...], 1.0)).astype(o_ref.dtype)
 
 
 def kernel(q, k, v):
@@ -61,5 +62,5 @@ def kernel(q, k, v):
     return pl.pallas_call(
         _retention_block,
         grid_spec=grid_spec,
-        out_shape=jax.ShapeDtypeStruct((b, h, s, dv), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((b, h, s, dv), q.dtype),
     )(log_gamma, q, k, v)

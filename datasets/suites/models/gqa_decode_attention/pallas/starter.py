@@ -5,7 +5,6 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-_HI = jax.lax.Precision.HIGHEST  # f32 inputs, f32 answers: no bf16 passes on the MXU
 
 
 def _decode_block(lengths_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, block_s):
@@ -25,7 +24,7 @@ def _decode_block(lengths_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref
     k = k_ref[0, 0]  # (block_s, D)
     v = v_ref[0, 0]
     sc = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())),
-                             preferred_element_type=jnp.float32, precision=_HI) * scale
+                             preferred_element_type=jnp.float32) * scale
     slot = s * block_s + jax.lax.broadcasted_iota(jnp.int32, sc.shape, 1)
     sc = jnp.where(slot >= lengths_ref[b], -jnp.inf, sc)
     # Block 0 always holds slot 0 (lengths >= 1), so m is finite from the first block on and a
@@ -35,8 +34,7 @@ def _decode_block(lengths_ref, q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref
     alpha = jnp.exp(m_prev - m_new)
     p = jnp.exp(sc - m_new)
     l_ref[...] = alpha * l_ref[...] + jnp.sum(p, axis=1, keepdims=True)
-    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32,
-                                                  precision=_HI)
+    acc_ref[...] = alpha * acc_ref[...] + jnp.dot(p.astype(v.dtype), v, preferred_element_type=jnp.float32)
     m_ref[...] = m_new
 
     @pl.when(s == pl.num_programs(2) - 1)
