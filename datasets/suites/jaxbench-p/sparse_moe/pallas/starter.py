@@ -19,7 +19,10 @@ def _tile(n):
 
 
 def _router_block(x_ref, wr_ref, w_ref):
+    # the logits in the inputs' dtype (bfloat16) as 10p's router returns them: exact in float32 (the
+    # dyadic grids), then rounded, so their ties are the reference's
     logits = jnp.dot(x_ref[...], wr_ref[...], preferred_element_type=jnp.float32)  # (bt, E)
+    logits = logits.astype(x_ref.dtype).astype(jnp.float32)
     e_count = logits.shape[1]
     expert = jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
     # largest logit; among equal ones the lowest expert index
@@ -31,8 +34,8 @@ def _router_block(x_ref, wr_ref, w_ref):
     i2 = jnp.min(jnp.where(rest == m2, expert, e_count), axis=1, keepdims=True)
     # softmax over (m1, m2), m1 >= m2
     p2 = jnp.exp(m2 - m1)
-    g1 = 1.0 / (1.0 + p2)
-    g2 = p2 / (1.0 + p2)
+    g1 = (1.0 / (1.0 + p2)).astype(x_ref.dtype).astype(jnp.float32)  # the gates in bfloat16 too
+    g2 = (p2 / (1.0 + p2)).astype(x_ref.dtype).astype(jnp.float32)
     w_ref[...] = jnp.where(expert == i1, g1, 0.0) + jnp.where(expert == i2, g2, 0.0)
 
 
@@ -50,16 +53,20 @@ def _gate_up_block(x_ref, wg_ref, wu_ref, h_ref, g_acc, u_acc):
 
     @pl.when(k == pl.num_programs(3) - 1)
     def _():
-        g = g_acc[...]
-        h_ref[...] = g / (1.0 + jnp.exp(-g)) * u_acc[...]
+        # g, u, sigmoid(g), silu(g) and h rounded to bfloat16 as 10p's bfloat16 operations round them
+        dt = h_ref.dtype
+        rnd = lambda a: a.astype(dt).astype(jnp.float32)
+        g, u = rnd(g_acc[...]), rnd(u_acc[...])
+        gate = rnd(g * rnd(1.0 / (1.0 + jnp.exp(-g))))
+        h_ref[...] = (gate * u).astype(dt)
 
 
-def _down_block(w_ref, h_ref, wd_ref, o_ref, acc_ref):
+def _down_block(w_ref, h_ref, wd_ref, o_ref, acc_ref, out_acc):
     e, f = pl.program_id(2), pl.program_id(3)
 
     @pl.when((e == 0) & (f == 0))
     def _():
-        o_ref[...] = jnp.zeros_like(o_ref)
+        out_acc[...] = jnp.zeros_like(out_acc)
 
     @pl.when(f == 0)
     def _():
@@ -69,7 +76,13 @@ def _down_block(w_ref, h_ref, wd_ref, o_ref, acc_ref):
 
     @pl.when(f == pl.num_programs(3) - 1)
     def _():
-        o_ref[...] += w_ref[...] * acc_ref[...]   # (bt, 1) gate column times this expert's output
+        # (bt, 1) gate column times this expert's output, rounded to bfloat16 as 10p's expert outputs
+        y = acc_ref[...].astype(o_ref.dtype).astype(jnp.float32)
+        out_acc[...] += w_ref[...] * y
+
+    @pl.when((e == pl.num_programs(2) - 1) & (f == pl.num_programs(3) - 1))
+    def _():
+        o_ref[...] = out_acc[...].astype(o_ref.dtype)
 
 
 def kernel(x, Wr, Wg, Wu, Wd):
@@ -95,7 +108,7 @@ def kernel(x, Wr, Wg, Wu, Wd):
                   pl.BlockSpec((None, bd, bf), lambda e, i, j, k: (e, k, j)),
                   pl.BlockSpec((None, bd, bf), lambda e, i, j, k: (e, k, j))],
         out_specs=pl.BlockSpec((None, bt, bf), lambda e, i, j, k: (e, i, j)),
-        out_shape=jax.ShapeDtypeStruct((e_count, t, f), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((e_count, t, f), x.dtype),
         scratch_shapes=[pltpu.VMEM((bt, bf), jnp.float32), pltpu.VMEM((bt, bf), jnp.float32)],
     )(x, Wg, Wu)
 
@@ -106,6 +119,6 @@ def kernel(x, Wr, Wg, Wu, Wd):
                   pl.BlockSpec((None, bt, bf), lambda i, j, e, k: (e, i, k)),
                   pl.BlockSpec((None, bf, bd), lambda i, j, e, k: (e, k, j))],
         out_specs=pl.BlockSpec((bt, bd), lambda i, j, e, k: (i, j)),
-        out_shape=jax.ShapeDtypeStruct((t, d), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((bt, bd), jnp.float32)],
+        out_shape=jax.ShapeDtypeStruct((t, d), x.dtype),
+        scratch_shapes=[pltpu.VMEM((bt, bd), jnp.float32), pltpu.VMEM((bt, bd), jnp.float32)],
     )(w_cols, h, Wd)
