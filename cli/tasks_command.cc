@@ -84,6 +84,26 @@ std::string SizeSetText(const std::vector<SizeParam>& sizes) {
   return text.empty() ? "(from its CONFIG)" : text;
 }
 
+// Each tensor's name, dtype (the version's) and shape at one size set.
+json TensorsAt(const std::vector<TensorSpec>& tensors, const std::vector<SizeParam>& sizes, const BackendVariant& v) {
+  json out = json::array();
+  for (const TensorSpec& t : tensors) {
+    json shape = json::array();
+    if (t.extents.empty()) {
+      for (int64_t d : t.shape) shape.push_back(d);
+    } else {
+      for (const Extent& e : t.extents) {
+        int64_t value = e.literal;
+        for (const SizeParam& s : sizes)
+          if (!e.size.empty() && s.name == e.size) value = s.value;
+        shape.push_back(value);
+      }
+    }
+    out.push_back({{"name", t.name}, {"dtype", v.DTypeOf(t)}, {"shape", shape}});
+  }
+  return out;
+}
+
 // The tasks a subfolder backend (pallas) has a version of, with that version's size sets. No
 // timings: without the backend's hardware there are none to show (docs/pallas.md).
 int ListVariants(const TaskRegistry& registry, const std::vector<const Task*>& all, const TasksCommandOptions& options,
@@ -97,9 +117,11 @@ int ListVariants(const TaskRegistry& registry, const std::vector<const Task*>& a
       const BackendVariant& v = t->variants.at(options.backend);
       json sets = json::object();
       for (const auto& [name, sizes] : v.size_sets) {
-        json set = json::object();
-        for (const SizeParam& s : sizes) set[s.name] = s.value;
-        sets[name] = set;
+        json values = json::object();
+        for (const SizeParam& s : sizes) values[s.name] = s.value;
+        sets[name] = {{"sizes", values},
+                      {"inputs", TensorsAt(t->inputs, sizes, v)},
+                      {"outputs", TensorsAt(t->outputs, sizes, v)}};
       }
       list.push_back({{"id", t->id}, {"category", t->category}, {"backend", options.backend}, {"layout", v.layout},
                       {"size_sets", sets}});
@@ -116,9 +138,15 @@ int ListVariants(const TaskRegistry& registry, const std::vector<const Task*>& a
     out << fmt::format("{:<{}}  {:<{}}  {}\n", "id", id_width, "small (checks)", small_width, "full (compile, TPU timing)");
     for (const Task* t : tasks) {
       std::string small = SizeSetText({}), full = SizeSetText({});
-      for (const auto& [name, sizes] : t->variants.at(options.backend).size_sets)
-        (name == "small" ? small : full) = SizeSetText(sizes);
-      out << fmt::format("{:<{}}  {:<{}}  {}\n", t->id, id_width, small, small_width, full);
+      const BackendVariant& v = t->variants.at(options.backend);
+      for (const auto& [name, sizes] : v.size_sets) {
+        if (name == "small") small = SizeSetText(sizes);
+        if (name == "full") full = SizeSetText(sizes);
+      }
+      std::string dtypes;  // the tensors whose dtype differs from task.json's (bfloat16 workloads)
+      for (const auto& [tensor, dtype] : v.dtypes) dtypes += (dtypes.empty() ? "  [" : " ") + tensor + ":" + dtype;
+      if (!dtypes.empty()) dtypes += "]";
+      out << fmt::format("{:<{}}  {:<{}}  {}{}\n", t->id, id_width, small, small_width, full, dtypes);
     }
   }
   for (const std::string& e : registry.errors()) spdlog::warn("task not loaded: {}", e);

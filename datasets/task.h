@@ -111,10 +111,20 @@ struct BackendVariant {
   std::filesystem::path dir;
   std::string layout = "kernelgym";  // or "jaxbench": a JAXBench `baseline.py` folder (docs/pallas.md)
   std::string starter_source;        // what an episode on this backend starts from
-  // Named size sets (pallas: "small" for interpret-mode correctness, "full" for the TPU compile
-  // and timing); empty for the jaxbench layout, whose shapes live in its CONFIG.
+  // Named size sets (pallas: "small" and "check" for interpret-mode correctness, "full" for the
+  // TPU compile and timing); empty for the jaxbench layout, whose shapes live in its CONFIG.
   std::vector<std::pair<std::string, std::vector<SizeParam>>> size_sets;
+  // The dtype of each input and output whose version overrides task.json's (pallas: bfloat16 for
+  // the TPU workloads), by tensor name; a tensor not named keeps task.json's dtype.
+  std::map<std::string, std::string> dtypes;
+  // The dtype name a tensor has in this version.
+  std::string DTypeOf(const TensorSpec& tensor) const;
 };
+
+// The dtypes a folder-loaded version (the JAX TPU one) may give an input, and an output (its judge's
+// the same lists): what JAX TPU kernels take; outputs reach the runner as float32 or int32.
+const std::vector<std::string>& FolderVariantInputDTypes();
+const std::vector<std::string>& FolderVariantOutputDTypes();
 
 struct Task {
   std::string id;  // "suite/name"

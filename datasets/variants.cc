@@ -34,7 +34,45 @@ std::string JaxBenchStub(const std::string& case_id) {
          "    raise NotImplementedError(\"write a Pallas kernel\")\n";
 }
 
+// <task_folder>.json's "inputs"/"outputs": name -> {"dtype", ...}. Only the dtype is the registry's to
+// know (listings); the judge reads the rest (initializers, tolerances) and refuses what is wrong.
+std::string ReadDTypes(const json& config, const char* kind, const std::vector<TensorSpec>& tensors,
+                       const std::vector<std::string>& allowed, const std::string& file, BackendVariant& variant) {
+  if (!config.contains(kind)) return "";
+  const std::string field = kind;
+  if (!config[kind].is_object()) return file + ": " + field + ": must be an object (tensor name -> overrides)";
+  for (const auto& [name, override_entry] : config[kind].items()) {
+    const bool known = std::any_of(tensors.begin(), tensors.end(), [&](const TensorSpec& t) { return t.name == name; });
+    if (!known) return file + ": " + field + "." + name + ": not one of the task's " + field;
+    if (!override_entry.is_object()) return file + ": " + field + "." + name + ": must be an object";
+    if (!override_entry.contains("dtype")) continue;
+    const json& dtype = override_entry["dtype"];
+    if (!dtype.is_string() || std::find(allowed.begin(), allowed.end(), dtype.get<std::string>()) == allowed.end()) {
+      std::string list;
+      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      return file + ": " + field + "." + name + ".dtype: must be one of " + list;
+    }
+    variant.dtypes[name] = dtype.get<std::string>();
+  }
+  return "";
+}
+
 }  // namespace
+
+const std::vector<std::string>& FolderVariantInputDTypes() {
+  static const std::vector<std::string> names{"float32", "bfloat16", "float16", "int8", "uint8", "int32"};
+  return names;
+}
+
+const std::vector<std::string>& FolderVariantOutputDTypes() {
+  static const std::vector<std::string> names{"float32", "bfloat16", "float16", "int32"};
+  return names;
+}
+
+std::string BackendVariant::DTypeOf(const TensorSpec& tensor) const {
+  auto it = dtypes.find(tensor.name);
+  return it != dtypes.end() ? it->second : std::string(DTypeName(tensor.dtype));
+}
 
 bool IsVariantBackend(std::string_view backend) {
   const BackendInfo* info = FindBackendInfo(backend);
@@ -70,7 +108,7 @@ std::string LoadFolderVariant(Task& task, const BackendInfo& backend) {
   std::vector<std::string> names;
   for (const SizeParam& s : task.sizes) names.push_back(s.name);
   std::sort(names.begin(), names.end());
-  for (const char* set_name : {"small", "full"}) {
+  for (const char* set_name : {"small", "check", "full"}) {
     const std::string field = std::string("sizes.") + set_name;
     if (!config.contains("sizes") || !config["sizes"].is_object() || !config["sizes"].contains(set_name) ||
         !config["sizes"][set_name].is_object())
@@ -94,6 +132,12 @@ std::string LoadFolderVariant(Task& task, const BackendInfo& backend) {
     });
     variant.size_sets.emplace_back(set_name, std::move(sizes));
   }
+  if (std::string e = ReadDTypes(config, "inputs", task.inputs, FolderVariantInputDTypes(), config_file.string(), variant);
+      !e.empty())
+    return e;
+  if (std::string e = ReadDTypes(config, "outputs", task.outputs, FolderVariantOutputDTypes(), config_file.string(), variant);
+      !e.empty())
+    return e;
   if (!ReadText(dir / "reference.py")) return (dir / "reference.py").string() + ": cannot be read";
   auto starter = ReadText(dir / "starter.py");
   if (!starter) return (dir / "starter.py").string() + ": cannot be read";

@@ -15,8 +15,9 @@ namespace kernelgym {
 bool IsVariantBackend(std::string_view backend);
 
 // Reads, for every backend whose descriptor's task_loader is "folder", `<task.dir>/<task_folder>/`
-// when it exists: <task_folder>.json (size sets "small" and "full", each giving exactly the task's
-// sizes), reference.py and starter.py. Empty on success, else "<file>: <field>: <what is wrong>".
+// when it exists: <task_folder>.json (size sets "small", "check" and "full", each giving exactly
+// the task's sizes; the dtypes its "inputs"/"outputs" overrides name), reference.py and starter.py.
+// Empty on success, else "<file>: <field>: <what is wrong>".
 [[nodiscard]] std::string LoadVariants(Task& task);
 
 struct JaxBenchLoad {

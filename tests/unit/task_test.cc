@@ -1157,9 +1157,14 @@ class PallasVariantTest : public TaskLoadTest {
   }
 };
 
+// pallas.json's three size sets, with `extra` fields appended.
+std::string PallasJson(const std::string& extra = "") {
+  return R"({"sizes": {"small": {"R": 8, "C": 128}, "check": {"R": 16, "C": 192}, "full": {"C": 4096, "R": 1024}})" +
+         extra + "}";
+}
+
 TEST_F(PallasVariantTest, AVariantLoadsWithItsSizeSetsAndStarter) {
-  const fs::path dir =
-      WriteWithPallas("with_pallas", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"C": 4096, "R": 1024}}})");
+  const fs::path dir = WriteWithPallas("with_pallas", PallasJson());
   const TaskLoadResult r = LoadTask(dir);
   ASSERT_TRUE(r.task.has_value()) << r.error;
   EXPECT_TRUE(r.task->Supports("cpu"));
@@ -1167,11 +1172,36 @@ TEST_F(PallasVariantTest, AVariantLoadsWithItsSizeSetsAndStarter) {
   EXPECT_EQ(r.task->StarterFor("pallas"), "def kernel(x, idx):\n    return x\n");
   EXPECT_EQ(r.task->StarterFor("cpu"), r.task->starter_source);
   const BackendVariant& v = r.task->variants.at("pallas");
-  ASSERT_EQ(v.size_sets.size(), 2u);
-  EXPECT_EQ(v.size_sets[1].first, "full");
-  ASSERT_EQ(v.size_sets[1].second.size(), 2u);
-  EXPECT_EQ(v.size_sets[1].second[0].name, "R") << "task.json's order, whatever pallas.json's";
-  EXPECT_EQ(v.size_sets[1].second[0].value, 1024);
+  ASSERT_EQ(v.size_sets.size(), 3u);
+  EXPECT_EQ(v.size_sets[1].first, "check");
+  EXPECT_EQ(v.size_sets[2].first, "full");
+  ASSERT_EQ(v.size_sets[2].second.size(), 2u);
+  EXPECT_EQ(v.size_sets[2].second[0].name, "R") << "task.json's order, whatever pallas.json's";
+  EXPECT_EQ(v.size_sets[2].second[0].value, 1024);
+  EXPECT_TRUE(v.dtypes.empty());
+  EXPECT_EQ(v.DTypeOf(r.task->inputs[0]), "float32") << "task.json's dtype where the version names none";
+}
+
+TEST_F(PallasVariantTest, AVariantMayGiveItsTensorsTpuDTypes) {
+  const fs::path dir = WriteWithPallas(
+      "bf16", PallasJson(R"(, "inputs": {"x": {"dtype": "bfloat16"}, "idx": {"dtype": "int8", "init": {"kind": "randint", "low": 0, "high": 8}}},
+                           "outputs": {"y": {"dtype": "bfloat16", "rounded": {"summed": 1, "scale": 2.0}}})"));
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const BackendVariant& v = r.task->variants.at("pallas");
+  EXPECT_EQ(v.DTypeOf(r.task->inputs[0]), "bfloat16");
+  EXPECT_EQ(v.DTypeOf(r.task->inputs[1]), "int8");
+  EXPECT_EQ(v.DTypeOf(r.task->outputs[0]), "bfloat16");
+  EXPECT_EQ(r.task->inputs[0].dtype, DType::kFloat32) << "the cpu version keeps task.json's dtype";
+}
+
+TEST_F(PallasVariantTest, DTypesOutsideTheListsAreRefused) {
+  ExpectPallasError(WriteWithPallas("bad_in", PallasJson(R"(, "inputs": {"x": {"dtype": "float64"}})")), "pallas.json",
+                    "inputs.x.dtype: must be one of float32, bfloat16");
+  ExpectPallasError(WriteWithPallas("bad_out", PallasJson(R"(, "outputs": {"y": {"dtype": "int8"}})")), "pallas.json",
+                    "outputs.y.dtype: must be one of");
+  ExpectPallasError(WriteWithPallas("no_tensor", PallasJson(R"(, "inputs": {"z": {"dtype": "bfloat16"}})")),
+                    "pallas.json", "inputs.z: not one of the task's inputs");
 }
 
 TEST_F(PallasVariantTest, WithoutTheFolderTheTaskIsNotOfferedOnPallas) {
@@ -1182,8 +1212,10 @@ TEST_F(PallasVariantTest, WithoutTheFolderTheTaskIsNotOfferedOnPallas) {
 }
 
 TEST_F(PallasVariantTest, BadPallasFoldersNameTheFileAndField) {
-  ExpectPallasError(WriteWithPallas("no_full", R"({"sizes": {"small": {"R": 8, "C": 128}}})"), "pallas.json",
-                    "sizes.full: is required");
+  ExpectPallasError(WriteWithPallas("no_full", R"({"sizes": {"small": {"R": 8, "C": 128}, "check": {"R": 16, "C": 8}}})"),
+                    "pallas.json", "sizes.full: is required");
+  ExpectPallasError(WriteWithPallas("no_check", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"R": 16, "C": 8}}})"),
+                    "pallas.json", "sizes.check: is required");
   ExpectPallasError(WriteWithPallas("missing_size", R"({"sizes": {"small": {"R": 8}, "full": {"R": 8, "C": 128}}})"),
                     "pallas.json", "sizes.small: must give exactly the task's sizes");
   ExpectPallasError(WriteWithPallas("zero_size", R"({"sizes": {"small": {"R": 0, "C": 128}, "full": {"R": 8, "C": 128}}})"),
@@ -1191,8 +1223,7 @@ TEST_F(PallasVariantTest, BadPallasFoldersNameTheFileAndField) {
   ExpectPallasError(WriteWithPallas("not_json", "{sizes"), "pallas.json", "not valid JSON");
   ExpectPallasError(WriteWithPallas("huge_number", R"({"sizes": {"small": {"R": 1e400}}})"), "pallas.json",
                     "not valid JSON");
-  ExpectPallasError(WriteWithPallas("no_starter", R"({"sizes": {"small": {"R": 8, "C": 128}, "full": {"R": 8, "C": 128}}})",
-                                    /*with_starter=*/false),
+  ExpectPallasError(WriteWithPallas("no_starter", PallasJson(), /*with_starter=*/false),
                     "starter.py", "cannot be read");
 }
 
