@@ -30,6 +30,16 @@ from kernelgym_pallas import inputs, task_spec  # noqa: E402
 SUITES = pathlib.Path(__file__).resolve().parents[3] / "datasets" / "suites"
 
 
+# Tasks not yet brought under the size rules, each with the reason; the rules skip them, and this
+# list is the work left (docs/task_format.md). Keep it short and empty it.
+PENDING = {
+    "jaxbench-p/mla_attention": "four independent ratios need a prime past 5, i.e. a size of 1792 = 7 x 256 "
+                                "(its tiles are 256 wide); at DM 1280 / QL 1792 the float32 starter misses "
+                                "task.json's float32 tolerance (measured at DM 512, QL 192) in 1 of 655,360 "
+                                "elements: the tolerance must first scale with the reduction length",
+}
+
+
 def pallas_task_dirs() -> list[pathlib.Path]:
     return sorted(p.parent.parent for p in SUITES.glob("*/*/pallas/pallas.json"))
 
@@ -134,11 +144,16 @@ def block_rule_problems(per_set: dict[str, list[list[tuple]]], sizes: dict[str, 
 class EveryPallasTask(unittest.TestCase):
     def test_there_are_tasks(self):
         self.assertGreaterEqual(len(pallas_task_dirs()), 62)
+        ids = {task_spec.load_kernelgym_task(d).task_id for d in pallas_task_dirs()}
+        self.assertLessEqual(set(PENDING), ids, "a pending entry names no task")
+        self.assertLessEqual(len(PENDING), 1, "the pending list only shrinks")
 
     def test_size_sets_differ_in_every_size_with_independent_ratios(self):
         problems = []
         for task_dir in pallas_task_dirs():
             task = task_spec.load_kernelgym_task(task_dir)
+            if task.task_id in PENDING:
+                continue
             sizes = {name: {k: v for k, v in task.size_sets[name].sizes.items() if k not in task.size_exemptions}
                      for name in task_spec.SIZE_SETS}
             for a, b in (("small", "check"), ("small", "full"), ("check", "full")):
@@ -154,6 +169,8 @@ class EveryPallasTask(unittest.TestCase):
         problems = []
         for task_dir in pallas_task_dirs():
             task = task_spec.load_kernelgym_task(task_dir)
+            if task.task_id in PENDING:
+                continue
             per_set = {name: starter_blocks(task, name) for name in task_spec.SIZE_SETS}
             sizes = {name: task.size_sets[name].sizes for name in task_spec.SIZE_SETS}
             problems += [f"{task.task_id}: {p}" for p in block_rule_problems(per_set, sizes)]
