@@ -44,7 +44,7 @@ from typing import Iterator
 import numpy as np
 
 # Exponents a size may carry in a number's monomial.
-INT_EXPONENTS = (-1, 0, 1, 2)  # 2: an N x N pair table (triangle multiplication)
+INT_EXPONENTS = (-1, 0, 1, 2)  # 2: an N x N pair table (triangle multiplication), alone
 FLOAT_EXPONENTS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 FLOAT_RTOL = 1e-5  # literals are float32: 2^-23 relative, and the scale is computed in Python
 MAX_REASONS = 8
@@ -382,7 +382,11 @@ class _Fitter:
         self.names = sorted(n for n in set().union(*(sizes[s].keys() for s in every))
                             if all(n in sizes[s] for s in every))
         self.sizes = {s: [int(sizes[s][n]) for n in self.names] for s in every}
-        self._exponents = {False: np.array(list(itertools.product(INT_EXPONENTS, repeat=len(self.names))), float),
+        # A square only alone (N*N, a pair table): mixed with other sizes it would mostly add
+        # readings that coincide at the checked sets.
+        ints = [e for e in itertools.product(INT_EXPONENTS, repeat=len(self.names))
+                if 2 not in e or sum(1 for x in e if x) == 1]
+        self._exponents = {False: np.array(ints, float).reshape(-1, len(self.names)),
                            True: np.array(list(itertools.product(FLOAT_EXPONENTS, repeat=len(self.names))), float)}
         logs = {s: np.log(np.array(self.sizes[s], float)) for s in every}
         self._shift = {s: logs[s] - logs[self.fit_sets[0]] for s in every}
@@ -418,7 +422,7 @@ class _Fitter:
         first kind of reading that has any, in a fixed order: a literal in a kernel that is a grid
         extent minus one (the last step's test) is read so; else the monomials; else, for an
         integer, the monomials minus one (the last index of a dimension, a count of blocks minus
-        one). The order depends on the checked values only, never on the full-size one, so a
+        one); else a size plus a constant margin (a padded dimension). The order depends on the checked values only, never on the full-size one, so a
         program cannot choose the reading that suits it at the full size."""
         if not slot.floating and slot.path.endswith(".literal"):  # a literal in a kernel's body
             steps = [(extent.values[self.target] - 1, f"the grid's extent {k} minus one") for k, extent in enumerate(grid)
@@ -429,7 +433,17 @@ class _Fitter:
         if readings or slot.floating:
             return readings
         shifted = Slot(slot.path, False, {k: v + 1 for k, v in slot.values.items()})
-        return [(prediction - 1, f"{formula} minus one") for prediction, formula in self._monomials(shifted)]
+        readings = [(prediction - 1, f"{formula} minus one") for prediction, formula in self._monomials(shifted)]
+        if readings:
+            return readings
+        # Last, a size plus a constant: a dimension padded by a fixed margin (a halo, one more block).
+        first = self.fit_sets[0]
+        padded = []
+        for k, name in enumerate(self.names):
+            margin = slot.values[first] - self.sizes[first][k]
+            if all(slot.values[s] - self.sizes[s][k] == margin for s in self.fit_sets[1:]):
+                padded.append((self.sizes[self.target][k] + margin, f"{name} {'+' if margin >= 0 else '-'} {abs(margin)}"))
+        return padded
 
     def _monomials(self, slot: Slot) -> list:
         """(full-size prediction, formula) for every monomial that gives the number at the checked sets."""
