@@ -322,6 +322,14 @@ def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) 
         for name in traced_sets:
             for problem in tpu_numerics.unsupported(programs[name]):
                 raise Outcome("rejected", "compile", f"[{name} sizes] {problem}")
+            # The task's own dtypes are what is checked and paid: a float32 answer to a bfloat16 task
+            # would be compared after both travel as float32, and priced at another width.
+            specs, avals = task.size_sets[name].outputs, programs[name].out_avals
+            for spec, aval in zip(specs, avals):
+                if np.dtype(aval.dtype) != np.dtype(spec.dtype) or tuple(aval.shape) != tuple(spec.shape):
+                    raise Outcome("rejected", "compile",
+                                  f"[{name} sizes] output '{spec.name}' is {np.dtype(aval.dtype)}{list(aval.shape)}; "
+                                  f"the task's is {np.dtype(spec.dtype)}{list(spec.shape)}")
         reference_name = traced_sets[0]
         reference_skeleton = jaxpr_check.skeleton(programs[reference_name])
         for name in traced_sets[1:]:
