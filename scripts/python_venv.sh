@@ -25,4 +25,12 @@ if ! "$VENV/bin/python" -c "import verifiers.v1" 2>/dev/null; then
     "renderers==0.1.12" "openai==2.54.0" "anthropic==2.16.0" "prime-sandboxes==0.5.1" "math-verify==0.9.0" \
     "aiohttp>=3.14.1" "tomli-w>=1.0" "tenacity>=8.5" >&2
 fi
+# The trainers the adapters are written against, for the trainer smoke tests
+# (python/tests/test_trainers.py: TRL's GRPOTrainer and verifiers' evaluation on a tiny model on
+# CPU). PyPI's torch wheel brings CUDA's libraries (about 4.5 GB installed; its import needs them
+# even on CPU); pip's cache makes a second venv a local copy.
+if ! "$VENV/bin/python" -c "import trl, transformers, torch" 2>/dev/null; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.15.0" "transformers==5.25.0" \
+    "trl==1.16.0" "accelerate==1.16.0" "datasets==5.2.0" "tokenizers==0.23.3" >&2
+fi
 echo "$VENV"

@@ -268,13 +268,15 @@ class KernelGymEnv(gymnasium.Env[dict[str, Any], Any]):
         return twin
 
     def score(self, candidates: Sequence[Any], *, group_relative: bool = False,
-              timeout_s: float | None = None) -> list[Scored]:
+              timeout_s: float | None = None, ties: group.Ties = "interval") -> list[Scored]:
         """Scores G candidate actions from this state in one call, for GRPO-style training: a fork
-        per candidate, all stepped at once; this env is not stepped (kernelgym.group).
+        per distinct candidate, all stepped at once; this env is not stepped (kernelgym.group).
+        Identical kernels share one evaluation; ``ties="interval"`` pays correct candidates whose
+        speedup intervals overlap alike (``"none"``: the server's rewards as they are).
         ``group_relative`` adds each candidate's advantage, ``(reward - mean) / std`` over the
         group; use a reward that is strictly monotone in speed for it (``reward="log_speedup"``,
         docs/adding_a_reward.md)."""
-        return group.score(self, candidates, group_relative=group_relative, timeout_s=timeout_s)
+        return group.score(self, candidates, group_relative=group_relative, timeout_s=timeout_s, ties=ties)
 
     def close(self) -> None:
         """Closes the server env, and the connection when the env made it. Safe to call again;

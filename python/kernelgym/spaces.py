@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from kernelgym.trust import timing_trust
+
 __all__ = [
     "ACTION_SAMPLE_KEYS",
     "OBSERVATION_KEYS",
@@ -241,6 +243,8 @@ class EnvSpaces:
         for key in _INFO_FLOATS:
             if isinstance(info.get(key), int) and not isinstance(info[key], bool):
                 info[key] = float(info[key])
+        # how far this evaluation's timing can be trusted, for trainers to filter on (kernelgym.trust)
+        info["timing_trust"] = timing_trust(info.get("report"))
         return obs, info
 
     # ---- any action form -> wire ----

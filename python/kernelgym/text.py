@@ -50,6 +50,7 @@ __all__ = [
     "observation_message",
     "parse_action",
     "render_action",
+    "starter_message",
     "system_prompt",
     "use_backend_info",
 ]
@@ -576,4 +577,18 @@ def observation_message(
     source = observation.get("source") or _version(task_info, backend).get("starter_source") or ""
     label = "The starter kernel (the current source)" if step == 0 else "The current source"
     content = f"{_with_newline(text)}\n{label}:\n```{fence_language(backend)}\n{_with_newline(str(source))}```\n"
+    return {"role": "user", "content": content}
+
+
+def starter_message(task_info: Mapping[str, Any], backend: str = "cpu") -> dict[str, str]:
+    """The first user message of an episode made from the task alone, with no measurement in it:
+    the same for every run, machine and load, so a dataset of prompts made with it is reproducible
+    (``observation_message`` of a reset carries the starter's measured timings, profile and the
+    seconds left, which differ from run to run). ``task_info`` is ``Client.get_task``'s answer."""
+    task = str(task_info.get("id") or task_info.get("name") or "")
+    source = _version(task_info, backend).get("starter_source") or ""
+    content = (f"## {task} | step 0\n"
+               "The starter kernel below is correct and is the current source; timings are not shown here.\n"
+               f"\nThe starter kernel (the current source):\n```{fence_language(backend)}\n"
+               f"{_with_newline(str(source))}```\n")
     return {"role": "user", "content": content}

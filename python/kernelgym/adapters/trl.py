@@ -42,7 +42,7 @@ from kernelgym import text
 from kernelgym.client import Client
 from kernelgym.env import KernelGymEnv
 from kernelgym.errors import UnknownEnv
-from kernelgym.group import Scored, score_groups
+from kernelgym.group import TIES, Scored, Ties, score_groups
 
 __all__ = ["KernelReward", "KernelRollout", "completion_text", "kernelgym_rollout_reward", "trainer_generate"]
 
@@ -64,15 +64,21 @@ class KernelReward:
     """``reward_funcs=[KernelReward(...)]``. ``reward``: the kernelgym reward (docs/adding_a_reward.md;
     ``log_speedup`` is strictly monotone in speed, the right one for group-relative advantages).
     ``parse_error_reward``: for a completion with no action in it (default: the reward's minimum,
-    below every evaluated outcome). Close it (or use ``with``) to close its envs and connection."""
+    below every evaluated outcome). ``ties``: how a group's correct kernels whose speedup
+    intervals overlap are paid (``"interval"``, the default: alike; ``"none"``: the server's
+    rewards as measured; kernelgym.group). Identical kernels share one evaluation either way.
+    Close it (or use ``with``) to close its envs and connection."""
 
     def __init__(self, address: str = "tcp://127.0.0.1:5555", *, reward: str = "log_speedup",
                  reward_config: Mapping[str, Any] | None = None, backend: str = "cpu", task_column: str = "task",
                  parse_error_reward: float | None = None, client: Client | None = None,
-                 timeout_s: float = 600.0) -> None:
+                 timeout_s: float = 600.0, ties: Ties = "interval") -> None:
+        if ties not in TIES:
+            raise ValueError(f"ties must be one of {TIES}, not {ties!r}")
         self.__name__ = f"kernelgym_{reward}"  # TRL logs each reward function under its __name__
         self.reward, self.reward_config, self.backend = reward, dict(reward_config or {}), backend
         self.task_column, self.parse_error_reward, self.timeout_s = task_column, parse_error_reward, timeout_s
+        self.ties: Ties = ties
         self._owns_client = client is None
         self.client = client if client is not None else Client(address, timeout_s=timeout_s)
         self._envs: dict[str, KernelGymEnv] = {}
@@ -117,7 +123,21 @@ class KernelReward:
 
     def _score(self, by_task: Mapping[str, list[tuple[int, dict[str, Any]]]]) -> list[list[Any]]:
         groups = [(self._env(task), [action for _, action in items]) for task, items in by_task.items()]
-        return score_groups(groups, timeout_s=self.timeout_s)
+        return score_groups(groups, timeout_s=self.timeout_s, ties=self.ties)
+
+    def prompt(self, task: str, *, measurements: bool = True) -> list[dict[str, str]]:
+        """The chat prompt of ``task``: kernelgym's system prompt and the starter's observation
+        from the env this object scores the task on (so the starter is evaluated once, here and
+        for the reward). ``measurements=False``: the starter's message without its timings
+        (``kernelgym.text.starter_message``), the same on every run: a reproducible dataset."""
+        env = self._env(task)
+        opening = (text.observation_message(self.starts[task], env.task_info, self.backend) if measurements
+                   else text.starter_message(env.task_info, self.backend))
+        return [{"role": "system", "content": text.system_prompt(env.task_info, self.backend)}, opening]
+
+    def dataset(self, tasks: Sequence[str], *, measurements: bool = True) -> list[dict[str, Any]]:
+        """One row per task, ``{"prompt": [...], "task": task}``: ``Dataset.from_list(rows * n)``."""
+        return [{"prompt": self.prompt(task, measurements=measurements), "task": task} for task in tasks]
 
     def _env(self, task: str) -> KernelGymEnv:
         if task not in self._envs:
@@ -181,17 +201,15 @@ class KernelRollout:
         self.generate = generate or trainer_generate
         self._tasks: dict[str, str] = {}
 
-    def prompt(self, task: str) -> list[dict[str, str]]:
-        """The chat prompt of ``task``: kernelgym's system prompt and the starter's observation."""
-        env = self.scorer._env(task)
-        messages = [{"role": "system", "content": text.system_prompt(env.task_info, self.scorer.backend)},
-                    text.observation_message(self.scorer.starts[task], env.task_info, self.scorer.backend)]
+    def prompt(self, task: str, *, measurements: bool = True) -> list[dict[str, str]]:
+        """The chat prompt of ``task`` (``KernelReward.prompt``), remembered as ``task``'s."""
+        messages = self.scorer.prompt(task, measurements=measurements)
         self._tasks[_prompt_key(messages)] = task
         return messages
 
-    def dataset(self, tasks: Sequence[str]) -> list[dict[str, Any]]:
+    def dataset(self, tasks: Sequence[str], *, measurements: bool = True) -> list[dict[str, Any]]:
         """One row per task, ``{"prompt": [...], "task": task}``: ``Dataset.from_list(rows * n)``."""
-        return [{"prompt": self.prompt(task), "task": task} for task in tasks]
+        return [{"prompt": self.prompt(task, measurements=measurements), "task": task} for task in tasks]
 
     def task_of(self, prompt: Any) -> str:
         task = self._tasks.get(_prompt_key(prompt))
