@@ -9,7 +9,8 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$(nproc)" "$@"
 
 # The Python package (python/), tested against the server binary just built.
 VENV=$(scripts/python_venv.sh)
-KERNELGYM_BIN="$(cd "$BUILD_DIR" && pwd)/cli/kernelgym" "$VENV/bin/python" -m pytest python/tests -q
+# KERNELGYM_REQUIRE_TRAINERS: the trainer smoke tests (test_trainers.py) fail, not skip, without TRL.
+KERNELGYM_REQUIRE_TRAINERS=1 KERNELGYM_BIN="$(cd "$BUILD_DIR" && pwd)/cli/kernelgym" "$VENV/bin/python" -m pytest python/tests -q
 
 # Fuzzing (tests/fuzz/): the protocol decoders, the action and reply parsers and the task loader,
 # built with clang, libFuzzer, ASan and UBSan into their own folder, each fuzzed for a few seconds

@@ -6,11 +6,20 @@ next; the evaluation record says why, in pieces: the interval's width, the round
 preempted (wall time well above CPU time: something else ran on the timing CPU), the reference's
 slowdown next to the candidate, and the host's load around the timing window (``timing.host``,
 read by the runner from /proc). ``timing_trust(report)`` puts them in one dict, which the Gym env
-adds to every step's ``info["timing_trust"]``, and says ``trusted`` when none of them is past its
-limit (the limits below; the reasons name what was).
+adds to every step's ``info["timing_trust"]``, with a ``level``:
+
+- ``"trusted"``: nothing past its limit (the limits below);
+- ``"contended"``: the estimate itself looks sound (a tight interval from enough undisturbed
+  rounds), but the host was busy — loaded, stolen from, or preempting many rounds — so a repeat
+  may differ by more than the interval says;
+- ``"noisy"``: the estimate itself is weak — a wide or unconverged interval, too few undisturbed
+  rounds, or a reference slowed next to the candidate;
+- ``"untimed"``: nothing was timed (a failure, or no clock of the target).
+
+``trusted`` is ``level == "trusted"``; ``reasons`` name every limit passed.
 
     obs, reward, terminated, truncated, info = env.step(kernel)
-    if not info["timing_trust"]["trusted"]:
+    if info["timing_trust"]["level"] == "noisy":
         ...   # drop the sample, down-weight it, or re-evaluate later
 """
 
@@ -19,14 +28,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["LIMITS", "timing_trust"]
+__all__ = ["LIMITS", "MIN_UNDISTURBED_ROUNDS", "timing_trust"]
+
+# Below this many undisturbed rounds the cpu backend estimates from all rounds, preempted ones
+# included (tpu_runner/cpu/cpu_backend.cc), and an interval needs 6 (timing_stats.h).
+MIN_UNDISTURBED_ROUNDS = 6
 
 # Past any of these, an evaluation's timing is not trusted (each is a reason in the verdict).
 LIMITS: dict[str, float] = {
     # the 95% interval's largest relative distance from the speedup: max(s/low, high/s) - 1
     "relative_half_width": 0.05,
-    # rounds discarded as preempted, of all rounds
-    "disturbed_fraction": 0.25,
+    # rounds discarded as preempted, of all rounds (the estimate uses the others: contention)
+    "disturbed_fraction": 0.5,
     # the reference's median beside the candidate over its median alone, before the candidate
     # loaded: a busy neighbour (or a memory-streaming candidate) slows it
     "reference_slowdown": 1.3,
@@ -39,7 +52,7 @@ LIMITS: dict[str, float] = {
 
 def timing_trust(report: Mapping[str, Any] | None) -> dict[str, Any]:
     """The verdict on one evaluation record (``info["report"]``; None or one without ``timing``:
-    nothing was timed). Keys: ``level`` ("trusted", "noisy", or "untimed"), ``trusted`` (bool),
+    nothing was timed). Keys: ``level`` ("trusted", "contended", "noisy" or "untimed"), ``trusted`` (bool),
     ``reasons`` (list of str), and the figures judged — ``relative_half_width``, ``rounds``,
     ``disturbed_rounds``, ``disturbed_fraction``, ``converged``, ``reference_slowdown``, and the
     host's ``load_per_cpu``, ``procs_running``, ``cpus``, ``busy_fraction``, ``steal_fraction``
@@ -77,20 +90,25 @@ def timing_trust(report: Mapping[str, Any] | None) -> dict[str, Any]:
         if cpus > 0:
             verdict["load_per_cpu"] = _number(host.get("load_avg_1m")) / cpus
 
+    weak: list[str] = []  # the estimate itself
+    busy: list[str] = []  # the host around it
     if verdict["relative_half_width"] is None:
-        reasons.append("no confidence interval (too few rounds)")
-    for key, what in (("relative_half_width", "the 95% interval is wide"),
-                      ("disturbed_fraction", "many rounds were preempted"),
-                      ("reference_slowdown", "the reference ran slower than alone"),
-                      ("load_per_cpu", "the host was loaded"),
-                      ("steal_fraction", "the hypervisor took CPU time")):
+        weak.append("no confidence interval (too few rounds)")
+    if rounds - disturbed < MIN_UNDISTURBED_ROUNDS:
+        weak.append(f"too few undisturbed rounds: {rounds - disturbed} < {MIN_UNDISTURBED_ROUNDS} (the preempted ones were used)")
+    if verdict["converged"] is False:
+        weak.append("the interval did not reach its target within the timing budget")
+    for key, what, into in (("relative_half_width", "the 95% interval is wide", weak),
+                            ("reference_slowdown", "the reference ran slower than alone", weak),
+                            ("disturbed_fraction", "many rounds were preempted", busy),
+                            ("load_per_cpu", "the host was loaded", busy),
+                            ("steal_fraction", "the hypervisor took CPU time", busy)):
         value = verdict[key]
         if value is not None and value > LIMITS[key]:
-            reasons.append(f"{what}: {key} {value:.3g} > {LIMITS[key]:g}")
-    if verdict["converged"] is False:
-        reasons.append("the interval did not reach its target within the timing budget")
+            into.append(f"{what}: {key} {value:.3g} > {LIMITS[key]:g}")
+    reasons.extend(weak + busy)
+    verdict["level"] = "noisy" if weak else "contended" if busy else "trusted"
     verdict["trusted"] = not reasons
-    verdict["level"] = "trusted" if not reasons else "noisy"
     return verdict
 
 

@@ -16,8 +16,12 @@ The action's fields are the wire action's (docs/protocol.md): ``kind`` and the f
 (``source``, ``edits``, ``diff``, ``knobs`` or the wire's own name for it ``values``, ``to_step``),
 or ``reply``. An action the server
 refuses (a patch that does not apply, an unknown knob value) is a step with ``status
-"invalid_action"`` and the reward the server gives it, as in kernelgym itself; a reply with no
-action in it is answered without a step, ``action_error`` saying why and a reward of None.
+"invalid_action"`` and the reward the server gives it, as in kernelgym itself. A malformed
+action (a kind without its field, an empty ``edits``) and a reply with no action in it are not
+sent to the server: they are answered with ``status "invalid_action"`` or ``"no_action"``,
+``action_error`` saying why, and the reward's minimum (``env_info["reward_min"]``), as the TRL and
+verifiers adapters pay a reply with no action; the episode is where it was (docs/python.md, "One
+episode contract").
 
 Install: ``pip install openenv-core`` (its web UI needs gradio; the adapter does not).
 """
@@ -30,8 +34,11 @@ from typing import Any, Literal
 
 from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app
 from pydantic import Field
+from starlette.websockets import WebSocketDisconnect
 
 import kernelgym
+from kernelgym.errors import BadRequest
+from kernelgym.protocol import encode_action
 from kernelgym.spaces import plain_value
 from kernelgym.text import ActionParseError, parse_action
 
@@ -113,19 +120,30 @@ class KernelGymEnvironment(Environment[KernelAction, KernelObservation, KernelSt
         return self._observation(obs, info, reward=None, done=False)
 
     def step(self, action: KernelAction, timeout_s: float | None = None, **kwargs: Any) -> KernelObservation:
+        env = self._episode_env()
         if action.reply is not None:
             try:
                 wire = parse_action(action.reply, backend=self._state.backend)
             except ActionParseError as error:
-                # No step: the episode is where it was, and the model is told why.
-                return KernelObservation(action_error=str(error), status="no_action", done=self._done,
-                                         reward=None, step=self._state.step_count)
+                return self._refused("no_action", str(error), env)
         else:
-            wire = _wire_action(action)
-        obs, reward, terminated, truncated, info = self._episode_env().step(wire)
+            try:
+                wire = encode_action(_wire_action(action))
+            except (TypeError, ValueError) as error:
+                return self._refused("invalid_action", str(error), env)
+        try:
+            obs, reward, terminated, truncated, info = env.step(wire)
+        except BadRequest as error:  # malformed in a way only the server checks (an empty edits list)
+            return self._refused("invalid_action", error.message, env)
         self._state.step_count += 1
         self._done = bool(terminated or truncated)
         return self._observation(obs, info, reward=reward, done=self._done)
+
+    def _refused(self, status: str, why: str, env: kernelgym.KernelGymEnv) -> KernelObservation:
+        """No step: the episode is where it was; the model is told why and paid the least."""
+        return KernelObservation(action_error=why, status=status, done=self._done,
+                                 reward=float(env.env_info["reward_min"]), step=self._state.step_count,
+                                 best_speedup=self._state.best_speedup)
 
     @property
     def state(self) -> KernelState:
@@ -166,13 +184,34 @@ def _wire_action(action: KernelAction) -> dict[str, Any]:
     return wire
 
 
+class _PeerClosedIsNotAnError:
+    """ASGI middleware: a WebSocket session whose client closed first ends quietly. OpenEnv's
+    endpoint (openenv-core 0.3) closes the socket again in its ``finally``, which raises
+    ``WebSocketDisconnect`` once the peer is gone, and uvicorn logged that as an ERROR with a
+    60-line traceback at every disconnect, clean ones included."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope.get("type") != "websocket":
+            await self.app(scope, receive, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            pass  # the session was closed and destroyed already; only the second close failed
+
+
 def create_kernelgym_app(task: str = "cpu/softmax_rows", address: str = DEFAULT_ADDRESS, backend: str = "cpu",
                          reward: str = "log_speedup_gain", max_steps: int = 0, max_concurrent_envs: int = 64):
     """OpenEnv's FastAPI app serving kernelgym episodes of ``task`` (``/ws``, ``/reset``, ``/step``,
     ``/state``, ``/health``, ``/schema``)."""
-    return create_fastapi_app(
+    app = create_fastapi_app(
         lambda: KernelGymEnvironment(task=task, address=address, backend=backend, reward=reward, max_steps=max_steps),
         KernelAction, KernelObservation, max_concurrent_envs=max_concurrent_envs)
+    app.add_middleware(_PeerClosedIsNotAnError)
+    return app
 
 
 def main(argv: list[str] | None = None) -> None:
