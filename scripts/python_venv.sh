@@ -33,4 +33,19 @@ if ! "$VENV/bin/python" -c "import trl, transformers, torch" 2>/dev/null; then
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "torch==2.15.0" "transformers==5.25.0" \
     "trl==1.16.0" "accelerate==1.16.0" "datasets==5.2.0" "tokenizers==0.23.3" >&2
 fi
+# verifiers' evaluation CLI (vf-eval) for the same tests: what it imports beyond verifiers.v1, uv
+# (its harness program runs as a uv script), and that program's declared dependencies as wheels,
+# so that the tests build the program's environment offline (UV_NO_INDEX, UV_FIND_LINKS).
+HARNESS_WHEELS="$VENV/verifiers-harness-wheels"
+if ! "$VENV/bin/python" -c "import verifiers.v1.cli.eval.main" 2>/dev/null || [[ ! -d "$HARNESS_WHEELS" ]]; then
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "prime-runs==0.1.4" "loguru==0.7.3" "uv==0.9.30" >&2
+  read -r -a harness_deps < <("$VENV/bin/python" - <<'PY'
+import json, re
+from verifiers.v1.harnesses.utils.launch import CHAT_PROGRAM
+print(" ".join(json.loads(re.search(r"^# dependencies = (\[.*\])$", CHAT_PROGRAM, re.M).group(1))))
+PY
+  )
+  "$VENV/bin/pip" download --quiet --disable-pip-version-check -d "$HARNESS_WHEELS.tmp" "${harness_deps[@]}" >&2
+  mv "$HARNESS_WHEELS.tmp" "$HARNESS_WHEELS"
+fi
 echo "$VENV"

@@ -136,3 +136,63 @@ def test_the_taskset_lists_the_servers_tasks_when_none_are_named(server):
     assert env.kernelgym.parse_error_reward == -3.0
     # The plugin lookup verifiers does for `vf eval kernelgym-verifiers`.
     assert vf.environment_class("kernelgym-verifiers") is KernelGymEnvironment
+
+
+# ---- vf-eval itself: verifiers' evaluation CLI, its real agent and harness, a local model endpoint ----
+
+
+def test_vf_eval_plays_kernelgym_episodes_against_a_local_endpoint(start_server, tmp_path):
+    """``vf-eval @ file.toml`` as a user runs it (docs/python.md), end to end: verifiers loads this
+    taskset by its id, its ``null`` harness program runs under uv in a subprocess and talks to a
+    local OpenAI-compatible endpoint (scripted: a faster kernel, then SUBMIT) through verifiers'
+    interception server, and kernelgym evaluates each reply for real. The harness program's
+    environment is built offline from the wheels scripts/python_venv.sh downloaded."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from chat_endpoint import ChatEndpoint
+
+    venv_bin = Path(sys.executable).parent
+    wheels = Path(sys.prefix) / "verifiers-harness-wheels"
+    if not wheels.is_dir() or not (venv_bin / "vf-eval").exists():
+        if os.environ.get("KERNELGYM_REQUIRE_TRAINERS"):
+            pytest.fail(f"vf-eval or {wheels} is missing: run scripts/python_venv.sh")
+        pytest.skip("vf-eval and its harness wheels are not installed (scripts/python_venv.sh)")
+    server = start_server("--local-runners", "1")
+    with ChatEndpoint([f"Vectorized:\n```cpp\n{FAST}```\n", "SUBMIT"]) as model:
+        config = tmp_path / "eval.toml"
+        config.write_text(f"""model = "tiny"
+num_rollouts = 2
+push = false
+output_dir = "{tmp_path / 'out'}"
+[client]
+base_url = "{model.base_url}"
+api_key_var = "OPENAI_API_KEY"
+[env.taskset]
+id = "kernelgym-verifiers"
+address = "{server.address}"
+tasks = ["cpu/softmax_rows"]
+[env.agent]
+max_turns = 4
+""")
+        env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+               "UV_NO_INDEX": "1", "UV_FIND_LINKS": str(wheels), "UV_PYTHON_DOWNLOADS": "never",
+               # a cache kept with the venv: the first run fills it from the wheels, later ones reuse it
+               "UV_CACHE_DIR": str(Path(sys.prefix) / "uv-cache"), "OPENAI_API_KEY": "local"}
+        run = subprocess.run([str(venv_bin / "vf-eval"), "@", str(config), "--no-rich"], env=env, cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        assert len(model.requests) == 4 and all(r["stream"] for r in model.requests)  # 2 rollouts x 2 turns
+
+    (traces,) = (tmp_path / "out").glob("*/traces.jsonl")
+    rollouts = [trace for line in traces.read_text().splitlines() for trace in json.loads(line)["traces"]]
+    assert len(rollouts) == 2
+    for trace in rollouts:
+        assert trace["ok"] and not trace["errors"], trace["errors"]
+        played = trace["info"]["kernelgym"]
+        assert played["statuses"] == ["ok", "ok"] and played["finished"]  # the kernel, then its submit
+        assert trace["metrics"]["kernelgym_steps"] == 2 and trace["metrics"]["kernelgym_best_speedup"] > 1
+        # log_speedup_gain summed over the turns: the faster kernel's gain over the starter
+        assert trace["rewards"]["kernelgym"]["score"] == pytest.approx(sum(played["rewards"])) and played["rewards"][0] > 0
