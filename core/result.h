@@ -82,6 +82,18 @@ struct TimeStats {
   double median_ns = 0, p10_ns = 0, p90_ns = 0, min_ns = 0, cv = 0;
 };
 
+// How busy the host was around a timing window, read from /proc by the runner just before and just
+// after it. Context for judging how far a speedup can be trusted on a shared machine; no reward
+// reads it.
+struct HostLoad {
+  bool sampled = false;       // false: /proc was unreadable, the fields are 0
+  int cpus = 0;               // online CPUs
+  double load_avg_1m = 0;     // /proc/loadavg after the window
+  int procs_running = 0;      // runnable tasks, the more of the two readings (the runner itself counts)
+  double busy_fraction = 0;   // of all CPUs' time over the window, the harness's own included
+  double steal_fraction = 0;  // of all CPUs' time over the window, taken by the hypervisor
+};
+
 struct TimingReport {
   TimeStats reference;
   TimeStats candidate;
@@ -92,6 +104,7 @@ struct TimingReport {
   int discarded = 0;
   double seconds = 0;
   double reference_alone_median_ns = 0;  // timed before the candidate was loaded
+  HostLoad host;
   std::vector<TimingSample> samples;
 };
 

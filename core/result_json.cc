@@ -202,6 +202,19 @@ TimingSample ReadSample(const json& j, const std::string& where) {
   return s;
 }
 
+HostLoad ReadHostLoad(const json& j, const std::string& where) {
+  Fields f(j, where);
+  HostLoad h;
+  h.sampled = true;
+  h.cpus = ReadInt(f.Require("cpus"), f.Path("cpus"));
+  h.load_avg_1m = ReadNumber(f.Require("load_avg_1m"), f.Path("load_avg_1m"));
+  h.procs_running = ReadInt(f.Require("procs_running"), f.Path("procs_running"));
+  h.busy_fraction = ReadNumber(f.Require("busy_fraction"), f.Path("busy_fraction"));
+  h.steal_fraction = ReadNumber(f.Require("steal_fraction"), f.Path("steal_fraction"));
+  f.Finish();
+  return h;
+}
+
 TimingReport ReadTiming(const json& j, const std::string& where) {
   Fields f(j, where);
   TimingReport t;
@@ -217,6 +230,7 @@ TimingReport ReadTiming(const json& j, const std::string& where) {
   t.discarded = ReadInt(f.Require("discarded"), f.Path("discarded"));
   t.seconds = ReadNumber(f.Require("seconds"), f.Path("seconds"));
   t.reference_alone_median_ns = ReadNumber(f.Require("reference_alone_median_ns"), f.Path("reference_alone_median_ns"));
+  if (const json* h = f.Find("host")) t.host = ReadHostLoad(*h, f.Path("host"));
   if (const json* samples = f.Find("samples")) t.samples = ReadArray(*samples, f.Path("samples"), ReadSample);
   f.Finish();
   return t;
@@ -408,6 +422,12 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
                    {"discarded", t.discarded},
                    {"seconds", t.seconds},
                    {"reference_alone_median_ns", t.reference_alone_median_ns}};
+    if (t.host.sampled)  // written only when read, so records from before it or without /proc stay as they were
+      j["timing"]["host"] = {{"cpus", t.host.cpus},
+                             {"load_avg_1m", t.host.load_avg_1m},
+                             {"procs_running", t.host.procs_running},
+                             {"busy_fraction", t.host.busy_fraction},
+                             {"steal_fraction", t.host.steal_fraction}};
     if (include_samples) j["timing"]["samples"] = TimingSamplesToJson(t.samples);
   }
   if (r.profile) {

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 namespace kernelgym {
 
@@ -107,6 +110,67 @@ RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples) {
   for (const TimingSample& s : samples)
     if (!s.discarded && s.candidate_ns > 0) ratios.push_back(s.reference_ns / s.candidate_ns);
   return EstimateMedianRatioInterpolated(ratios);
+}
+
+namespace {
+
+std::string ReadWhole(const char* path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+}  // namespace
+
+HostReading ParseHost(std::string_view loadavg, std::string_view stat) {
+  HostReading r;
+  // loadavg: "0.52 0.58 0.59 3/1012 12345": 1-minute average, then running/total tasks.
+  std::istringstream la{std::string(loadavg)};
+  double avg5 = 0, avg15 = 0;
+  std::string tasks;
+  if (!(la >> r.load_avg_1m >> avg5 >> avg15 >> tasks)) return r;
+  const auto slash = tasks.find('/');
+  if (slash == std::string::npos || slash == 0) return r;
+  try {
+    r.procs_running = std::stoi(tasks.substr(0, slash));
+  } catch (const std::exception&) {
+    return r;
+  }
+  // stat's first line: "cpu  user nice system idle iowait irq softirq steal guest guest_nice".
+  const std::string first{stat.substr(0, stat.find('\n'))};
+  std::istringstream cpu(first);
+  std::string label;
+  unsigned long long f[8] = {};
+  if (!(cpu >> label) || label != "cpu") return r;
+  for (int i = 0; i < 8; ++i)
+    if (!(cpu >> f[i])) return r;
+  // guest time is already inside user time: the first 8 fields are the whole.
+  for (unsigned long long x : f) r.total_ticks += x;
+  r.idle_ticks = f[3] + f[4];
+  r.steal_ticks = f[7];
+  r.ok = true;
+  return r;
+}
+
+HostReading ReadHost() { return ParseHost(ReadWhole("/proc/loadavg"), ReadWhole("/proc/stat")); }
+
+HostLoad HostLoadBetween(const HostReading& before, const HostReading& after, int cpus) {
+  HostLoad h;
+  if (!before.ok || !after.ok || cpus <= 0) return h;
+  h.sampled = true;
+  h.cpus = cpus;
+  h.load_avg_1m = after.load_avg_1m;
+  h.procs_running = std::max(before.procs_running, after.procs_running);
+  if (after.total_ticks > before.total_ticks) {
+    const double total = static_cast<double>(after.total_ticks - before.total_ticks);
+    const double idle = after.idle_ticks >= before.idle_ticks ? static_cast<double>(after.idle_ticks - before.idle_ticks) : 0;
+    const double steal =
+        after.steal_ticks >= before.steal_ticks ? static_cast<double>(after.steal_ticks - before.steal_ticks) : 0;
+    h.busy_fraction = std::clamp(1 - idle / total, 0.0, 1.0);
+    h.steal_fraction = std::clamp(steal / total, 0.0, 1.0);
+  }
+  return h;
 }
 
 }  // namespace kernelgym

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "core/result.h"
@@ -37,5 +38,19 @@ RatioEstimate EstimateMedianRatioInterpolated(std::span<const double> ratios);
 // The speedup: the median of reference time / candidate time per round, over the rounds not
 // marked discarded (the cpu judge marks none), with the interpolated 95% interval.
 RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples);
+
+// One reading of the host's load (/proc/loadavg, /proc/stat's cpu line); ok false where unreadable.
+struct HostReading {
+  bool ok = false;
+  double load_avg_1m = 0;
+  int procs_running = 0;
+  unsigned long long total_ticks = 0, idle_ticks = 0, steal_ticks = 0;  // idle includes iowait
+};
+HostReading ReadHost();
+// Parses the two files' text (exposed for tests): ok false when either is malformed.
+HostReading ParseHost(std::string_view loadavg, std::string_view stat);
+
+// The host's load over a window from the readings just before and after it, on `cpus` CPUs.
+HostLoad HostLoadBetween(const HostReading& before, const HostReading& after, int cpus);
 
 }  // namespace kernelgym

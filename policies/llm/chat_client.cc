@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -176,8 +177,28 @@ std::string ServerMessage(const std::string& body) {
 }
 
 // What a status means for the person running the command, when it is one of the usual mistakes.
-std::string Hint(int http_status, const ChatOptions& options) {
+// Whether an error body says the request did not fit the model's context (vLLM: "This model's
+// maximum context length is N tokens...", llama.cpp: "exceeds the available context size",
+// OpenAI: "context_length_exceeded").
+bool SaysContextTooLong(const std::string& body) {
+  std::string lower = body;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* phrase : {"context length", "context_length", "context size", "context window", "max_model_len",
+                             "maximum context", "too many tokens", "prompt is too long"})
+    if (lower.find(phrase) != std::string::npos) return true;
+  return false;
+}
+
+std::string Hint(int http_status, const ChatOptions& options, const std::string& body = "") {
   switch (http_status) {
+    case 400:
+    case 413:
+      if (!SaysContextTooLong(body)) return "";
+      return options.context_window > 0
+                 ? " (the request did not fit context_window=" + std::to_string(options.context_window) +
+                       "; is --context-window the server's own limit?)"
+                 : " (the request did not fit the model's context: pass --context-window N, the server's limit "
+                   "(vLLM: --max-model-len), so that replies are shortened to fit)";
     case 401:
     case 403:
       return " (is the API key in $" + options.api_key_env + "? --api-key-env names the variable)";
@@ -186,6 +207,25 @@ std::string Hint(int http_status, const ChatOptions& options) {
     default:
       return "";
   }
+}
+
+// The context window a GET {base_url}/models answer gives for `model` (vLLM: "max_model_len";
+// others: "context_length", "context_window"), from the entry with that id or, when there is one
+// entry, that one; 0 when it gives none.
+int ContextWindowFromModels(const std::string& body, const std::string& model) {
+  const Json parsed = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_object() || !parsed.contains("data") || !parsed["data"].is_array()) return 0;
+  const Json& data = parsed["data"];
+  const Json* entry = data.size() == 1 ? &data[0] : nullptr;
+  for (const Json& e : data)
+    if (e.is_object() && e.contains("id") && e["id"].is_string() && e["id"].get<std::string>() == model) entry = &e;
+  if (entry == nullptr || !entry->is_object()) return 0;
+  for (const char* key : {"max_model_len", "context_length", "context_window"}) {
+    if (!entry->contains(key) || !(*entry)[key].is_number_integer()) continue;
+    const int64_t window = (*entry)[key].get<int64_t>();
+    if (window > 0 && window <= std::numeric_limits<int>::max()) return static_cast<int>(window);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -469,7 +509,9 @@ struct ChatClient::Impl {
     totals.seconds += outcome.seconds;
   }
 
-  const ChatOptions options;
+  // Fixed at construction but for context_window, which CheckEndpoint fills in from the server
+  // before any request is made (ChatClient::CheckEndpoint).
+  ChatOptions options;
   std::string base_url;  // without a trailing '/'
   std::string url;       // base_url + "/chat/completions"
 
@@ -514,9 +556,14 @@ std::string ChatClient::CheckEndpoint(double timeout_s) {
   const std::string target = impl_->base_url + "/models";
   const Attempt attempt = impl_->Send(target, nullptr, timeout_s);
   if (attempt.code != CURLE_OK) return "GET " + target + ": " + attempt.curl_error;
-  if (attempt.http_status >= 200 && attempt.http_status <= 299) return "";
+  if (attempt.http_status >= 200 && attempt.http_status <= 299) {
+    // The server's context length, where it says and the user did not: requests are then sized
+    // to fit instead of refused (a small-context server's first long prompt was an HTTP 400).
+    if (impl_->options.context_window == 0) impl_->options.context_window = ContextWindowFromModels(attempt.body, impl_->options.model);
+    return "";
+  }
   return "GET " + target + ": HTTP " + std::to_string(attempt.http_status) + ": " + ServerMessage(attempt.body) +
-         Hint(attempt.http_status, impl_->options);
+         Hint(attempt.http_status, impl_->options, attempt.body);
 }
 
 ChatOutcome ChatClient::Complete(const std::vector<ChatMessage>& messages) {
@@ -561,7 +608,7 @@ ChatOutcome ChatClient::Complete(const std::vector<ChatMessage>& messages) {
     } else if (attempt.http_status < 200 || attempt.http_status > 299) {
       outcome.status = ChatStatus::kHttpError;
       outcome.error = what + ": HTTP " + std::to_string(attempt.http_status) + " after " + Attempts(n) + ": " +
-                      ServerMessage(attempt.body) + Hint(attempt.http_status, impl_->options);
+                      ServerMessage(attempt.body) + Hint(attempt.http_status, impl_->options, attempt.body);
       outcome.retryable = attempt.http_status == 408 || attempt.http_status == 429 || attempt.http_status >= 500;
     } else {
       outcome.usage.estimated = true;  // until the body says otherwise

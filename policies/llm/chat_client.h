@@ -71,7 +71,8 @@ struct ChatOptions {
   std::string token_limit_field = "max_tokens";
   // The model's context window in tokens (0: unknown). When set, a request's completion limit
   // shrinks so that the prompt (estimated at 4 characters a token) plus the completion fit: a
-  // small-context server otherwise refuses every long prompt with HTTP 400.
+  // small-context server otherwise refuses every long prompt with HTTP 400. 0 and the endpoint
+  // checked (CheckEndpoint): the server's own figure where GET /models gives one.
   int context_window = 0;
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every request body
   ChatBudget budget;  // the client's budgets from the start (SetBudget/SetDeadline change them)
@@ -158,7 +159,9 @@ class ChatClient {
 
   // A cheap first contact (GET {base_url}/models, one attempt, a short timeout) so that a run
   // against a wrong URL, a missing key or a server that is not there stops before it starts,
-  // with the server's own message. "" when the endpoint answered; else why not.
+  // with the server's own message. "" when the endpoint answered; else why not. Where the
+  // answer gives the model's context length (vLLM's max_model_len) and options.context_window is
+  // 0, it becomes the context window. Call it before any Complete().
   std::string CheckEndpoint(double timeout_s = 10);
 
   void SetBudget(const ChatBudget& budget);  // applies to calls that start afterwards

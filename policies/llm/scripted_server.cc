@@ -557,6 +557,7 @@ struct ScriptedServer::Impl {
       Json data = Json::array();
       for (const std::string& id : endpoint.models) {
         data.push_back({{"id", id}, {"object", "model"}, {"owned_by", "kernelgym"}});
+        if (endpoint.context_window) data.back()["max_model_len"] = *endpoint.context_window;  // as vLLM lists it
       }
       res.status = 200;
       res.set_content(Json{{"object", "list"}, {"data", std::move(data)}}.dump(), "application/json");

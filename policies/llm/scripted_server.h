@@ -66,7 +66,8 @@
 //   models          the model ids GET /v1/models lists (default ["scripted"])
 //
 // Paths: POST /v1/chat/completions answers from the script; GET /v1/models answers {"object":
-// "list", "data": [{"id": id, "object": "model", "owned_by": "kernelgym"}, ...]} (after the
+// "list", "data": [{"id": id, "object": "model", "owned_by": "kernelgym"}, ...]}, each entry with
+// "max_model_len": N when the endpoint has a context_window (as vLLM lists it) (after the
 // api_key check); any other method or path (POST /chat/completions too: a base URL without /v1)
 // gets 404 {"error": {"message": "Not Found: <path>"}}.
 //

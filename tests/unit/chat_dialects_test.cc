@@ -162,6 +162,17 @@ TEST_F(ChatDialectsTest, AContextWindowShrinksTheCompletionLimitSoTheRequestFits
     EXPECT_EQ(refused.http_status, 400);
     EXPECT_TRUE(refused.fatal());
     EXPECT_NE(refused.error.find("maximum context length is 4096 tokens"), std::string::npos) << refused.error;
+    EXPECT_NE(refused.error.find("--context-window"), std::string::npos) << refused.error;  // what to do about it
+  }
+  {
+    // The endpoint's GET /models gives its context length (vLLM's max_model_len): the first
+    // contact takes it, and the long prompt then fits without --context-window.
+    ChatClient client(options);
+    EXPECT_EQ(client.CheckEndpoint(), "");
+    EXPECT_EQ(client.options().context_window, 4096);
+    const ChatOutcome fitted = client.Complete(long_prompt);
+    ASSERT_TRUE(fitted.ok()) << fitted.error;
+    EXPECT_LT(fitted.max_tokens, 4096 - 2000);
   }
   options.context_window = 4096;
   ChatClient client(options);

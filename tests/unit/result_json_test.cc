@@ -51,6 +51,7 @@ EvalResult FullResult() {
   t.discarded = 1;
   t.seconds = 0.41;
   t.reference_alone_median_ns = 970;
+  t.host = {true, 2, 1.75, 3, 0.625, 0.03125};
   t.samples = {{1000, 500, 999, 499, 0, true, false},
                {1001, 501, 998, 497, 1, false, false},
                {5000, 600, 900, 450, 2, true, true}};
@@ -101,6 +102,9 @@ TEST(ResultFromJson, IsTheExactInverseOfResultToJsonWithSamples) {
   EXPECT_EQ(back->correctness->checks[0].first_mismatch, 1029);
   EXPECT_EQ(back->timing->samples.size(), 3u);
   EXPECT_TRUE(back->timing->samples[2].discarded);
+  EXPECT_TRUE(back->timing->host.sampled);
+  EXPECT_EQ(back->timing->host.procs_running, 3);
+  EXPECT_DOUBLE_EQ(back->timing->host.steal_fraction, 0.03125);
   EXPECT_EQ(back->profile->remarks[1].message, "couldn't vectorize loop");
 }
 

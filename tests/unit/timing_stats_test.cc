@@ -403,5 +403,46 @@ TEST(EstimateSpeedup, UsesTheInterpolatedInterval) {
   EXPECT_NEAR(est.high, 14.7647657841141, 1e-9);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The host's load around a timing window (/proc/loadavg and /proc/stat as the kernel writes them).
+
+TEST(HostLoad, ParsesLoadavgAndTheCpuLine) {
+  const HostReading r = ParseHost("1.50 0.80 0.40 3/412 9981\n",
+                                  "cpu  100 5 45 800 20 3 2 25 0 0\ncpu0 50 2 20 400 10 1 1 12 0 0\n");
+  ASSERT_TRUE(r.ok);
+  EXPECT_DOUBLE_EQ(r.load_avg_1m, 1.5);
+  EXPECT_EQ(r.procs_running, 3);
+  EXPECT_EQ(r.total_ticks, 1000u);  // the first 8 fields; guest time is inside user time
+  EXPECT_EQ(r.idle_ticks, 820u);    // idle + iowait
+  EXPECT_EQ(r.steal_ticks, 25u);
+}
+
+TEST(HostLoad, MalformedTextIsNotARead) {
+  EXPECT_FALSE(ParseHost("", "cpu 1 2 3 4 5 6 7 8\n").ok);
+  EXPECT_FALSE(ParseHost("0.1 0.1 0.1 nothing 1\n", "cpu 1 2 3 4 5 6 7 8\n").ok);
+  EXPECT_FALSE(ParseHost("0.1 0.1 0.1 1/2 3\n", "intr 1 2 3\n").ok);
+  EXPECT_FALSE(ParseHost("0.1 0.1 0.1 1/2 3\n", "cpu 1 2 3\n").ok);
+}
+
+TEST(HostLoad, FractionsOverTheWindow) {
+  HostReading before = ParseHost("0.5 0 0 1/10 1\n", "cpu 100 0 0 900 0 0 0 0\n");
+  HostReading after = ParseHost("2.5 0 0 4/10 1\n", "cpu 250 0 0 1000 0 0 0 50\n");  // +150 busy, +100 idle, +50 steal
+  const HostLoad h = HostLoadBetween(before, after, 2);
+  ASSERT_TRUE(h.sampled);
+  EXPECT_EQ(h.cpus, 2);
+  EXPECT_DOUBLE_EQ(h.load_avg_1m, 2.5);
+  EXPECT_EQ(h.procs_running, 4);
+  EXPECT_DOUBLE_EQ(h.busy_fraction, 200.0 / 300.0);  // user + steal over the window's 300 ticks
+  EXPECT_DOUBLE_EQ(h.steal_fraction, 50.0 / 300.0);
+  EXPECT_FALSE(HostLoadBetween(HostReading{}, after, 2).sampled);
+}
+
+TEST(HostLoad, ThisMachinesProcIsReadable) {
+  const HostReading r = ReadHost();
+  ASSERT_TRUE(r.ok);
+  EXPECT_GE(r.procs_running, 1);  // this test, at least
+  EXPECT_GT(r.total_ticks, 0u);
+}
+
 }  // namespace
 }  // namespace kernelgym

@@ -157,6 +157,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   // Not under the lock: the reference loading libtorch (a pre-started harness has done so).
   if (harness && serialize) harness->AwaitWarm(kHarnessWarmSeconds);
   HarnessRun run;
+  HostLoad host_load;  // the host around the timing window, for judging how far the timing can be trusted
   const MachinePeaks* peaks = nullptr;
   {
     const auto wait_start = Clock::now();
@@ -172,7 +173,9 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
       return finish(Status::kInternalError, Stage::kTiming, "cannot measure this machine's peaks: " + peaks_error_);
     if (!harness && harness_error.empty()) harness = TakeHarness(task.threads, harness_error);
     if (!harness) return finish(Status::kInternalError, Stage::kCorrectness, harness_error);
+    const HostReading host_before = options.run_timing ? ReadHost() : HostReading{};
     run = RunHarnessSession(task, compiled.shared_object, std::move(harness), options);
+    host_load = HostLoadBetween(host_before, options.run_timing ? ReadHost() : HostReading{}, OnlineCpus());
     if (lock && config_.on_timing_window) config_.on_timing_window(locked, Clock::now());
   }
   result.stage_seconds["harness"] = Since(t);
@@ -191,6 +194,7 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   timing.rounds = static_cast<int>(run.samples.size());
   timing.seconds = run.timing_seconds;
   timing.reference_alone_median_ns = run.reference_alone_ns;
+  timing.host = host_load;
   // Every round counts (the judge discards none: a rule that picks rounds could be steered by
   // the candidate, docs/sandbox.md); the median and its order-statistic interval are robust to
   // the rounds another tenant disturbed.
