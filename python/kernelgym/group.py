@@ -160,13 +160,14 @@ def _source_digest(observation: dict[str, Any]) -> str:
 def _shared(results: Sequence[dict[str, Any]], firsts: Sequence[int]) -> list[Scored]:
     """One Scored per candidate from its step's result; a candidate whose kernel (source digest)
     an earlier one made takes that one's outcome, so identical kernels are paid identically. An
-    invalid action's source is the unchanged one: it shares nothing with a valid candidate."""
+    invalid action made no kernel (its source is the unchanged one, its message its own): it
+    shares only with copies of the same action."""
     row: list[Scored] = []
-    by_kernel: dict[tuple[str, bool], int] = {}
+    by_kernel: dict[str, int] = {}
     for i, (result, first) in enumerate(zip(results, firsts)):
         o = result["observation"]
-        key = (_source_digest(o), str(o["status"]) == "invalid_action")
-        owner = by_kernel.setdefault(key, i)
+        invalid = str(o["status"]) == "invalid_action"
+        owner = i if invalid else by_kernel.setdefault(_source_digest(o), i)
         same_as = first if first != i else (owner if owner != i else None)
         if same_as is not None:
             row.append(replace(row[same_as], same_as=same_as if row[same_as].same_as is None else row[same_as].same_as,

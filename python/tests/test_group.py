@@ -103,6 +103,12 @@ def test_eight_identical_kernels_share_one_evaluation_and_get_zero_advantages(st
         assert scored[0].advantage == scored[1].advantage > scored[2].advantage
         assert scored[0].observation["source"] == scored[1].observation["source"]
 
+        # Two different actions that do not apply made no kernel: each keeps its own message.
+        missing = [{"kind": "edit", "edits": [{"search": f"not in the source {n}", "replace": "x"}]} for n in (1, 2)]
+        first, second = env.score(missing)
+        assert first.status == second.status == "invalid_action" and second.same_as is None
+        assert "source 1" in first.observation["action_error"] and "source 2" in second.observation["action_error"]
+
 
 def test_trl_reward_pays_identical_completions_identically(start_server):
     from kernelgym.adapters.trl import KernelReward
