@@ -169,8 +169,10 @@ TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
         {"default", {{"content", "x"}}}},
        {},
        "Use 'max_completion_tokens' instead"},
-      {"small context", {{"endpoint", {{"context_window", 8192}}}, {"default", {{"content", "x"}}}}, {"--max-tokens", "8192"},
-       "maximum context length is 8192"},
+      // Without the first contact the agent cannot know the server's context length (GET /models
+      // gives it: see the next test); the refusal then says which flag to pass.
+      {"small context", {{"endpoint", {{"context_window", 8192}}}, {"default", {{"content", "x"}}}},
+       {"--max-tokens", "8192", "--no-endpoint-check"}, "maximum context length is 8192"},
       // The budget must outlast the starter's evaluation (seconds on a loaded CI machine: a
       // budget spent before the first call is an ordinary end, not a model failure) and end
       // inside the reply; a reply not cut would hold the run past RunAgent's 120 s limit.
@@ -185,6 +187,8 @@ TEST(AgentTest, RefusalsAndSpentBudgetsEndTheRunAfterOneCall) {
     const ProcessResult run = RunAgent(flags, 120);
     EXPECT_EQ(run.exit_code, 3) << c.name << ": " << run.Describe() << run.stderr_text;
     EXPECT_NE(run.stderr_text.find(c.expected), std::string::npos) << c.name << ": " << run.stderr_text;
+    if (c.name == "small context")
+      EXPECT_NE(run.stderr_text.find("--context-window"), std::string::npos) << c.name << ": " << run.stderr_text;
     EXPECT_EQ(model.requests().size(), 1u) << c.name << ": one call, then the run stops";
     const auto brace = run.stdout_text.find('{');
     ASSERT_NE(brace, std::string::npos) << c.name << ": " << run.stdout_text;
@@ -243,7 +247,9 @@ TEST(AgentTest, AThinkingToolCallingModelOnASmallContextServerWorks) {
   model.Start();
   const std::filesystem::path transcript = server.dir() / "dialects.jsonl";
   const ProcessResult run =
-      RunAgent({"--endpoint", model.base_url(), "--connect", server.clients(), "--context-window", "16384", "--seed", "3",
+      // No --context-window: the endpoint's GET /models gives max_model_len 16384 (as vLLM does), and
+      // --max-tokens 16384 would be refused on every call unless the agent sized its requests by it.
+      RunAgent({"--endpoint", model.base_url(), "--connect", server.clients(), "--max-tokens", "16384", "--seed", "3",
                 "--patience", "2", "--transcript", transcript.string(), "--report", "-"});
   ASSERT_TRUE(run.ok()) << run.Describe() << "\n" << run.stderr_text << run.stdout_text;
   const nlohmann::json report = nlohmann::json::parse(run.stdout_text.substr(run.stdout_text.find('{')));
