@@ -2,10 +2,10 @@
 
 A speedup is a ratio of two medians over interleaved rounds, with a 95% confidence interval
 (docs/results.md). On a shared machine the same kernel can measure 1.5x one minute and 1.9x the
-next; the evaluation record says why, in pieces: the interval's width, the rounds discarded as
-preempted (wall time well above CPU time: something else ran on the timing CPU), the reference's
-slowdown next to the candidate, and the host's load around the timing window (``timing.host``,
-read by the runner from /proc). ``timing_trust(report)`` puts them in one dict, which the Gym env
+next; the evaluation record says why, in pieces: the interval's width and convergence, the
+rounds a backend discarded as disturbed (the cpu judge counts every round, so none there), the
+reference's slowdown next to the candidate, and the host's load around the timing window
+(``timing.host``, read by the runner from /proc). ``timing_trust(report)`` puts them in one dict, which the Gym env
 adds to every step's ``info["timing_trust"]``, with a ``level``:
 
 - ``"trusted"``: nothing past its limit (the limits below);
@@ -38,7 +38,7 @@ MIN_UNDISTURBED_ROUNDS = 6
 LIMITS: dict[str, float] = {
     # the 95% interval's largest relative distance from the speedup: max(s/low, high/s) - 1
     "relative_half_width": 0.05,
-    # rounds discarded as preempted, of all rounds (the estimate uses the others: contention)
+    # rounds a backend discarded as disturbed, of all rounds (the estimate uses the others)
     "disturbed_fraction": 0.5,
     # the reference's median beside the candidate over its median alone, before the candidate
     # loaded: a busy neighbour (or a memory-streaming candidate) slows it
