@@ -21,17 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .jaxpr_check import _map_jaxprs, _subjaxprs
+
 _CONTRACTIONS = {"dot_general", "conv_general_dilated"}
 _REPRODUCED_ALGORITHMS = {"DEFAULT", "BF16_BF16_F32", "F32_F32_F32"}
-
-
-def _subjaxprs(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
-                yield item.jaxpr
-            elif hasattr(item, "eqns"):
-                yield item
 
 
 def _precision_name(precision) -> str:
@@ -125,15 +118,3 @@ def as_on_tpu(closed_jaxpr):
         return jaxpr.replace(eqns=eqns)
 
     return closed_jaxpr.replace(jaxpr=walk(closed_jaxpr.jaxpr))
-
-
-def _map_jaxprs(value, fn):
-    if hasattr(value, "jaxpr") and hasattr(value, "consts") and hasattr(value, "replace"):
-        return value.replace(jaxpr=fn(value.jaxpr))
-    if hasattr(value, "eqns") and hasattr(value, "replace"):
-        return fn(value)
-    if type(value) is tuple:
-        return tuple(_map_jaxprs(v, fn) for v in value)
-    if type(value) is list:
-        return [_map_jaxprs(v, fn) for v in value]
-    return value
