@@ -235,9 +235,10 @@ TEST(PallasEstimate, ADeclaredCostEstimateDoesNotMoveTheEstimate) {
 }
 
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
-// and in its working folder (files are what a Python candidate can still write past the static
-// check); the next answers wrongly if it finds one. Each evaluation's fresh tracer, with its own
-// /tmp and job folder, must keep the second correct.
+// and in its working folder; the next answers wrongly if it finds one. Each evaluation's fresh
+// tracer, with its own /tmp and job folder, must keep the second correct. The static check (now
+// allowlists: numpy's file writers are on none) would stop both candidates first, so they run
+// without it, as a candidate that found a way past it would.
 TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   if (!ProbeSandbox().bwrap) GTEST_SKIP() << "the private /tmp is bwrap's: " << ProbeSandbox().problem;
   const Task* task = Tasks().Find("cpu/silu_mul");
@@ -245,13 +246,14 @@ TEST(PallasIsolation, ABadCandidateLeavesNothingForTheNextEvaluation) {
   const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_isolation";
   EvalOptions with_estimates = PallasOptions();
   with_estimates.estimates = true;
-  const EvalResult first = Pallas().Evaluate(*task, ReadText(dir / "leaves_marker.py"), with_estimates);
+  const EvalResult first = PallasWithoutStaticCheck().Evaluate(*task, ReadText(dir / "leaves_marker.py"), with_estimates);
   EXPECT_EQ(first.status, Status::kOk) << VerdictText(first);
   // The labelled estimate: XLA's cost model for the reference on the TPU target.
   ASSERT_TRUE(first.estimate.has_value()) << VerdictText(first);
   EXPECT_GT(first.estimate->reference_us, 0) << VerdictText(first);
   EXPECT_GT(first.estimates.count("reference_flops") ? first.estimates.at("reference_flops") : 0, 0);
-  const EvalResult second = Pallas().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
+  const EvalResult second =
+      PallasWithoutStaticCheck().Evaluate(*task, ReadText(dir / "reads_marker.py"), PallasOptions());
   EXPECT_EQ(second.status, Status::kOk) << "a mark of the previous candidate was visible: " << VerdictText(second);
   // The second tracer came from the fork server that forked the first (so this test is about a
   // shared sandbox, not only about fresh ones).
@@ -286,6 +288,7 @@ TEST(PallasIsolation, ProcessesStartedPerJobKeepTheCandidatesApartToo) {
   ASSERT_NE(task, nullptr);
   PallasSettings settings = DefaultPallasSettings();
   settings.fork_server = false;
+  settings.static_check = false;  // as above: the candidates stand for ones past the first filter
   PallasBackend backend(DefaultBackendConfig(), settings);
   const std::filesystem::path dir = SourceDir() / "tests/fixtures/pallas_isolation";
   const EvalResult first = backend.Evaluate(*task, ReadText(dir / "leaves_marker.py"), PallasOptions());

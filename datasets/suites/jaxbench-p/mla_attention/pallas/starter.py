@@ -5,6 +5,9 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
+# A float32 task: a dot at DEFAULT precision is one bfloat16 pass on a TPU (docs/pallas.md).
+_EXACT = jax.lax.Precision.HIGHEST
+
 # Head dims fixed by the task's weight shapes: w_uq [QL, H*(DN+DR)], w_uk/w_uv [KVL, H*DN|H*DV].
 DN, DR, DV = 64, 32, 64
 
@@ -29,7 +32,7 @@ def _matmul_block(*refs, rms):
     def _():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
+    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=_EXACT)
 
     @pl.when(k == pl.num_programs(2) - 1)
     def _():
@@ -93,9 +96,9 @@ def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_
         q_nope = q[:, :, :DN]                                              # (H, bq, DN)
         q_pe = _rope(q[:, :, DN:], qcos_ref[...], qsin_ref[...])           # (H, bq, DR)
         k_pe = _rope(kpe_ref[...], kcos_ref[...], ksin_ref[...])           # (bk, DR)
-        s_nope = jnp.einsum("hqd,hkd->hqk", q_nope, kn_ref[...], preferred_element_type=jnp.float32)
+        s_nope = jnp.einsum("hqd,hkd->hqk", q_nope, kn_ref[...], preferred_element_type=jnp.float32, precision=_EXACT)
         s_pe = jax.lax.dot_general(q_pe.reshape(H * bq, DR), k_pe, (((1,), (1,)), ((), ())),
-                                   preferred_element_type=jnp.float32).reshape(H, bq, bk)
+                                   preferred_element_type=jnp.float32, precision=_EXACT).reshape(H, bq, bk)
         s = (s_nope + s_pe) * scale
         row = qi * bq + jax.lax.broadcasted_iota(jnp.int32, (H, bq, bk), 1)
         col = ki * bk + jax.lax.broadcasted_iota(jnp.int32, (H, bq, bk), 2)
@@ -106,7 +109,7 @@ def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_
         p = jnp.exp(s - m_new)
         l_ref[...] = l_ref[...] * alpha + jnp.sum(p, axis=2, keepdims=True)
         acc_ref[...] = acc_ref[...] * alpha + jnp.einsum("hqk,hkd->hqd", p, v_ref[...],
-                                                         preferred_element_type=jnp.float32)
+                                                         preferred_element_type=jnp.float32, precision=_EXACT)
         m_ref[...] = m_new
 
     @pl.when(ki == pl.num_programs(1) - 1)

@@ -45,7 +45,7 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, nkb):
 
     @pl.when(j == nkb - 1)
     def _():
-        o_ref[...] = acc_ref[...] / l_ref[...]   # every row sees at least its own key: l > 0
+        o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)   # every row sees its own key: l > 0
 
 
 def kernel(q, k, v):
@@ -71,7 +71,7 @@ def kernel(q, k, v):
                   pl.BlockSpec((None, b, d), kv_map),
                   pl.BlockSpec((None, b, d), kv_map)],
         out_specs=pl.BlockSpec((None, b, d), q_map),
-        out_shape=jax.ShapeDtypeStruct((hq, s, d), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((hq, s, d), q.dtype),
         scratch_shapes=[pltpu.VMEM((b, 1), jnp.float32), pltpu.VMEM((b, 1), jnp.float32),
                         pltpu.VMEM((b, d), jnp.float32)],
     )(q, k, v)

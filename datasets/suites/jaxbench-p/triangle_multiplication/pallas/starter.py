@@ -2,12 +2,15 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
+# A float32 task: a dot at DEFAULT precision is one bfloat16 pass on a TPU (docs/pallas.md).
+_EXACT = jax.lax.Precision.HIGHEST
+
 # Naive AlphaFold2 triangle multiplication (outgoing), in three Pallas calls:
 #   1. per pair row: zl = LayerNorm(z); a, b = gated projections of zl          [N*N, CH] each
 #   2. per channel: t[:, :, c] = A_c @ B_c^T, A_c[i, k] = a[i, k, c]           on [CH, N, N] layouts
 #   3. per pair row: out = sigmoid(LayerNorm(z) @ Wg + bg) * (LayerNorm(t) @ Wo + bo)
 # The transposes between them (channel-last <-> channel-first) are plain layout glue.
-ROWS = 2048  # pair rows per grid step in 1 and 3: 2048 x C floats (1 MiB at C = 128)
+ROWS = 512   # pair rows per grid step in 1 and 3: 512 x C floats (at HIGHEST, 2048 rows overflowed VMEM)
 TILE = 128   # i/j/k tile of the per-channel products in 2 (the whole N when it is smaller)
 CHANS = 8    # channels per grid step in 2, one 2D product each
 
@@ -24,7 +27,7 @@ def _sigmoid(x):
 
 def _project_block(z_ref, lnw_ref, lnb_ref, w_ref, bias_ref, a_ref, b_ref):
     zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
-    proj = [jnp.dot(zl, w_ref[p], preferred_element_type=jnp.float32) + bias_ref[p:p + 1, :]
+    proj = [jnp.dot(zl, w_ref[p], preferred_element_type=jnp.float32, precision=_EXACT) + bias_ref[p:p + 1, :]
             for p in range(4)]
     a_ref[...] = _sigmoid(proj[1]) * proj[0]
     b_ref[...] = _sigmoid(proj[3]) * proj[2]
@@ -37,15 +40,15 @@ def _triangle_block(a_ref, b_ref, t_ref):
 
     for c in range(a_ref.shape[0]):
         t_ref[c] += jax.lax.dot_general(a_ref[c], b_ref[c], (((1,), (1,)), ((), ())),
-                                        preferred_element_type=jnp.float32)
+                                        preferred_element_type=jnp.float32, precision=_EXACT)
 
 
 def _output_block(z_ref, t_ref, lnw_ref, lnb_ref, wg_ref, bg_ref, lnow_ref, lnob_ref, wo_ref, bo_ref,
                   o_ref):
     zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
-    gate = _sigmoid(jnp.dot(zl, wg_ref[...], preferred_element_type=jnp.float32) + bg_ref[...])
+    gate = _sigmoid(jnp.dot(zl, wg_ref[...], preferred_element_type=jnp.float32, precision=_EXACT) + bg_ref[...])
     tl = _layer_norm(t_ref[...], lnow_ref[...], lnob_ref[...])
-    o_ref[...] = gate * (jnp.dot(tl, wo_ref[...], preferred_element_type=jnp.float32) + bo_ref[...])
+    o_ref[...] = gate * (jnp.dot(tl, wo_ref[...], preferred_element_type=jnp.float32, precision=_EXACT) + bo_ref[...])
 
 
 def _whole(shape):
