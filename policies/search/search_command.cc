@@ -121,6 +121,9 @@ int RunSearchCommand(SearchCommand& c) {
     client::Client env(client::ClientOptions{.endpoint = endpoint, .request_timeout_s = c.env.request_timeout_s});
     ProposerContext context;
     context.task = env.GetTask(c.task);
+    // The knobs proposer and ranker read the top-level knobs: make them this backend's template
+    // (pallas.json's on pallas; task.json's on cpu).
+    context.task.knobs = protocol::KnobsFor(context.task, c.backend);
     context.backend = c.backend;
     context.assistant = model.assistant.get();
     context.strategies_dir = c.strategies.empty() ? DefaultStrategiesDir() : std::filesystem::path(c.strategies);
