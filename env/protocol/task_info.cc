@@ -139,16 +139,11 @@ json ToWire(const TaskInfo& info) {
                          {"size_sets", sets},
                          {"compile_flags", v.compile_flags},
                          {"extra_allowed_headers", v.extra_allowed_headers},
-                         {"allowed_libraries", v.allowed_libraries},
-                         {"knobs", KnobsWire(v.knobs)}};
+                         {"allowed_libraries", v.allowed_libraries}};
+    if (!v.knobs.empty()) versions[backend]["knobs"] = KnobsWire(v.knobs);
   }
   out["versions"] = versions;
   return out;
-}
-
-const std::map<std::string, KnobDomain>& KnobsFor(const TaskInfo& info, std::string_view backend) {
-  const auto it = info.versions.find(std::string(backend));
-  return it != info.versions.end() ? it->second.knobs : info.knobs;
 }
 
 std::optional<TaskSummary> TaskSummaryFromWire(const json& wire, std::string& problem) {
@@ -197,7 +192,7 @@ std::optional<TaskInfo> TaskInfoFromWire(const json& wire, std::string& problem)
       version.compile_flags = v.Strings("compile_flags");
       version.extra_allowed_headers = v.Strings("extra_allowed_headers");
       version.allowed_libraries = v.Strings("allowed_libraries");
-      // Absent from servers that predate per-version templates: the version has none.
+      // Absent when the version has no template of its own.
       if (it.value().contains("knobs")) version.knobs = ReadKnobs(v.Map("knobs"), v.Path("knobs"));
       info.versions[it.key()] = std::move(version);
     }

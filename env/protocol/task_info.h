@@ -60,8 +60,10 @@ struct TaskVersion {
   std::vector<std::string> compile_flags;
   std::vector<std::string> extra_allowed_headers;
   std::vector<std::string> allowed_libraries;
-  // This version's knob template, by name (the cpu version: task.json's; pallas: pallas.json's,
-  // whose template is Python); empty: none. A `knobs` action on this backend ranges over these.
+  // A version loaded from a task subfolder (pallas): its own knob template, by name (pallas.json's,
+  // whose template is Python); a `knobs` action on that backend ranges over these. Empty: none,
+  // and always for the root (cpu) version, whose template is the top-level `knobs`. On the wire
+  // only when non-empty.
   std::map<std::string, KnobDomain> knobs;
   bool operator==(const TaskVersion&) const = default;
 };
@@ -77,10 +79,6 @@ struct TaskInfo {
   std::map<std::string, TaskVersion> versions;              // by backend, one per summary.backends entry
   bool operator==(const TaskInfo&) const = default;
 };
-
-// The knobs a `knobs` action ranges over on `backend`: that version's, or the task's top-level
-// ones (task.json's) when the info carries no version for it.
-const std::map<std::string, KnobDomain>& KnobsFor(const TaskInfo& info, std::string_view backend);
 
 // The wire trees (maps whose keys are the fields' names; tasks.get's is the summary's fields and
 // the rest side by side).

@@ -95,7 +95,6 @@ protocol::TaskInfo TaskInfoOf(const Task& task) {
     v.compile_flags = task.compile_flags;
     v.extra_allowed_headers = task.policy.extra_allowed_headers;
     v.allowed_libraries = task.policy.allowed_libraries;
-    v.knobs = info.knobs;
   }
   for (const auto& [name, variant] : task.variants) {
     protocol::TaskVersion& v = info.versions[name];
