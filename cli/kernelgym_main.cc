@@ -61,17 +61,13 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   if (source_path.empty() && !knobs) {
     ss << task->StarterFor(backend_name);
   } else if (knobs) {
-    if (task->knobs.empty()) {
-      spdlog::error("--knobs: task '{}' has no knob template", task_id);
-      return 2;
-    }
     const auto values = knobs->empty() ? std::optional(std::map<std::string, protocol::KnobValue>{})
                                        : protocol::ParseKnobList(*knobs);
     if (!values) {
       spdlog::error("--knobs takes NAME=value[,NAME=value...], got '{}'", *knobs);
       return 2;
     }
-    const EditOutcome applied = ApplyKnobs(*task, *values);
+    const EditOutcome applied = ApplyKnobs(*task, backend_name, *values);  // says when it has no template
     if (!applied.source) {
       spdlog::error("--knobs: {}", applied.error);
       return 2;

@@ -370,7 +370,7 @@ std::string ListValues(const std::vector<Knob::Value>& values) {
 }
 
 // A value of the kind `ints` says, or a FieldError at `path`.
-Knob::Value ParseKnobValue(const json& v, bool ints, const std::string& path) {
+Knob::Value ParseKnobValue(const json& v, bool ints, const std::string& path, KnobLanguage language) {
   if (ints) {
     if (!v.is_number_integer()) Fail(path, "must be an integer (the knob's values are integers)");
     return v.get<int64_t>();
@@ -378,6 +378,15 @@ Knob::Value ParseKnobValue(const json& v, bool ints, const std::string& path) {
   if (!v.is_string()) Fail(path, "must be a string (the knob's values are strings)");
   const std::string text = v.get<std::string>();
   if (text.empty()) Fail(path, "must be a non-empty string");
+  if (language == KnobLanguage::kPython) {
+    // Written as the literal "text": an identifier needs no escaping and cannot end the literal.
+    const bool identifier = !std::isdigit(static_cast<unsigned char>(text[0])) &&
+                            std::all_of(text.begin(), text.end(), [](char c) {
+                              return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                            });
+    if (!identifier) Fail(path, "'" + text + "' must be an identifier (A-Z, a-z, 0-9, _; not starting with a digit)");
+    return text;
+  }
   // The value becomes the rest of a #define line: one line, no continuation, no comment.
   for (char c : text)
     if (std::iscntrl(static_cast<unsigned char>(c)) || c == '\\')
@@ -387,7 +396,7 @@ Knob::Value ParseKnobValue(const json& v, bool ints, const std::string& path) {
   return text;
 }
 
-std::vector<Knob> ParseKnobs(const json& v, const Task& task) {
+std::vector<Knob> ParseKnobs(const json& v, const Task& task, KnobLanguage language) {
   if (!v.is_object() || v.empty())
     Fail("knobs", "must be a non-empty object {\"NAME\": {\"values\": [...], \"default\": value}, ...}");
   std::vector<Knob> knobs;
@@ -412,12 +421,12 @@ std::vector<Knob> ParseKnobs(const json& v, const Task& task) {
       Fail(path + ".values[0]", "must be an integer or a string");
     const bool ints = values[0].is_number_integer();
     for (std::size_t i = 0; i < values.size(); ++i) {
-      Knob::Value value = ParseKnobValue(values[i], ints, path + ".values[" + std::to_string(i) + "]");
+      Knob::Value value = ParseKnobValue(values[i], ints, path + ".values[" + std::to_string(i) + "]", language);
       for (const Knob::Value& prev : knob.values)
         if (prev == value) Fail(path + ".values", "duplicate value " + KnobValueText(value));
       knob.values.push_back(std::move(value));
     }
-    knob.default_value = ParseKnobValue(Require(spec, "default", path), ints, path + ".default");
+    knob.default_value = ParseKnobValue(Require(spec, "default", path), ints, path + ".default", language);
     if (std::find(knob.values.begin(), knob.values.end(), knob.default_value) == knob.values.end())
       Fail(path + ".default",
            KnobValueText(knob.default_value) + " is not one of the values (" + ListValues(knob.values) + ")");
@@ -426,6 +435,9 @@ std::vector<Knob> ParseKnobs(const json& v, const Task& task) {
   std::sort(knobs.begin(), knobs.end(), [](const Knob& a, const Knob& b) { return a.name < b.name; });
   return knobs;
 }
+
+void ReadKnobTemplate(const json& root, const std::filesystem::path& dir, const Task& task, KnobLanguage language,
+                      std::vector<Knob>& knobs, std::string& template_source);
 
 Task ParseTask(const json& root, const std::filesystem::path& dir) {
   Task task;
@@ -516,23 +528,30 @@ Task ParseTask(const json& root, const std::filesystem::path& dir) {
   if (task.reference_source.find("def reference(") == std::string::npos)
     Fail("reference", "'" + reference_file + "' must define `def reference(...)`");
 
+  ReadKnobTemplate(root, dir, task, KnobLanguage::kC, task.knobs, task.template_source);
+  return task;
+}
+
+void ReadKnobTemplate(const json& root, const std::filesystem::path& dir, const Task& task, KnobLanguage language,
+                      std::vector<Knob>& knobs, std::string& template_source) {
   if (root.contains("knobs")) {
-    task.knobs = ParseKnobs(root["knobs"], task);
-    const std::string template_file = root.contains("template") ? RequireString(root, "template", "") : "template.cpp";
+    knobs = ParseKnobs(root["knobs"], task, language);
+    const std::string template_file = root.contains("template") ? RequireString(root, "template", "")
+                                      : language == KnobLanguage::kC ? "template.cpp"
+                                                                      : "template.py";
     if (template_file.find('/') != std::string::npos || template_file == "." || template_file == "..")
       Fail("template", "must be a file name inside the task folder, not a path");
     try {
-      task.template_source = ReadFile(dir / template_file);
+      template_source = ReadFile(dir / template_file);
     } catch (const FieldError&) {
       Fail("template", "file '" + template_file + "' cannot be read (a task with knobs needs its template)");
     }
-    for (const Knob& knob : task.knobs)
-      if (!UsesIdentifier(task.template_source, knob.name))
+    for (const Knob& knob : knobs)
+      if (!UsesIdentifier(template_source, knob.name))
         Fail("knobs." + knob.name, "'" + template_file + "' never uses it");
   } else if (root.contains("template")) {
     Fail("template", "is given but the task declares no knobs");
   }
-  return task;
 }
 
 // Task files are trusted, but a flag that reads or writes files, loads plugins or talks to the
@@ -567,6 +586,25 @@ const char* CType(DType dtype) {
 std::string KnobValueText(const Knob::Value& value) {
   if (const auto* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
   return std::get<std::string>(value);
+}
+
+std::string KnobLine(const Knob& knob, const Knob::Value& value, KnobLanguage language) {
+  if (language == KnobLanguage::kC) return "#define " + knob.name + " " + KnobValueText(value) + "\n";
+  // The loader admits only identifiers as Python string values: quoting them needs no escapes.
+  if (const auto* s = std::get_if<std::string>(&value)) return knob.name + " = \"" + *s + "\"\n";
+  return knob.name + " = " + KnobValueText(value) + "\n";
+}
+
+std::string LoadKnobTemplate(const nlohmann::json& config, const std::filesystem::path& dir, const Task& task,
+                             KnobLanguage language, std::vector<Knob>& knobs, std::string& template_source) {
+  try {
+    ReadKnobTemplate(config, dir, task, language, knobs, template_source);
+  } catch (const FieldError& e) {
+    knobs.clear();
+    template_source.clear();
+    return e.field + ": " + e.message;
+  }
+  return "";
 }
 
 std::string_view DTypeName(DType dtype) {

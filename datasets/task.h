@@ -11,6 +11,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace kernelgym {
 
 enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
@@ -103,6 +105,24 @@ struct Knob {
 // string as it is (a token such as `std::exp`, not a C string literal).
 std::string KnobValueText(const Knob::Value& value);
 
+// The language a knob template is written in, which says how a chosen value reaches it: C
+// (`#define NAME value`, task.json's template.cpp) or Python (`NAME = value`, a backend version's
+// template.py, where a string value is written as a string literal and so never becomes code).
+enum class KnobLanguage { kC, kPython };
+
+struct Task;
+
+// The line that gives `knob` the value `value` in a template of `language`.
+std::string KnobLine(const Knob& knob, const Knob::Value& value, KnobLanguage language);
+
+// Reads a `knobs` object and the template it parameterizes from `config` (task.json, or a backend
+// version's pallas.json; "template" names a file in `dir`, by default template.cpp or template.py)
+// into `knobs` (sorted by name) and `template_source`. A config without "knobs" leaves both
+// empty. Python string values must be identifiers (they are written as string literals; nothing
+// else could make them code). "" on success, else "<field>: <what is wrong>".
+[[nodiscard]] std::string LoadKnobTemplate(const nlohmann::json& config, const std::filesystem::path& dir, const Task& task,
+                                           KnobLanguage language, std::vector<Knob>& knobs, std::string& template_source);
+
 // A task's version for a backend other than `cpu`: a subfolder named after the backend (today
 // `pallas/`) whose sources that backend's runner reads itself (JAX reference, Pallas starter).
 // The registry knows that it exists, what an episode starts from and its size sets (for
@@ -117,6 +137,10 @@ struct BackendVariant {
   // The dtype of each input and output whose version overrides task.json's (pallas: bfloat16 for
   // the TPU workloads), by tensor name; a tensor not named keeps task.json's dtype.
   std::map<std::string, std::string> dtypes;
+  // The version's knob template (its config's `knobs`, its template.py): empty when it has none.
+  // A chosen value reaches the template as the Python line `NAME = value` (KnobLanguage::kPython).
+  std::vector<Knob> knobs;
+  std::string template_source;
   // The dtype name a tensor has in this version.
   std::string DTypeOf(const TensorSpec& tensor) const;
 };

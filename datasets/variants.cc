@@ -142,6 +142,9 @@ std::string LoadFolderVariant(Task& task, const BackendInfo& backend) {
   auto starter = ReadText(dir / "starter.py");
   if (!starter) return (dir / "starter.py").string() + ": cannot be read";
   variant.starter_source = std::move(*starter);
+  if (std::string e = LoadKnobTemplate(config, dir, task, KnobLanguage::kPython, variant.knobs, variant.template_source);
+      !e.empty())
+    return config_file.string() + ": " + e;
   task.variants[backend.name] = std::move(variant);
   return "";
 }

@@ -95,7 +95,7 @@ Episode::Plan Episode::PlanStep(const protocol::Action& action) {
   } else if (const auto* patch = std::get_if<protocol::PatchAction>(&action)) {
     outcome = ApplyPatch(current, patch->diff);
   } else if (const auto* knobs = std::get_if<protocol::KnobsAction>(&action)) {
-    outcome = ApplyKnobs(*task_, knobs->values);
+    outcome = ApplyKnobs(*task_, backend_, knobs->values);
   } else if (const auto* revert = std::get_if<protocol::RevertAction>(&action)) {
     if (revert->to_step < 0 || revert->to_step > step())
       outcome.error = "revert: to_step " + std::to_string(revert->to_step) + " is not a step of this episode (0.." +

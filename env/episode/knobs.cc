@@ -38,26 +38,47 @@ std::optional<Knob::Value> AsKnobValue(const Knob& knob, const protocol::KnobVal
   return std::nullopt;
 }
 
+// The knobs, template and language an episode on `backend` uses: its version's when the task has
+// one for that backend, else task.json's.
+struct Template {
+  const std::vector<Knob>& knobs;
+  const std::string& source;
+  KnobLanguage language;
+};
+
+Template TemplateFor(const Task& task, std::string_view backend) {
+  if (const auto it = task.variants.find(std::string(backend)); it != task.variants.end())
+    return {it->second.knobs, it->second.template_source, KnobLanguage::kPython};
+  return {task.knobs, task.template_source, KnobLanguage::kC};
+}
+
 }  // namespace
 
 EditOutcome ApplyKnobs(const Task& task, const std::map<std::string, protocol::KnobValue>& values) {
+  return ApplyKnobs(task, "", values);
+}
+
+EditOutcome ApplyKnobs(const Task& task, std::string_view backend,
+                       const std::map<std::string, protocol::KnobValue>& values) {
+  const Template tmpl = TemplateFor(task, backend);
+  const std::vector<Knob>& knobs = tmpl.knobs;
   EditOutcome out;
-  if (task.knobs.empty()) {
-    out.error = "task " + task.id + " has no knob template";
+  if (knobs.empty()) {
+    out.error = "task " + task.id + " has no knob template" + (backend.empty() ? "" : " on " + std::string(backend));
     return out;
   }
   for (const auto& [name, given] : values) {
     const auto known =
-        std::find_if(task.knobs.begin(), task.knobs.end(), [&name = name](const Knob& k) { return k.name == name; });
-    if (known == task.knobs.end()) {
+        std::find_if(knobs.begin(), knobs.end(), [&name = name](const Knob& k) { return k.name == name; });
+    if (known == knobs.end()) {
       std::string names;
-      for (const Knob& k : task.knobs) names += (names.empty() ? "" : ", ") + k.name;
+      for (const Knob& k : knobs) names += (names.empty() ? "" : ", ") + k.name;
       out.error = "knobs: unknown knob '" + name + "' (task " + task.id + " has " + names + ")";
       return out;
     }
   }
   std::string source;
-  for (const Knob& knob : task.knobs) {
+  for (const Knob& knob : knobs) {
     Knob::Value chosen = knob.default_value;
     if (auto it = values.find(knob.name); it != values.end()) {
       const std::optional<Knob::Value> value = AsKnobValue(knob, it->second);
@@ -73,9 +94,9 @@ EditOutcome ApplyKnobs(const Task& task, const std::map<std::string, protocol::K
       }
       chosen = *value;
     }
-    source += "#define " + knob.name + " " + KnobValueText(chosen) + "\n";
+    source += KnobLine(knob, chosen, tmpl.language);
   }
-  out.source = source + task.template_source;
+  out.source = source + tmpl.source;
   return out;
 }
 
@@ -86,17 +107,20 @@ protocol::KnobValue ToProtocol(const Knob::Value& value) {
   return std::get<std::string>(value);
 }
 
-std::size_t ProductSize(const Task& task) {
+std::size_t ProductSize(const std::vector<Knob>& knobs) {
   std::size_t n = 1;
-  for (const Knob& knob : task.knobs) n *= knob.values.size();
+  for (const Knob& knob : knobs) n *= knob.values.size();
   return n;
 }
 
 }  // namespace
 
-std::vector<KnobCombination> AllKnobCombinations(const Task& task) {
+std::vector<KnobCombination> AllKnobCombinations(const Task& task) { return AllKnobCombinations(task, ""); }
+
+std::vector<KnobCombination> AllKnobCombinations(const Task& task, std::string_view backend) {
+  const std::vector<Knob>& knobs = TemplateFor(task, backend).knobs;
   std::vector<KnobCombination> combos{KnobCombination{}};
-  for (const Knob& knob : task.knobs) {
+  for (const Knob& knob : knobs) {
     std::vector<KnobCombination> next;
     for (const KnobCombination& partial : combos)
       for (const Knob::Value& v : knob.values) {
@@ -110,22 +134,28 @@ std::vector<KnobCombination> AllKnobCombinations(const Task& task) {
 }
 
 std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::size_t limit, uint64_t seed) {
-  if (task.knobs.empty()) return {};
-  if (ProductSize(task) <= limit) return AllKnobCombinations(task);
+  return CoveringKnobCombinations(task, "", limit, seed);
+}
+
+std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::string_view backend, std::size_t limit,
+                                                      uint64_t seed) {
+  const std::vector<Knob>& knobs = TemplateFor(task, backend).knobs;
+  if (knobs.empty()) return {};
+  if (ProductSize(knobs) <= limit) return AllKnobCombinations(task, backend);
   std::vector<KnobCombination> out;
   std::set<KnobCombination> seen;
   auto add = [&](KnobCombination c) {
     if (seen.insert(c).second) out.push_back(std::move(c));
   };
   KnobCombination defaults;
-  for (const Knob& knob : task.knobs) defaults[knob.name] = ToProtocol(knob.default_value);
+  for (const Knob& knob : knobs) defaults[knob.name] = ToProtocol(knob.default_value);
   add(defaults);
   std::size_t widest = 0;
-  for (const Knob& knob : task.knobs) widest = std::max(widest, knob.values.size());
+  for (const Knob& knob : knobs) widest = std::max(widest, knob.values.size());
   for (std::size_t i = 0; i < widest; ++i) {
     KnobCombination diagonal;
-    for (std::size_t k = 0; k < task.knobs.size(); ++k) {
-      const Knob& knob = task.knobs[k];
+    for (std::size_t k = 0; k < knobs.size(); ++k) {
+      const Knob& knob = knobs[k];
       diagonal[knob.name] = ToProtocol(knob.values[(i + k) % knob.values.size()]);
     }
     add(diagonal);
@@ -133,7 +163,7 @@ std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::siz
   std::mt19937_64 rng(seed);
   while (out.size() < limit) {
     KnobCombination drawn;
-    for (const Knob& knob : task.knobs) drawn[knob.name] = ToProtocol(knob.values[rng() % knob.values.size()]);
+    for (const Knob& knob : knobs) drawn[knob.name] = ToProtocol(knob.values[rng() % knob.values.size()]);
     add(drawn);
   }
   return out;

@@ -21,11 +21,18 @@ namespace kernelgym {
 // combination. The same values always give the same bytes (the compile cache relies on it).
 [[nodiscard]] EditOutcome ApplyKnobs(const Task& task, const std::map<std::string, protocol::KnobValue>& values);
 
+// The same on `backend`'s version of the task: a version with its own template (pallas.json's
+// `knobs`, template.py) gets one Python line `NAME = value` per knob, in name order, then
+// template.py; the root backend ("cpu", or any backend without a version) gets the above.
+[[nodiscard]] EditOutcome ApplyKnobs(const Task& task, std::string_view backend,
+                                     const std::map<std::string, protocol::KnobValue>& values);
+
 // One value per knob of a task: a point of its discrete action space.
 using KnobCombination = std::map<std::string, protocol::KnobValue>;
 
 // Every combination of the task's knob values (the cartesian product), in a fixed order.
 std::vector<KnobCombination> AllKnobCombinations(const Task& task);
+std::vector<KnobCombination> AllKnobCombinations(const Task& task, std::string_view backend);
 
 // A sample that covers every value of every knob: the defaults first, then a diagonal (the i-th
 // takes each knob's (i + k)-th value, k the knob's index; as many as the widest domain), then
@@ -33,6 +40,8 @@ std::vector<KnobCombination> AllKnobCombinations(const Task& task);
 // alone exceeds `limit`). The whole product when it is no larger than `limit`. For checks that cannot afford the product on every run (the CI's knobs test); the
 // full sweep is a benchmark (bench/knob_sweep.py).
 std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::size_t limit, uint64_t seed);
+std::vector<KnobCombination> CoveringKnobCombinations(const Task& task, std::string_view backend, std::size_t limit,
+                                                      uint64_t seed);
 
 // "A=1 B=exp_poly": a combination as text, in name order.
 std::string KnobCombinationText(const KnobCombination& combination);

@@ -68,6 +68,36 @@ std::map<std::string, std::map<std::string, int64_t>> ReadSizeSets(const Reader&
   return out;
 }
 
+json KnobsWire(const std::map<std::string, KnobDomain>& knobs) {
+  json out = json::object();
+  for (const auto& [name, knob] : knobs) {
+    json values = json::array();
+    for (const KnobValue& v : knob.values) values.push_back(KnobValueToJson(v));
+    out[name] = {{"values", values}, {"default", KnobValueToJson(knob.default_value)}};
+  }
+  return out;
+}
+
+// `knobs` is the map at `path` (name -> {values, default}).
+std::map<std::string, KnobDomain> ReadKnobs(const json& knobs, const std::string& path) {
+  std::map<std::string, KnobDomain> out;
+  for (auto it = knobs.begin(); it != knobs.end(); ++it) {
+    const Reader k(it.value(), path + "." + it.key());
+    KnobDomain domain;
+    const json& values = k.Array("values");
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      std::optional<KnobValue> value = KnobValueFromJson(values[i]);
+      if (!value) throw BadField{"field '" + k.Path("values[" + std::to_string(i) + "]") + "' is not a knob value"};
+      domain.values.push_back(std::move(*value));
+    }
+    std::optional<KnobValue> fallback = KnobValueFromJson(k.Require("default"));
+    if (!fallback) throw BadField{"field '" + k.Path("default") + "' is not a knob value"};
+    domain.default_value = std::move(*fallback);
+    out[it.key()] = std::move(domain);
+  }
+  return out;
+}
+
 TaskSummary ReadSummary(const Reader& r) {
   TaskSummary s;
   s.id = r.String("id");
@@ -99,13 +129,7 @@ json ToWire(const TaskInfo& info) {
   out["inputs"] = TensorsWire(info.inputs, /*outputs=*/false);
   out["outputs"] = TensorsWire(info.outputs, /*outputs=*/true);
   out["tolerance"] = {{"atol", info.atol}, {"rtol", info.rtol}};
-  json knobs = json::object();
-  for (const auto& [name, knob] : info.knobs) {
-    json values = json::array();
-    for (const KnobValue& v : knob.values) values.push_back(KnobValueToJson(v));
-    knobs[name] = {{"values", values}, {"default", KnobValueToJson(knob.default_value)}};
-  }
-  out["knobs"] = knobs;
+  out["knobs"] = KnobsWire(info.knobs);
   json versions = json::object();
   for (const auto& [backend, v] : info.versions) {
     json sets = json::object();
@@ -116,6 +140,7 @@ json ToWire(const TaskInfo& info) {
                          {"compile_flags", v.compile_flags},
                          {"extra_allowed_headers", v.extra_allowed_headers},
                          {"allowed_libraries", v.allowed_libraries}};
+    if (!v.knobs.empty()) versions[backend]["knobs"] = KnobsWire(v.knobs);
   }
   out["versions"] = versions;
   return out;
@@ -156,21 +181,7 @@ std::optional<TaskInfo> TaskInfoFromWire(const json& wire, std::string& problem)
     const Reader tolerance(r.Map("tolerance"), "tolerance");
     info.atol = tolerance.Number("atol");
     info.rtol = tolerance.Number("rtol");
-    const json& knobs = r.Map("knobs");
-    for (auto it = knobs.begin(); it != knobs.end(); ++it) {
-      const Reader k(it.value(), "knobs." + it.key());
-      KnobDomain domain;
-      const json& values = k.Array("values");
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        std::optional<KnobValue> value = KnobValueFromJson(values[i]);
-        if (!value) throw BadField{"field '" + k.Path("values[" + std::to_string(i) + "]") + "' is not a knob value"};
-        domain.values.push_back(std::move(*value));
-      }
-      std::optional<KnobValue> fallback = KnobValueFromJson(k.Require("default"));
-      if (!fallback) throw BadField{"field '" + k.Path("default") + "' is not a knob value"};
-      domain.default_value = std::move(*fallback);
-      info.knobs[it.key()] = std::move(domain);
-    }
+    info.knobs = ReadKnobs(r.Map("knobs"), "knobs");
     const json& versions = r.Map("versions");
     for (auto it = versions.begin(); it != versions.end(); ++it) {
       const Reader v(it.value(), "versions." + it.key());
@@ -181,6 +192,8 @@ std::optional<TaskInfo> TaskInfoFromWire(const json& wire, std::string& problem)
       version.compile_flags = v.Strings("compile_flags");
       version.extra_allowed_headers = v.Strings("extra_allowed_headers");
       version.allowed_libraries = v.Strings("allowed_libraries");
+      // Absent when the version has no template of its own.
+      if (it.value().contains("knobs")) version.knobs = ReadKnobs(v.Map("knobs"), v.Path("knobs"));
       info.versions[it.key()] = std::move(version);
     }
     return info;

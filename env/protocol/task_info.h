@@ -60,6 +60,11 @@ struct TaskVersion {
   std::vector<std::string> compile_flags;
   std::vector<std::string> extra_allowed_headers;
   std::vector<std::string> allowed_libraries;
+  // A version loaded from a task subfolder (pallas): its own knob template, by name (pallas.json's,
+  // whose template is Python); a `knobs` action on that backend ranges over these. Empty: none,
+  // and always for the root (cpu) version, whose template is the top-level `knobs`. On the wire
+  // only when non-empty.
+  std::map<std::string, KnobDomain> knobs;
   bool operator==(const TaskVersion&) const = default;
 };
 

@@ -62,6 +62,22 @@ protocol::TaskSummary TaskSummaryOf(const Task& task) {
   return s;
 }
 
+namespace {
+
+std::map<std::string, protocol::KnobDomain> KnobDomains(const std::vector<Knob>& knobs) {
+  std::map<std::string, protocol::KnobDomain> out;
+  auto wire = [](const Knob::Value& v) { return std::visit([](const auto& x) { return protocol::KnobValue(x); }, v); };
+  for (const Knob& knob : knobs) {
+    protocol::KnobDomain domain;
+    for (const Knob::Value& v : knob.values) domain.values.push_back(wire(v));
+    domain.default_value = wire(knob.default_value);
+    out[knob.name] = std::move(domain);
+  }
+  return out;
+}
+
+}  // namespace
+
 protocol::TaskInfo TaskInfoOf(const Task& task) {
   protocol::TaskInfo info;
   info.summary = TaskSummaryOf(task);
@@ -71,15 +87,7 @@ protocol::TaskInfo TaskInfoOf(const Task& task) {
   info.outputs = Tensors(task.outputs, /*outputs=*/true);
   info.atol = task.tolerance.atol;
   info.rtol = task.tolerance.rtol;
-  for (const Knob& knob : task.knobs) {
-    protocol::KnobDomain domain;
-    auto wire = [](const Knob::Value& v) {
-      return std::visit([](const auto& x) { return protocol::KnobValue(x); }, v);
-    };
-    for (const Knob::Value& v : knob.values) domain.values.push_back(wire(v));
-    domain.default_value = wire(knob.default_value);
-    info.knobs[knob.name] = std::move(domain);
-  }
+  info.knobs = KnobDomains(task.knobs);
   if (const BackendInfo* root = RootBackend(); root && task.has_cpu_version) {
     protocol::TaskVersion& v = info.versions[root->name];
     v.starter_source = task.starter_source;
@@ -91,6 +99,7 @@ protocol::TaskInfo TaskInfoOf(const Task& task) {
   for (const auto& [name, variant] : task.variants) {
     protocol::TaskVersion& v = info.versions[name];
     v.starter_source = variant.starter_source;
+    v.knobs = KnobDomains(variant.knobs);
     v.reference_source = ReadFile(variant.dir / (variant.layout == "jaxbench" ? "baseline.py" : "reference.py"));
     for (const auto& [set_name, sizes] : variant.size_sets) v.size_sets[set_name] = SizeMap(sizes);
   }

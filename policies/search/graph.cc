@@ -88,7 +88,7 @@ json SearchGraph::ToJson() const {
                      {"knobs", knobs},         {"source", n.source},     {"status", n.status},
                      {"message", n.message},   {"speedup", n.speedup},   {"ci_low", n.ci_low},
                      {"ci_high", n.ci_high},   {"eval_seconds", n.eval_seconds}, {"visits", n.visits},
-                     {"kept", n.kept}});
+                     {"kept", n.kept},         {"speedup_kind", n.speedup_kind}});
   }
   return {{"format", "kernelgym-search-graph"}, {"version", 1},          {"task", task_},
           {"backend", backend_},                {"settings", settings_}, {"algorithm_state", algorithm_state_},
@@ -132,6 +132,7 @@ std::optional<SearchGraph> SearchGraph::FromJson(const json& j, std::string& err
       node.eval_seconds = n.value("eval_seconds", 0.0);
       node.visits = n.value("visits", 0);
       node.kept = n.value("kept", true);
+      node.speedup_kind = n.value("speedup_kind", "measured");
       g.nodes_.push_back(std::move(node));
     }
     return g;

@@ -29,6 +29,9 @@ struct SearchNode {
   std::string message;
   double speedup = 0;         // 0 unless status is ok
   double ci_low = 0, ci_high = 0;
+  // "measured", or "estimated" where the step paid the estimate (a pallas task off a TPU): then
+  // `speedup` is the estimated one (the reference's estimated time over the kernel's).
+  std::string speedup_kind = "measured";
   double eval_seconds = 0;
   int visits = 0;             // times picked for expansion
   bool kept = true;           // beam search: still in the beam (or a chain's head)

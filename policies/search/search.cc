@@ -10,6 +10,15 @@
 namespace kernelgym::search {
 namespace {
 
+// Off a TPU a pallas evaluation is timed by nothing: the step pays the estimated speedup (its info
+// says `speedup_kind: estimated`), and the search ranks nodes by that instead of the unmeasured 0.
+void TakeEstimateWherePaid(const nlohmann::json& info, SearchNode& node) {
+  if (!node.ok() || info.value("speedup_kind", "") != "estimated") return;
+  node.speedup_kind = "estimated";
+  node.speedup = node.ci_low = node.ci_high = info.value("estimated_speedup", 0.0);
+}
+
+
 using nlohmann::json;
 
 std::string Fixed(double x) {
@@ -91,6 +100,7 @@ void Searcher::EnsureRoot() {
   root.ci_low = o.speedup_ci_low;
   root.ci_high = o.speedup_ci_high;
   root.eval_seconds = reset.info.value("eval_seconds", 0.0);
+  TakeEstimateWherePaid(reset.info, root);
   graph_.Add(root);
   log_ << "search: node 0 (the starter): " << o.status << (root.ok() ? " " + Fixed(root.speedup) + "x" : "")
        << std::endl;
@@ -188,6 +198,7 @@ std::vector<int> Searcher::Evaluate(const std::vector<Child>& children) {
       node.ci_low = o.speedup_ci_low;
       node.ci_high = o.speedup_ci_high;
       node.eval_seconds = r.info.value("eval_seconds", 0.0);
+      TakeEstimateWherePaid(r.info, node);
     } catch (const client::ServerError& e) {
       node.source = c.proposal.source;
       node.status = "error";

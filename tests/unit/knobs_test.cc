@@ -141,5 +141,41 @@ TEST(ApplyKnobs, TheBundledSoftmaxTemplate) {
   EXPECT_NE(out.source->find(loaded.task->template_source), std::string::npos);
 }
 
+// The pallas version's template: Python assignments in name order, a string as a string literal;
+// the cpu template of the same task is untouched by it.
+TEST(ApplyKnobs, APallasVersionGetsPythonAssignmentsBeforeItsTemplate) {
+  Task task = KnobTask();
+  BackendVariant pallas;
+  pallas.knobs = {Knob{"BM", {int64_t{128}, int64_t{256}}, int64_t{256}},
+                  Knob{"K_BLOCK", {std::string("tile"), std::string("whole")}, std::string("tile")}};
+  pallas.template_source = "def kernel(A, B):\n    return A\n";
+  task.variants["pallas"] = pallas;
+  EditOutcome out = ApplyKnobs(task, "pallas", {{"K_BLOCK", std::string("whole")}});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_EQ(*out.source, "BM = 256\nK_BLOCK = \"whole\"\ndef kernel(A, B):\n    return A\n");
+  out = ApplyKnobs(task, "pallas", {{"EXP", std::string("exp_poly")}});
+  EXPECT_FALSE(out.source.has_value()) << "the cpu template's knobs are not the pallas version's";
+  EXPECT_NE(out.error.find("has BM, K_BLOCK"), std::string::npos) << out.error;
+  out = ApplyKnobs(task, "pallas", {{"K_BLOCK", std::string("\" + __import__('os')")}});
+  EXPECT_FALSE(out.source.has_value()) << "only the declared values";
+  out = ApplyKnobs(task, "cpu", {});
+  ASSERT_TRUE(out.source.has_value());
+  EXPECT_EQ(out.source->rfind("#define BLOCK 8\n", 0), 0u);
+  EXPECT_EQ(AllKnobCombinations(task, "pallas").size(), 4u);
+  task.variants["pallas"].knobs.clear();
+  out = ApplyKnobs(task, "pallas", {});
+  EXPECT_FALSE(out.source.has_value()) << "never the cpu template on pallas";
+  EXPECT_NE(out.error.find("no knob template on pallas"), std::string::npos) << out.error;
+}
+
+TEST(ApplyKnobs, TheBundledGemmPallasTemplate) {
+  const TaskLoadResult loaded = LoadTask(DefaultSuitesRoot() / "jaxbench-p" / "gemm");
+  ASSERT_TRUE(loaded.task.has_value()) << loaded.error;
+  const EditOutcome out = ApplyKnobs(*loaded.task, "pallas", {{"BM", int64_t{128}}, {"K_BLOCK", std::string("whole")}});
+  ASSERT_TRUE(out.source.has_value()) << out.error;
+  EXPECT_EQ(out.source->rfind("BM = 128\nBN = 256\nK_BLOCK = \"whole\"\n", 0), 0u) << *out.source;
+  EXPECT_NE(out.source->find(loaded.task->variants.at("pallas").template_source), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kernelgym

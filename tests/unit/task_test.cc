@@ -1227,6 +1227,41 @@ TEST_F(PallasVariantTest, BadPallasFoldersNameTheFileAndField) {
                     "starter.py", "cannot be read");
 }
 
+// pallas.json's `knobs` and template.py: the version's own template, whose string values reach
+// Python as string literals, so only identifiers are admitted (a quote could end the literal).
+TEST_F(PallasVariantTest, AVariantMayDeclareItsOwnKnobTemplate) {
+  const fs::path dir = WriteWithPallas(
+      "knobbed", PallasJson(R"(, "knobs": {"ROWS": {"values": [8, 16], "default": 8},
+                                            "MODE": {"values": ["tile", "whole"], "default": "tile"}})"));
+  WriteText(dir / "pallas" / "template.py", "def kernel(x, idx):\n    return x if MODE == 'tile' else x[:ROWS]\n");
+  const TaskLoadResult r = LoadTask(dir);
+  ASSERT_TRUE(r.task.has_value()) << r.error;
+  const BackendVariant& v = r.task->variants.at("pallas");
+  ASSERT_EQ(v.knobs.size(), 2u);
+  EXPECT_EQ(v.knobs[0].name, "MODE") << "sorted by name";
+  EXPECT_EQ(v.knobs[1].default_value, Knob::Value{int64_t{8}});
+  EXPECT_NE(v.template_source.find("MODE == 'tile'"), std::string::npos);
+  EXPECT_TRUE(r.task->knobs.empty()) << "the cpu version has no template of its own";
+}
+
+TEST_F(PallasVariantTest, KnobStringsThatAreNotIdentifiersAreRefused) {
+  const std::string tmpl = "def kernel(x, idx):\n    return x if MODE else x\n";
+  for (const std::string& value : {R"(a\" + __import__('os').getcwd() + \"b)", "tile whole", "1x", "a'b", "a.b"}) {
+    SCOPED_TRACE(value);
+    const fs::path dir =
+        WriteWithPallas("bad_value", PallasJson(R"(, "knobs": {"MODE": {"values": [")" + value + R"("], "default": ")" +
+                                                value + R"("}})"));
+    WriteText(dir / "pallas" / "template.py", tmpl);
+    ExpectPallasError(dir, "pallas.json", "knobs.MODE.values[0]: '");
+  }
+  const fs::path no_template =
+      WriteWithPallas("no_template", PallasJson(R"(, "knobs": {"MODE": {"values": ["a"], "default": "a"}})"));
+  ExpectPallasError(no_template, "pallas.json", "template: file 'template.py' cannot be read");
+  const fs::path unused = WriteWithPallas("unused", PallasJson(R"(, "knobs": {"ROWS": {"values": [1], "default": 1}})"));
+  WriteText(unused / "pallas" / "template.py", tmpl);
+  ExpectPallasError(unused, "pallas.json", "knobs.ROWS: 'template.py' never uses it");
+}
+
 TEST_F(PallasVariantTest, AJaxBenchFolderLoadsAsAPallasOnlySuite) {
   const fs::path root = tmp_.path() / "benchmark";
   WriteText(root / "good" / "baseline.py",

@@ -60,32 +60,35 @@ def _send(process: subprocess.Popen, message) -> None:
     process.stdin.flush()
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("task_dir", type=pathlib.Path)
-    parser.add_argument("--candidate", type=pathlib.Path, help="default: the task's pallas/starter.py")
-    parser.add_argument("--layout", default="kernelgym", choices=["kernelgym", "jaxbench"])
-    parser.add_argument("--target", default="v5e")
-    parser.add_argument("--seeds", default="1,2,3")
-    parser.add_argument("--no-static-check", action="store_true",
-                        help="skip the judge's static check (to see what the later checks make of a candidate)")
-    args = parser.parse_args()
-    candidate = args.candidate or args.task_dir / "pallas" / "starter.py"
+@dataclasses.dataclass
+class Checked:
+    status: str          # the judge's status, "incorrect" when an output is outside tolerance
+    message: object      # the judge's last message (protocol.Result, or the tracer's failure)
+    lines: list[str]     # per trial and output: how many elements were outside tolerance
+    seconds: float
+
+
+def check(task_dir: pathlib.Path, candidate: str, target: str = "v5e", layout: str = "kernelgym", seeds=(1, 2, 3),
+          static_check: bool = True, estimate_reference: bool = True, verbose: bool = False) -> Checked:
+    """One candidate through a judge and a tracer of its own (each serves one job: the candidate's
+    code runs in them)."""
     with tempfile.TemporaryDirectory(prefix="kernelgym-pallas-judge-") as judge_tmp, \
             tempfile.TemporaryDirectory(prefix="kernelgym-pallas-tracer-") as tracer_tmp:
         judge_dir, tracer_dir = pathlib.Path(judge_tmp), pathlib.Path(tracer_tmp)
         for folder in (judge_dir, tracer_dir):
-            (folder / "candidate.py").write_text(candidate.read_text())
+            (folder / "candidate.py").write_text(candidate)
         started = time.perf_counter()
-        judge = _start("kernelgym_pallas.judge", ["--target", args.target], dict(os.environ))
+        judge = _start("kernelgym_pallas.judge", ["--target", target], dict(os.environ))
         tracer = _start("kernelgym_pallas.tracer", [], dict(os.environ, JAX_PLATFORMS="cpu"))
         ready = _read(judge, "judge")
         _read(tracer, "tracer")
-        print(f"judge and tracer ready in {time.perf_counter() - started:.2f} s: {ready}")
-        job = protocol.JudgeJob(task_dir=str(args.task_dir.resolve()), layout=args.layout, suite="jaxbench-ext",
+        if verbose:
+            print(f"judge and tracer ready in {time.perf_counter() - started:.2f} s: {ready}")
+        job = protocol.JudgeJob(task_dir=str(task_dir.resolve()), layout=layout, suite="jaxbench-ext",
                                 out_dir=str(judge_dir), candidate_path=str(judge_dir / "candidate.py"),
-                                seeds=[int(s) for s in args.seeds.split(",")], static_check=not args.no_static_check,
-                                run_timing=True, timing_seed=0, estimate_reference=True, estimate_candidate=True)
+                                seeds=list(seeds), static_check=static_check,
+                                run_timing=True, timing_seed=0, estimate_reference=estimate_reference,
+                                estimate_candidate=True)
         job_start = time.perf_counter()
         _send(judge, job)
         message = _read(judge, "judge")
@@ -110,25 +113,45 @@ def main() -> int:
         for process in (judge, tracer):
             process.stdin.close()
             process.wait()
+            process.stdout.close()
         status = message.status
-        for d in message.diagnostics:
-            print(f"candidate.py:{d.line}: {d.severity}: {d.message}")
-        failures = 0
-        for trial in message.trials:
+        failures, lines = 0, []
+        for trial in getattr(message, "trials", []):
             for k, o in enumerate(trial.outputs):
                 actual = np.fromfile(judge_dir / o.file, dtype=o.dtype).reshape(o.shape)
                 want, meta, size_set = expected[(trial.trial, k)]
                 bad, err = compare(want, actual, meta.atol, meta.rtol)
                 failures += bad > 0
-                print(f"trial {trial.trial} ({size_set}){' (repeat)' if trial.repeat else ''} {meta.name}: "
-                      f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
+                lines.append(f"trial {trial.trial} ({size_set}){' (repeat)' if trial.repeat else ''} {meta.name}: "
+                             f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
         if status == "ok" and failures:
             status = "incorrect"
-        facts = dataclasses.asdict(message)
-        print(json.dumps({k: facts.get(k) for k in ("stage", "message", "tpu_compile", "estimate", "timing",
-                                                     "stage_seconds")}, indent=1))
-        print(f"verdict: {status} ({seconds:.2f} s for the job)")
-        return 0 if status == "ok" else 1
+        return Checked(status, message, lines, seconds)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("task_dir", type=pathlib.Path)
+    parser.add_argument("--candidate", type=pathlib.Path, help="default: the task's pallas/starter.py")
+    parser.add_argument("--layout", default="kernelgym", choices=["kernelgym", "jaxbench"])
+    parser.add_argument("--target", default="v5e")
+    parser.add_argument("--seeds", default="1,2,3")
+    parser.add_argument("--no-static-check", action="store_true",
+                        help="skip the judge's static check (to see what the later checks make of a candidate)")
+    args = parser.parse_args()
+    candidate = args.candidate or args.task_dir / "pallas" / "starter.py"
+    checked = check(args.task_dir, candidate.read_text(), args.target, args.layout,
+                    [int(s) for s in args.seeds.split(",")], not args.no_static_check, verbose=True)
+    message = checked.message
+    for d in getattr(message, "diagnostics", []):
+        print(f"candidate.py:{d.line}: {d.severity}: {d.message}")
+    for line in checked.lines:
+        print(line)
+    facts = dataclasses.asdict(message)
+    print(json.dumps({k: facts.get(k) for k in ("stage", "message", "tpu_compile", "estimate", "timing",
+                                                 "stage_seconds")}, indent=1))
+    print(f"verdict: {checked.status} ({checked.seconds:.2f} s for the job)")
+    return 0 if checked.status == "ok" else 1
 
 
 if __name__ == "__main__":
