@@ -42,7 +42,8 @@ std::string ReadDTypes(const json& config, const char* kind, const std::vector<T
   const std::string field = kind;
   if (!config[kind].is_object()) return file + ": " + field + ": must be an object (tensor name -> overrides)";
   for (const auto& [name, override_entry] : config[kind].items()) {
-    const bool known = std::any_of(tensors.begin(), tensors.end(), [&](const TensorSpec& t) { return t.name == name; });
+    const std::string& tensor = name;  // clang 14 cannot capture a structured binding
+    const bool known = std::any_of(tensors.begin(), tensors.end(), [&](const TensorSpec& t) { return t.name == tensor; });
     if (!known) return file + ": " + field + "." + name + ": not one of the task's " + field;
     if (!override_entry.is_object()) return file + ": " + field + "." + name + ": must be an object";
     if (!override_entry.contains("dtype")) continue;
