@@ -365,6 +365,24 @@ def _show(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+MAX_SIZES_PER_READING = 3
+
+
+def _exponent_vectors(count: int, exponents, square_alone: bool) -> np.ndarray:
+    """Every exponent vector over `count` sizes with at most MAX_SIZES_PER_READING nonzero entries."""
+    nonzero = [e for e in exponents if e != 0]
+    rows = [np.zeros(count)]
+    for k in range(1, min(count, MAX_SIZES_PER_READING) + 1):
+        for positions in itertools.combinations(range(count), k):
+            for values in itertools.product(nonzero, repeat=k):
+                if square_alone and k > 1 and 2 in values:
+                    continue
+                row = np.zeros(count)
+                row[list(positions)] = values
+                rows.append(row)
+    return np.array(rows, float).reshape(-1, count)
+
+
 class _Fitter:
     """The readings of a number that fit the checked sets, and what each says of the full size.
 
@@ -382,12 +400,11 @@ class _Fitter:
         self.names = sorted(n for n in set().union(*(sizes[s].keys() for s in every))
                             if all(n in sizes[s] for s in every))
         self.sizes = {s: [int(sizes[s][n]) for n in self.names] for s in every}
-        # A square only alone (N*N, a pair table): mixed with other sizes it would mostly add
-        # readings that coincide at the checked sets.
-        ints = [e for e in itertools.product(INT_EXPONENTS, repeat=len(self.names))
-                if 2 not in e or sum(1 for x in e if x) == 1]
-        self._exponents = {False: np.array(ints, float).reshape(-1, len(self.names)),
-                           True: np.array(list(itertools.product(FLOAT_EXPONENTS, repeat=len(self.names))), float)}
+        # At most MAX_SIZES_PER_READING sizes in one monomial (a task may name ten sizes: every
+        # combination of every exponent would be millions of readings, and more coincidences), and
+        # a square only alone (N*N, a pair table).
+        self._exponents = {False: _exponent_vectors(len(self.names), INT_EXPONENTS, square_alone=True),
+                           True: _exponent_vectors(len(self.names), FLOAT_EXPONENTS, square_alone=False)}
         logs = {s: np.log(np.array(self.sizes[s], float)) for s in every}
         self._shift = {s: logs[s] - logs[self.fit_sets[0]] for s in every}
         self._cache: dict = {}
