@@ -261,5 +261,25 @@ TEST(StaticCheck, DigitSeparatorDoesNotSwallowACommentStart) {
   EXPECT_TRUE(Accepted("int a = 1'000; /* start\n#include <thread>\n*/\n"));
 }
 
+// The compiler's assembly output: inline assembly that reads a file or builds directives from
+// text is found however it is written; symbols and strings that merely contain the words are not.
+TEST(AssemblerFileDirective, FindsFileReadingAndTextBuildingDirectives) {
+  EXPECT_EQ(AssemblerFileDirective("#APP\n\t.incbin \"/usr/lib/libblas.so.3\"\n#NO_APP\n"), ".incbin");
+  EXPECT_EQ(AssemblerFileDirective("blob: .INCBIN \"x\""), ".incbin");
+  EXPECT_EQ(AssemblerFileDirective("nop; .include \"a.s\""), ".include");
+  EXPECT_EQ(AssemblerFileDirective("\t.macro take s, p\n .in\\s \"\\p\"\n.endm"), ".macro");
+  EXPECT_EQ(AssemblerFileDirective(".irpc c, cbin\n"), ".irpc");
+  EXPECT_EQ(AssemblerFileDirective(".irp s, incbin\n"), ".irp");
+  EXPECT_EQ(AssemblerFileDirective("x:.incbin\"y\""), ".incbin");
+}
+
+TEST(AssemblerFileDirective, IgnoresWhatGccEmitsForOrdinaryKernels) {
+  EXPECT_EQ(AssemblerFileDirective("\t.globl\tkernel\n\t.type\tkernel, @function\nkernel:\n\tvmovups (%rdi), %ymm0\n"
+                                   "\t.section .rodata.include_bias\n.LC0:\n\t.string \"macro.incbinary\"\n"
+                                   "\tcall\tmacro_kernel\n\t.ident \"GCC\"\n"),
+            "");
+  EXPECT_EQ(AssemblerFileDirective(".incbinary .includes .macros .irpx"), "");
+}
+
 }  // namespace
 }  // namespace kernelgym

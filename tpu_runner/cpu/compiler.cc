@@ -60,6 +60,15 @@ bool FromJson(const json& j, CompileResult& r) {
   return true;
 }
 
+// Every assembly file the compile left in `work` (-save-temps=obj), concatenated.
+std::string ReadAssemblyOutputs(const fs::path& work) {
+  std::string text;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(work, ec))
+    if (entry.path().extension() == ".s") text += ReadFileOr(entry.path(), "") + "\n";
+  return text;
+}
+
 // The header name a resolved include path stands for, relative to a system include root.
 std::string HeaderNameOf(const std::string& path) {
   for (const char* root : {"/usr/include/c++/", "/usr/lib/gcc/x86_64-linux-gnu/", "/usr/include/x86_64-linux-gnu/", "/usr/include/"}) {
@@ -97,7 +106,8 @@ CompileResult Compiler::Compile(const std::string& source, const Task& task) con
   // kResultFormat changes whenever what is cached for a source changes meaning: entries written by
   // an older parser must not be served. v2: diagnostics with bytes that are not UTF-8 or with raw
   // control characters are parsed (they were lost, and the raw JSON line became the message).
-  static constexpr const char* kResultFormat = "compile-result:v2";
+  // v3: inline assembly that reads files or builds directives is refused (AssemblerFileDirective).
+  static constexpr const char* kResultFormat = "compile-result:v3";
   std::vector<std::string> key_parts{kResultFormat, identity_, prelude, source,
                                      config_.precompiled_headers ? PrecompiledHeaderSource() : std::string()};
   key_parts.insert(key_parts.end(), task.compile_flags.begin(), task.compile_flags.end());
@@ -215,7 +225,9 @@ CompileResult Compiler::CompileUncached(const std::string& source, const Task& t
   std::vector<std::string> compile{config_.cxx};
   compile.insert(compile.end(), base_flags.begin(), base_flags.end());
   if (!pch_dir.empty()) compile.insert(compile.end(), {"-include", ProbeSandbox().bwrap ? "/pch/kernelgym_pch.h" : (pch_dir / "kernelgym_pch.h").string()});
-  compile.insert(compile.end(), {"-shared", "-include", "prelude.h", "-H", "-fdiagnostics-format=json",
+  // -save-temps=obj keeps the compiler's assembly output (kernel.so-kernel.s) for the directive
+  // check below; it costs no measurable time and still uses the precompiled header.
+  compile.insert(compile.end(), {"-shared", "-save-temps=obj", "-include", "prelude.h", "-H", "-fdiagnostics-format=json",
                                  "-fopt-info-vec-all=remarks.txt", "-Wl,--version-script=exports.map",
                                  "-Wl,-z,now", "-Wl,-z,relro", kSourceName, "-o", "kernel.so"});
   const bool sandboxed = ProbeSandbox().bwrap;
@@ -278,6 +290,12 @@ CompileResult Compiler::CompileUncached(const std::string& source, const Task& t
         result.message += ": " + line;
     }
     if (!first && !parsed.unparsed.empty()) result.message += ": " + parsed.unparsed.front();
+  } else if (const std::string directive = AssemblerFileDirective(ReadAssemblyOutputs(work)); !directive.empty()) {
+    // The assembler sees the toolchain's files (/usr/lib holds compiled libraries): a kernel
+    // is the source the policy wrote, not bytes or machine code the assembler pulled in.
+    result.status = Status::kRejected;
+    result.message = "inline assembly uses the assembler directive " + directive +
+                     ": directives that read files (.incbin, .include) or build text (.macro, .irp, .irpc) are not allowed";
   } else {
     result.status = Status::kOk;
     result.message = "compiled";

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <string_view>
 
 namespace kernelgym {
 namespace {
@@ -214,6 +215,23 @@ StaticCheckResult CheckSource(const std::string& source, const KernelPolicy& pol
     }
   }
   return result;
+}
+
+std::string AssemblerFileDirective(const std::string& assembly) {
+  static constexpr std::string_view kDirectives[] = {"incbin", "include", "macro", "irpc", "irp"};
+  const auto symbol_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' || c == '.'; };
+  for (std::size_t dot = assembly.find('.'); dot != std::string::npos; dot = assembly.find('.', dot + 1)) {
+    if (dot > 0 && symbol_char(assembly[dot - 1])) continue;
+    for (std::string_view name : kDirectives) {
+      if (dot + 1 + name.size() > assembly.size()) continue;
+      bool same = true;
+      for (std::size_t i = 0; i < name.size() && same; ++i)
+        same = std::tolower(static_cast<unsigned char>(assembly[dot + 1 + i])) == name[i];
+      const std::size_t after = dot + 1 + name.size();
+      if (same && (after == assembly.size() || !symbol_char(assembly[after]))) return "." + std::string(name);
+    }
+  }
+  return "";
 }
 
 }  // namespace kernelgym

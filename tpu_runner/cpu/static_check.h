@@ -28,4 +28,13 @@ struct StaticCheckResult {
 // True when `header` (as written between <> or "") is in the task's allowed set.
 bool IsAllowedHeader(const std::string& header, const KernelPolicy& policy);
 
+// The first assembler directive in `assembly` (the compiler's own assembly output for the kernel,
+// inline assembly included) that reads a file (.incbin, .include) or builds text the output does
+// not show (.macro, .irp, .irpc); empty when there is none. Checked on the compiler's output, not
+// the source, so neither C++ macros nor string splicing hide a directive; the text-building
+// directives are refused too, because an assembler macro can spell one (".in\\s" with s = cbin).
+// A directive is a '.' not preceded by a symbol character, case-insensitive, anywhere in a line:
+// conservative, since GCC itself emits none of them.
+std::string AssemblerFileDirective(const std::string& assembly);
+
 }  // namespace kernelgym

@@ -138,12 +138,42 @@ bool InstallAllowList(uint64_t arena_base, uint64_t arena_bytes, std::string& er
         "readlink", "readlinkat", "getcwd"})
     allow(name);
   // Memory calls anywhere but on the arena, whose mappings are fixed: no unprotecting inputs,
-  // unmapping guard pages or remapping tensors.
-  for (const char* name : {"mmap", "munmap", "mremap", "mprotect", "madvise"}) {
+  // unmapping guard pages or remapping tensors. A call's whole range must miss the arena, not
+  // just its start: a filter cannot add, so a range below the arena must start at least kReach
+  // below it and be at most kReach long (more than the process's address-space limit, so no
+  // honest call is refused); a range at or above the arena's end cannot reach down into it.
+  constexpr uint64_t kReach = uint64_t{1} << 36;  // 64 GiB
+  const uint64_t arena_end = arena_base + arena_bytes;
+  const bool room_below = arena_base > kReach;
+  for (const char* name : {"munmap", "mprotect", "madvise"}) {
     const int nr = Nr(name);
     if (nr == __NR_SCMP_ERROR || rc != 0) continue;
-    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_LT, arena_base));
-    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_GE, arena_base + arena_bytes));
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_GE, arena_end));
+    if (rc == 0 && room_below)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2, SCMP_A0(SCMP_CMP_LT, arena_base - kReach),
+                            SCMP_A1(SCMP_CMP_LE, kReach));
+  }
+  // mmap without MAP_FIXED or MAP_FIXED_NOREPLACE takes its address as a hint the kernel never
+  // honours over an existing mapping (and the arena is mapped end to end); a fixed mmap is held
+  // to the range rule above.
+  if (const int nr = Nr("mmap"); nr != __NR_SCMP_ERROR && rc == 0) {
+    const uint64_t fixed = MAP_FIXED | MAP_FIXED_NOREPLACE;
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A3(SCMP_CMP_MASKED_EQ, fixed, 0));
+    if (rc == 0) rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, SCMP_A0(SCMP_CMP_GE, arena_end));
+    if (rc == 0 && room_below)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2, SCMP_A0(SCMP_CMP_LT, arena_base - kReach),
+                            SCMP_A1(SCMP_CMP_LE, kReach));
+  }
+  // mremap moves or grows a mapping: never to a fixed address (its fifth argument, which the
+  // old rule did not see), and its old range held to the range rule; a grown mapping is placed
+  // by the kernel in free space, which the arena is not.
+  if (const int nr = Nr("mremap"); nr != __NR_SCMP_ERROR && rc == 0) {
+    const uint64_t fixed = MREMAP_FIXED;
+    rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 2, SCMP_A0(SCMP_CMP_GE, arena_end),
+                          SCMP_A3(SCMP_CMP_MASKED_EQ, fixed, 0));
+    if (rc == 0 && room_below)
+      rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 3, SCMP_A0(SCMP_CMP_LT, arena_base - kReach),
+                            SCMP_A1(SCMP_CMP_LE, kReach), SCMP_A3(SCMP_CMP_MASKED_EQ, fixed, 0));
   }
   // Output only to the runner's pipes (stdout, stderr).
   for (uint64_t fd : {1, 2})
