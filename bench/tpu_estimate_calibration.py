@@ -166,8 +166,19 @@ def _child_measure(args) -> dict:
         with tracing:
             closed = jax.make_jaxpr(workload)(*specs)
         fn = core.jaxpr_as_fun(jaxpr_check.set_pallas_params(closed, cost_estimate=None))
-    with jax.default_device(target.device):   # Mosaic's lowering asks for the chip too (`//` on ints)
-        compiled = tpu_target.compile_for(target, fn, specs)
+    saved = pathlib.Path(args.child_saved) if args.child_saved else None
+    if mode == "bundles" and saved is not None and (saved / "hlo.txt").is_file():
+        # --replay: the compile kept by an earlier --keep-dumps run (its dump, optimized HLO and XLA
+        # cost), priced again by this estimator without compiling (seconds, not minutes).
+        compiled = _SavedCompile.load(saved)
+        estimator.clear_dump(dump)
+        for f in (saved / "dump").iterdir():
+            shutil.copy2(f, dump / f.name)
+    else:
+        with jax.default_device(target.device):   # Mosaic's lowering asks for the chip too (`//` on ints)
+            compiled = tpu_target.compile_for(target, fn, specs)
+        if mode == "bundles" and saved is not None:
+            _SavedCompile.keep(saved, compiled, dump)
     hlo = compiled.executable.as_text() or ""
     cycles: dict[str, int] = {}
     if mode == "profile":
@@ -205,6 +216,34 @@ def _child_measure(args) -> dict:
                               "dump_kb": dir_bytes(dump) / 1024}
     result["wall_seconds"] = time.perf_counter() - started
     return result
+
+
+class _SavedCompile:
+    """A compile kept on disk (--keep-dumps) and read back (--replay): what estimate() reads of a
+    tpu_target.Compiled (the optimized HLO text, XLA's cost analysis) and the dump folder."""
+
+    def __init__(self, hlo: str, cost: dict, seconds: float):
+        self._hlo, self.cost, self.memory, self.seconds = hlo, cost, {}, seconds
+        self.executable = self
+
+    def as_text(self) -> str:
+        return self._hlo
+
+    @staticmethod
+    def keep(folder: pathlib.Path, compiled, dump: pathlib.Path) -> None:
+        if folder.exists():
+            shutil.rmtree(folder)
+        (folder / "dump").mkdir(parents=True)
+        for f in dump.iterdir():
+            if f.is_file():
+                shutil.copy2(f, folder / "dump" / f.name)
+        (folder / "cost.json").write_text(json.dumps({"cost": compiled.cost, "seconds": compiled.seconds}))
+        (folder / "hlo.txt").write_text(compiled.executable.as_text() or "")
+
+    @classmethod
+    def load(cls, folder: pathlib.Path) -> "_SavedCompile":
+        meta = json.loads((folder / "cost.json").read_text())
+        return cls((folder / "hlo.txt").read_text(), meta["cost"], meta["seconds"])
 
 
 def _hlo_facts(hlo: str) -> dict:
@@ -273,6 +312,9 @@ def run_child(program: pathlib.Path, mode: str, estimator_path: str | None, args
             cmd += ["--child-dump", str(dump)]
         if mode == "bundles":
             cmd += ["--estimator-path", estimator_path]
+            saved_root = args.replay or args.keep_dumps
+            if saved_root:
+                cmd += ["--child-saved", str(pathlib.Path(saved_root) / f"{program.parent.name}.{program.stem}")]
         stderr_file = scratch / "stderr.txt"
         start = time.perf_counter()
         with open(stderr_file, "wb") as err:
@@ -317,6 +359,12 @@ def load_estimator(path: str):
     if path not in _ESTIMATORS:
         sys.path.insert(0, str(PALLAS_PKG))
         import kernelgym_pallas
+        # The modules it prices with, from beside it (another checkout's, for a before/after run).
+        for helper in ESTIMATOR_HELPERS:
+            sibling = pathlib.Path(path).with_name(helper)
+            if sibling.exists() and sibling.resolve() != (PALLAS_PKG / "kernelgym_pallas" / helper).resolve():
+                loaded = _load_module(sibling, f"kernelgym_pallas.{sibling.stem}")
+                setattr(kernelgym_pallas, sibling.stem, loaded)
         module = _load_module(pathlib.Path(path), "kernelgym_pallas.tpu_estimate")
         kernelgym_pallas.tpu_estimate = module
         _ESTIMATORS[path] = module
@@ -350,6 +398,11 @@ def measure(program: pathlib.Path, mode: str, estimator_path: str | None, args, 
     key = cache_key(program, mode, estimator_path)
     stem = f"{program.parent.name}.{program.stem}.{_ENTRY_TAG[mode]}"
     entry = cache / f"{stem}.{key}.json"
+    if mode == "bundles" and args.replay:
+        args.keep_dumps = args.replay
+        result = run_child(program, mode, estimator_path, args)
+        result["replayed"] = True
+        return result
     if entry.exists() and not args.no_cache:
         result = json.loads(entry.read_text())
         result["cached"] = True
@@ -490,6 +543,12 @@ def main() -> int:
     p.add_argument("--from-json", action="append", default=[],
                    help="compile nothing: report the rows of earlier runs' --json files (a later file's row for "
                         "the same workload and variant replaces an earlier one's)")
+    p.add_argument("--keep-dumps", default=None,
+                   help="keep each estimator compile (its dump, optimized HLO, XLA cost) in this folder, for --replay")
+    p.add_argument("--replay", default=None,
+                   help="price the compiles kept by --keep-dumps in this folder again (this estimator, no compile, "
+                        "no cache); a program not kept there is compiled (and kept)")
+    p.add_argument("--child-saved", help=argparse.SUPPRESS)
     p.add_argument("--child-program", help=argparse.SUPPRESS)
     p.add_argument("--child-out", help=argparse.SUPPRESS)
     p.add_argument("--child-dump", help=argparse.SUPPRESS)

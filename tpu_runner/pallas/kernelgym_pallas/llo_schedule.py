@@ -40,6 +40,8 @@ _ALLOCATION = re.compile(r"\[\s*#(allocation\d+)\s*(?:\+\s*\$?(0x[0-9a-f]+|\d+))
 _GUARD = re.compile(r"\((!?%\w+)\)")
 _SCMP = re.compile(r"^scmp\.(eq|ne|lt|le|gt|ge)\.s32")
 _IMMEDIATE = re.compile(r"^-?\d+$")
+_SPILL_STORE = re.compile(r"^\[smem:\[#(allocation\d+_spill)\]\]\s+(%\w+)$")
+_SPILL_LOAD = re.compile(r"^\[smem:\[#(allocation\d+_spill)\]\]$")
 
 
 @dataclasses.dataclass
@@ -60,6 +62,7 @@ class Region:
     own: int = 0             # bundles directly in it
     children: list = dataclasses.field(default_factory=list)
     trips: int | None = 1    # a loop's trip count (None: unknown); 1 for a predicated region
+    counter: tuple | None = None  # a loop's (counter phi, start, step), when its trip count is known
     labels: tuple = ()       # the dump's region numbers its first bundle starts (a branch's target)
 
     @property
@@ -81,6 +84,7 @@ class DmaEvent:
     flag: tuple | None       # (allocation, slot or None when computed at run time)
     pipeline: bool           # emitted by the grid pipeline (`pipeline-emitter`)
     guarded: bool = False    # predicated: runs only on the trips its predicate holds
+    guard: str | None = None  # its predicate (`%p` or `!%p`)
 
     @property
     def bytes(self) -> float:
@@ -111,17 +115,29 @@ class Schedule:
 
     def executed_dma_bytes(self) -> float:
         """Bytes all DMA starts copy, each times its runs; a predicated start in a loop of T > 2
-        trips (a software pipeline's prologue and epilogue run it T - 2 times) counted T - 2."""
-        total = 0.0
+        trips (a software pipeline's prologue and epilogue run it T - 2 times) counted T - 2.
+        At least the bytes the waits wait for, counted the same way: an XLA fusion sizes its
+        copies in registers (its last window may be smaller) but waits for a constant number of
+        granules (1p's attention scores: 8.6 GB written, every start's size unknown)."""
+        started = waited = 0.0
         for e in self.dma:
-            if e.kind != "start":
-                continue
             runs = self.weight[e.bundle]
             loop = self.innermost[e.bundle]
-            if e.guarded and loop is not None and loop.trips and loop.trips > 2:
-                runs *= (loop.trips - 2) / loop.trips
-            total += e.bytes * runs
-        return total
+            if e.kind == "start":
+                if e.guarded and loop is not None and loop.trips and loop.trips > 2:
+                    runs *= (loop.trips - 2) / loop.trips
+                started += e.bytes * runs
+                continue
+            if e.guarded:
+                # A predicated wait counts only where its predicate is a stage guard on the loop's
+                # own counter (the trips it holds on are known); any other (the last step of a
+                # contraction, a data-dependent condition) is left out: never guessed upward.
+                held = trips_where(self.values, loop, e.guard) if e.guard and loop is not None else None
+                if held is None:
+                    continue
+                runs *= held / loop.trips
+            waited += e.bytes * runs
+        return max(started, waited)
 
     def dma_bytes(self, pipeline: bool) -> float:
         """Bytes the (pipeline's or the kernel's own) DMA starts copy, each times its runs."""
@@ -160,17 +176,31 @@ class _Values:
     def __init__(self):
         self.defs: dict[str, Instruction] = {}
         self.bundle_of: dict[str, int] = {}
+        self.spilled: dict[str, list[str]] = {}   # spill slot -> the values stored to it
 
     def add(self, instruction: Instruction, bundle: int = -1) -> None:
+        if instruction.opcode == "sst" and len(instruction.operands) == 1:
+            match = _SPILL_STORE.match(instruction.operands[0])
+            if match:
+                self.spilled.setdefault(match.group(1), []).append(match.group(2))
         if instruction.name:
             # A name defined twice is not SSA: neither definition can be trusted.
             self.defs[instruction.name] = None if instruction.name in self.defs else instruction
             self.bundle_of[instruction.name] = bundle
 
     def copy_source(self, name: str, limit: int = 16) -> str:
-        """`name` followed back through register copies (`smov %x`)."""
+        """`name` followed back through register copies (`smov %x`) and spill slots (`sld` of a
+        slot that one `sst` fills: an XLA fusion's loop counter lives in one when its loop body
+        runs out of scalar registers)."""
         for _ in range(limit):
             d = self.defs.get(name)
+            if d is not None and d.opcode == "sld" and len(d.operands) == 1:
+                match = _SPILL_LOAD.match(d.operands[0])
+                stored = self.spilled.get(match.group(1), []) if match else []
+                if len(stored) != 1:
+                    return name
+                name = stored[0]
+                continue
             if d is None or d.opcode != "smov" or len(d.operands) != 1 or not d.operands[0].startswith("%"):
                 return name
             name = d.operands[0]
@@ -214,6 +244,13 @@ def _trips_until(cc: str, start: int, step: int, bound: int) -> int | None:
 
 def trip_count(values: _Values, predicate: str, exits_when_true: bool) -> int | None:
     """The trip count of a loop closed by `predicate` (see the module's notes), or None."""
+    found = loop_counter(values, predicate, exits_when_true)
+    return found[3] if found is not None else None
+
+
+def loop_counter(values: _Values, predicate: str, exits_when_true: bool) -> tuple | None:
+    """(the counter's phi, its start, its step, the trip count) of a loop closed by `predicate`,
+    or None (see the module's notes)."""
     test = values.defs.get(predicate)
     if test is None:
         return None
@@ -253,7 +290,37 @@ def trip_count(values: _Values, predicate: str, exits_when_true: bool) -> int | 
     back = [o for o in join.operands if values.copy_source(o) == counter]
     if len(back) != 1 or len(starts) != 1 or starts[0] is None:
         return None
-    return _trips_until(cc, starts[0], step, bound)
+    trips = _trips_until(cc, starts[0], step, bound)
+    return None if trips is None else (values.copy_source(phi), starts[0], step, trips)
+
+
+def trips_where(values: _Values, loop: "Region", guard: str) -> int | None:
+    """On how many of `loop`'s trips a predicate holds (`%p` or `!%p`), when it compares the
+    loop's own counter with a constant (a software pipeline's stage guards: `iteration >= 2`);
+    None for any other predicate."""
+    if loop is None or loop.counter is None:
+        return None
+    negate, name = guard.startswith("!"), guard.lstrip("!")
+    test = values.defs.get(name)
+    match = _SCMP.match(test.opcode) if test is not None else None
+    if not match or len(test.operands) != 2:
+        return None
+    cc = match.group(1)
+    a, b = test.operands
+    if values.constant(b) is not None and values.constant(a) is None:
+        x, bound = a, values.constant(b)
+    elif values.constant(a) is not None and values.constant(b) is None:
+        x, bound, cc = b, values.constant(a), _MIRROR[cc]
+    else:
+        return None
+    phi, start, step = loop.counter
+    if values.copy_source(x) != phi:
+        return None
+    compare = {"eq": int.__eq__, "ne": int.__ne__, "lt": int.__lt__, "le": int.__le__, "gt": int.__gt__,
+               "ge": int.__ge__}[cc]
+    if loop.trips > 1 << 20:
+        return None
+    return sum(compare(start + t * step, bound) != negate for t in range(loop.trips))
 
 
 def _flag(values: _Values, text: str) -> tuple | None:
@@ -281,7 +348,9 @@ def _dma_event(values: _Values, index: int, instruction: Instruction) -> DmaEven
         operands = [o for o in instruction.operands if not o.startswith("(")]
         if len(operands) < 2:
             return DmaEvent(index, "wait", None, None, pipeline)
-        return DmaEvent(index, "wait", values.constant(operands[-1]), _flag(values, operands[-2]), pipeline)
+        guard = _GUARD.search(instruction.operands[0]) if instruction.operands else None
+        return DmaEvent(index, "wait", values.constant(operands[-1]), _flag(values, operands[-2]), pipeline,
+                        guard is not None, guard.group(1) if guard else None)
     if instruction.opcode.startswith("dma.done"):
         return None
     size, flag = _SIZE.search(instruction.raw), _SYNC_FLAG.search(instruction.raw)
@@ -362,8 +431,10 @@ def parse_schedule(text: str) -> Schedule:
             # where no branch names it.
             back = [(p, exits) for p, exits, target in branches if target in region.labels]
             candidates = back or tests.get(id(region), [])
-            counts = {trip_count(values, p, exits) for p, exits in candidates}
-            region.trips = counts.pop() if len(counts) == 1 else None
+            found = {loop_counter(values, p, exits) for p, exits in candidates}
+            counted = found.pop() if len(found) == 1 else None
+            region.trips = counted[3] if counted is not None else None
+            region.counter = counted[:3] if counted is not None else None
             loops.append(region)
 
     visit(top)

@@ -77,6 +77,24 @@ class TripCounts(unittest.TestCase):
         # An exit test that is not a comparison of the counter.
         self.assertIsNone(self.trips(loop(0, 64).replace("scmp.ge.s32.totalorder %s3_s3, 64", "por %p8_p8, %p9_p9")))
 
+    def test_a_counter_kept_in_a_spill_slot(self):
+        # An XLA fusion whose loop body runs out of scalar registers keeps its counter in a spill
+        # slot: the phi is stored, and the increment reads it back (1p's attention scores: 1,282
+        # trips, counted once before). One store to the slot: followed; two: no count.
+        spilled = loop(0, 64, body=5).replace(
+            "%s3_s3 = sadd.s32 1, %s2_s2 }",
+            "%12 = sst [smem:[#allocation21_spill]] %s2_s2 }").replace(
+            "   0x2   : > { %v10_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+            "   0x2   : > { %s20_s20 = sld [smem:[#allocation21_spill]] }").replace(
+            "   0x3   : > { %v11_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+            "   0x3   : > { %s3_s3 = sadd.s32 1, %s20_s20 }")
+        self.assertIn("sld [smem:[#allocation21_spill]]", spilled)
+        self.assertEqual(self.trips(spilled), 64)
+        twice = spilled.replace("   0x4   : > { %v12_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+                                "   0x4   : > { %13 = sst [smem:[#allocation21_spill]] %s7_s7 }")
+        self.assertNotEqual(twice, spilled)
+        self.assertIsNone(self.trips(twice))
+
     def test_golden_negative_start(self):
         # estimate_negative_loop_start: fori_loop(-4, 0) inside the grid loop (512 steps + 2 stages).
         schedule = golden("neg_loop")
@@ -162,6 +180,45 @@ class DmaPricing(unittest.TestCase):
                 "   0x2   :  { %5 = dma.done.wait [#allocation5], %s1_s1 }\n")
         schedule = llo_schedule.parse_schedule(text)
         self.assertEqual(schedule.unknown_dma_sizes, 2)
+
+
+def windowed_copy(trips: int, guard: str = "") -> str:
+    """An XLA fusion's window loop: each trip copies a window whose size is in a register (its
+    last window may be smaller) and waits for a constant number of granules (1024), the wait
+    optionally predicated on `guard` (the predicate `%p6_p6`, defined from the counter)."""
+    text = loop(0, trips, body=6)
+    text = text.replace(
+        "   0x2   : > { %v10_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+        "   0x2   : > { %p6_p6 = scmp.ge.s32.totalorder %s2_s2, 2  ;;  %p7_p7 = scmp.eq.s32.totalorder %s8_s8, 3 }")
+    text = text.replace(
+        "   0x3   : > { %v11_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+        "   0x3   : > { %20 = dma.vmem_to_hbm [thread:$0]  /*vmem=*/%s21_s21, /*size_in_granules=*/%s22_s22, "
+        "/*hbm=*/%s23_s23, /*dst_syncflagno=*/[#allocation5] }")
+    wait = f"dma.done.wait {'(' + guard + '), ' if guard else ''}[#allocation5], 1024"
+    return text.replace("   0x4   : > { %v12_v1 = vadd.f32 %v1_v1, %v1_v1 }",
+                        f"   0x4   : > {{ %24 = {wait} /* pipeline-emitter-dma-wait */ }}")
+
+
+class CopiesSizedInRegisters(unittest.TestCase):
+    # Each wait's granules count where the copies' sizes are known only at run time (the bytes a
+    # 1p attention's score fusion writes: 8.6 GB, none of it counted before).
+    def test_unguarded_wait_counts_every_trip(self):
+        schedule = llo_schedule.parse_schedule(windowed_copy(10))
+        self.assertEqual(schedule.loops[0][1], 10)
+        self.assertEqual(schedule.unknown_dma_sizes, 1)
+        self.assertEqual(schedule.executed_dma_bytes(), 10 * 1024 * 32)
+
+    def test_stage_guard_counts_the_trips_it_holds_on(self):
+        # `counter >= 2`: a software pipeline's write-back waits from its third trip on.
+        self.assertEqual(llo_schedule.parse_schedule(windowed_copy(10, "%p6_p6")).executed_dma_bytes(),
+                         8 * 1024 * 32)
+        self.assertEqual(llo_schedule.parse_schedule(windowed_copy(10, "!%p6_p6")).executed_dma_bytes(),
+                         2 * 1024 * 32)
+
+    def test_other_guards_count_nothing(self):
+        # A predicate on anything but the loop's counter (the last step of a contraction): how
+        # often it holds is not known, so the wait adds nothing (never a guess upward).
+        self.assertEqual(llo_schedule.parse_schedule(windowed_copy(10, "%p7_p7")).executed_dma_bytes(), 0.0)
 
 
 class SingleStepPricing(unittest.TestCase):
