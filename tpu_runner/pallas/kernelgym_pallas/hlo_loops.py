@@ -129,8 +129,10 @@ def _through_copies(computation: _Computation, name: str) -> _Instruction | None
 
 
 def _state_index(computation: _Computation, name: str) -> str | None:
-    """`get-tuple-element(param, index=i)` -> "i", for the computation's parameter."""
-    instruction = computation.instructions.get(name)
+    """`get-tuple-element(param, index=i)` -> "i", for the computation's parameter; through copies
+    (XLA copies the counter into another memory space before stepping it: 11p's loop over 128
+    experts, `add(copy(get-tuple-element(param, 0)), 1)`, had no count before)."""
+    instruction = _through_copies(computation, name)
     if instruction is None or instruction.opcode != "get-tuple-element" or len(instruction.operands) != 1:
         return None
     source = computation.instructions.get(instruction.operands[0])

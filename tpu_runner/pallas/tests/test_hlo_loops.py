@@ -64,6 +64,15 @@ class TripCounts(unittest.TestCase):
         self.assertIsNone(loops.runs_of_instruction("no_such_op"))
         self.assertEqual(hlo_loops.module_loops(loop_module(start="4")).runs["body.sunk"], 28)
 
+    def test_a_counter_copied_before_its_step(self):
+        # XLA copies the counter into another memory space before adding 1 (JAXBench 11p's loop
+        # over 128 experts): the same loop, counted.
+        text = loop_module().replace(
+            "  %next = s32[]{:T(128)} add(%gte.i, %one)",
+            "  %copy.5 = s32[]{:T(128)S(6)} copy(%gte.i)\n  %next = s32[]{:T(128)} add(%copy.5, %one)")
+        self.assertIn("add(%copy.5, %one)", text)
+        self.assertEqual(hlo_loops.module_loops(text).runs["body.sunk"], 32)
+
     def test_a_reversed_comparison_is_the_same_loop(self):
         loops = hlo_loops.module_loops(loop_module(direction="GT", counter_first=False))
         self.assertEqual(loops.runs["body.sunk"], 32)
