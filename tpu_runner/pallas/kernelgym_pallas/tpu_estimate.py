@@ -18,6 +18,8 @@ jax is imported):
       kernel time    = the grid pipeline over `compute` (pipeline_model.py: the first fetch and the
                        last write-back alone, the other copies overlapped with the steps),
                        at least all bytes moved / HBM_BYTES_PER_S
+      a kernel no pallas_call traced (XLA's own, in a reference): cycles / CLOCK_HZ + the bytes
+                       its schedule copies / HBM_BYTES_PER_S (UNPAIRED_COPIES_SERIAL)
 * "profile": `--xla_jf_dump_static_llo_profile_to` writes `hlo_op_estimate { hlo_op_name,
   estimated_cycles }` per op: libtpu's evaluator runs the unrolled program with a DMA latency
   model. Closer to a run, but it costs the compile 6-15 us per estimated cycle (measured here:
