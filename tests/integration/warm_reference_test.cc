@@ -102,6 +102,9 @@ TEST(WarmReferenceTest, TheReferenceIsForkedWarmAndFreshForEachEvaluation) {
     ASSERT_TRUE(warm.timing.has_value());
     EXPECT_GE(ReferenceStartCpu(warm), 0);
     EXPECT_LT(ReferenceStartCpu(warm), 0.05) << "evaluation " << i << ": the reference did not start warm";
+    // Every protection the spawned harness had (the namespaces, the executor's uid, file view,
+    // seccomp, the keyed inputs, the separate reference process, ...), the forked one has.
+    EXPECT_EQ(warm.protections, cold.protections);
     EXPECT_EQ(warm.protections.at("separate_reference_process"), true);
     EXPECT_EQ(warm.protections.at("keyed_inputs"), true);
   }
