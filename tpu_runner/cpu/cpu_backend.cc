@@ -117,8 +117,8 @@ void CpuBackend::PrestartHarness() {
   if (config_.reference_zygote) {
     std::lock_guard lock(zygote_mutex_);
     std::string error;
-    Zygote(1).EnsureStarted(error);
-    return;
+    if (Zygote(1).EnsureStarted(error)) return;
+    // No zygote here: a spare harness, as without one.
   }
   std::lock_guard lock(spare_mutex_);
   if (spare_) return;
