@@ -84,6 +84,7 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   RegisterBuiltinBackends();
   BackendConfig config = DefaultBackendConfig();
   config.prestart_harness = false;  // one evaluation, then exit: a second harness would be wasted
+  config.reference_zygote = false;  // and a zygote would load libtorch for one fork
   std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(backend_name, config);
   if (!backend) {
     spdlog::error("unknown backend '{}'", backend_name);

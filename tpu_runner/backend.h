@@ -43,6 +43,10 @@ struct BackendConfig {
   // Start the next harness (loading libtorch takes ~0.45 s) while the caller does something
   // else between evaluations. Off for one-shot use (the CLI), where it would be wasted.
   bool prestart_harness = true;
+  // cpu: fork each evaluation's judge and reference from a zygote that loaded libtorch once
+  // (harness_zygote.h) instead of starting a reference that loads it again. Off for one-shot use
+  // (the CLI), where the zygote would load libtorch for a single fork.
+  bool reference_zygote = true;
   // Called on the evaluating thread, while the host's timing lock is still held, with the window
   // in which this backend held it (see CpuBackend). For tests and diagnostics; empty: not called.
   std::function<void(std::chrono::steady_clock::time_point locked, std::chrono::steady_clock::time_point released)>

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -82,7 +83,26 @@ const MachinePeaks* CpuBackend::Peaks() {
   return peaks_ ? &*peaks_ : nullptr;
 }
 
+HarnessZygote& CpuBackend::Zygote(int threads) {
+  std::unique_ptr<HarnessZygote>& zygote = zygotes_[threads];
+  if (!zygote) zygote = std::make_unique<HarnessZygote>(config_.tools_dir, fs::path(config_.cache_dir) / "scratch", threads);
+  return *zygote;
+}
+
 std::unique_ptr<HarnessProcess> CpuBackend::TakeHarness(int threads, std::string& error) {
+  // The judge is pinned as the spawned one would be (below); its reference is its child.
+  const std::vector<int> cpus = threads <= 1 ? NonTimingCpus(1) : TimingCpus(threads);
+  if (config_.reference_zygote) {
+    std::lock_guard lock(zygote_mutex_);
+    HarnessZygote& zygote = Zygote(threads);
+    if (!zygote.Broken()) {
+      std::string zygote_error;
+      if (auto forked = zygote.Fork(cpus, zygote_error)) return forked;
+      // A zygote that cannot start here says why once; from then on every evaluation's
+      // reference loads libtorch itself, as before.
+      if (zygote.Broken()) std::fprintf(stderr, "kernelgym cpu: no warm reference: %s\n", zygote_error.c_str());
+    }
+  }
   {
     std::lock_guard lock(spare_mutex_);
     if (spare_ && spare_->threads == threads && spare_->Running()) return std::move(spare_);
@@ -90,11 +110,16 @@ std::unique_ptr<HarnessProcess> CpuBackend::TakeHarness(int threads, std::string
   }
   // One thread: start off the timing CPU, as PrestartHarness does (the harness moves to the job's
   // CPUs when the job arrives), so that starting it never disturbs another runner's timing.
-  return StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", threads,
-                      threads <= 1 ? NonTimingCpus(1) : TimingCpus(threads), error);
+  return StartHarness(harness_program_, fs::path(config_.cache_dir) / "scratch", threads, cpus, error);
 }
 
 void CpuBackend::PrestartHarness() {
+  if (config_.reference_zygote) {
+    std::lock_guard lock(zygote_mutex_);
+    std::string error;
+    if (Zygote(1).EnsureStarted(error)) return;
+    // No zygote here: a spare harness, as without one.
+  }
   std::lock_guard lock(spare_mutex_);
   if (spare_) return;
   std::string error;
@@ -181,6 +206,8 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   result.stage_seconds["harness"] = Since(t);
   if (config_.prestart_harness) PrestartHarness();
   result.stage_seconds["correctness"] = run.correctness_seconds;
+  // ~0 when the reference was forked warm (the zygote), ~0.5-0.7 s when it loaded libtorch itself.
+  if (run.reference_start_cpu_seconds >= 0) result.stage_seconds["reference_start_cpu"] = run.reference_start_cpu_seconds;
   result.stage_seconds["timing"] = run.timing_seconds;
   result.protections = run.protections;
   result.correctness = run.correctness;

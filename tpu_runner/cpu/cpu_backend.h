@@ -4,12 +4,14 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 
 #include "tpu_runner/backend.h"
 #include "tpu_runner/cpu/compiler.h"
 #include "tpu_runner/cpu/harness_session.h"
+#include "tpu_runner/cpu/harness_zygote.h"
 #include "tpu_runner/peaks.h"
 
 namespace kernelgym {
@@ -26,11 +28,13 @@ class CpuBackend : public Backend {
 
  private:
   const MachinePeaks* Peaks();
-  // A harness for `threads`: the pre-started one when it matches and is alive, else a new one
+  // A harness for `threads`: forked from the zygote (config.reference_zygote), or the pre-started
+  // one when it matches and is alive, else a new one
   // (a multi-threaded one starts on the timing CPUs: call it only under the host's timing lock).
   std::unique_ptr<HarnessProcess> TakeHarness(int threads, std::string& error);
   // Starts the next evaluation's harness now, off the timing CPUs (single-threaded tasks only:
-  // a multi-threaded libtorch may start threads at load, which would keep the wrong CPUs).
+  // a multi-threaded libtorch may start threads at load, which would keep the wrong CPUs); with
+  // the zygote, starts the zygote if it is not running (loading libtorch between evaluations).
   void PrestartHarness();
 
   BackendConfig config_;
@@ -38,6 +42,11 @@ class CpuBackend : public Backend {
   std::filesystem::path harness_program_, peaks_program_;
   std::mutex spare_mutex_;
   std::unique_ptr<HarnessProcess> spare_;  // guarded by spare_mutex_
+  // By thread count (config.reference_zygote): the warm parents of each evaluation's judge and
+  // reference. A zygote that cannot start at all leaves the backend spawning references as before.
+  std::mutex zygote_mutex_;
+  std::map<int, std::unique_ptr<HarnessZygote>> zygotes_;  // guarded by zygote_mutex_
+  HarnessZygote& Zygote(int threads);                       // call with zygote_mutex_ held
   std::once_flag peaks_once_;  // peaks are measured at most once per backend, by the first caller
   std::optional<MachinePeaks> peaks_;
   std::string peaks_error_;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <random>
@@ -79,20 +80,6 @@ struct Phase {
   double seconds = 0;  // the phase's wall-clock allowance
   Clock::time_point deadline;
 };
-
-// The environment every harness runs with (the task's thread count only changes numbers).
-std::vector<std::string> HarnessEnvironment(int threads) {
-  const std::string n = std::to_string(threads);
-  return {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + n, "OMP_THREAD_LIMIT=" + n,
-          "OPENBLAS_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OMP_DYNAMIC=false",
-          // Idle OpenMP threads sleep instead of spinning: the reference's and the kernel's take
-          // turns on the same CPUs, and a spinning pool would run through the other's call.
-          "OMP_WAIT_POLICY=passive",
-          // Steady-state allocation for reference and kernel alike: serve blocks up to 32 MiB
-          // from the heap and never give memory back, so a timed call does not pay page faults
-          // for memory a previous call freed (it did: the reference CV was 20-30%).
-          "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"};
-}
 
 class Session {
  public:
@@ -219,7 +206,7 @@ class Session {
     while (!decided_ && !done_ && !eof) {
       const auto now = Clock::now();
       if (now >= phase_.deadline) {
-        process_->child.Kill();
+        process_->child->Kill();
         if (CandidatePhase())
           Fail(Status::kTimeout, "the kernel did not return within its time limit (" + Seconds(phase_.seconds) + " wall clock) during " + Where(),
                phase_.name == "timing" ? Stage::kTiming : Stage::kCorrectness);
@@ -227,7 +214,7 @@ class Session {
           Fail(Status::kInternalError, "the harness did not finish " + Where() + " in time");
         break;
       }
-      ChildProcess& child = process_->child;
+      HarnessChild& child = *process_->child;
       pollfd fds[3] = {{report_fd_, POLLIN, 0}, {child.stdout_fd(), POLLIN, 0}, {child.stderr_fd(), POLLIN, 0}};
       const int wait_ms = static_cast<int>(std::min<long long>(
           200, std::chrono::duration_cast<std::chrono::milliseconds>(phase_.deadline - now).count() + 1));
@@ -305,7 +292,12 @@ class Session {
       case FrameKind::kEvent: {
         const std::string phase = f.meta.value("phase", std::string());
         const int trial = f.meta.value("trial", -1);
-        if (phase == "warm") return;  // the reference has loaded libtorch (AwaitWarm waited for it)
+        if (phase == "warm") {  // the reference has loaded libtorch (AwaitWarm waited for it)
+          // "loaded CPU_SECONDS": what getting there cost the reference's process (~0 forked warm).
+          const std::string line = f.meta.value("reference", std::string());
+          if (line.rfind("loaded ", 0) == 0) run_.reference_start_cpu_seconds = std::atof(line.c_str() + 7);
+          return;
+        }
         if (phase == "trial" || phase == "repeat") {
           if (correctness_start_ == Clock::time_point{}) correctness_start_ = Clock::now();
           // The harness cuts a call at its limit; this is the backstop.
@@ -504,8 +496,8 @@ class Session {
   }
 
   void Finish() {
-    if (!process_ || process_->child.pid() <= 0) return;  // never started: Start() said why
-    ChildProcess& child = process_->child;
+    if (!process_ || !process_->child) return;  // never started: Start() said why
+    HarnessChild& child = *process_->child;
     // After kDone the harness exits by itself; after a verdict it may be blocked (writing more
     // frames, waiting for kProceed): kill it at once, the verdict is already known.
     if (decided_) child.Kill();
@@ -562,15 +554,74 @@ class Session {
 
 }  // namespace
 
+// The environment every harness runs with (the task's thread count only changes numbers).
+std::vector<std::string> HarnessEnvironment(int threads) {
+  const std::string n = std::to_string(threads);
+  return {"PATH=/usr/bin:/bin", "LC_ALL=C", "OMP_NUM_THREADS=" + n, "OMP_THREAD_LIMIT=" + n,
+          "OPENBLAS_NUM_THREADS=" + n, "MKL_NUM_THREADS=" + n, "OMP_DYNAMIC=false",
+          // Idle OpenMP threads sleep instead of spinning: the reference's and the kernel's take
+          // turns on the same CPUs, and a spinning pool would run through the other's call.
+          "OMP_WAIT_POLICY=passive",
+          // Steady-state allocation for reference and kernel alike: serve blocks up to 32 MiB
+          // from the heap and never give memory back, so a timed call does not pay page faults
+          // for memory a previous call freed (it did: the reference CV was 20-30%).
+          "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=4294967296"};
+}
+
+std::string HarnessToolPath(const std::filesystem::path& tools_dir, const std::string& name) {
+  return ProbeSandbox().bwrap ? "/opt/kernelgym/" + name : (tools_dir / name).string();
+}
+
+SpawnOptions HarnessSpawnOptions(const std::filesystem::path& tools_dir, const std::filesystem::path& slot,
+                                 const std::string& slot_inside, int threads, const std::vector<std::string>& argv) {
+  // The judge and the two programs it starts, side by side (the runner finds them in its tools
+  // folder; inside the sandbox they are bound read-only under /opt/kernelgym).
+  SandboxSpec spec;
+  for (const char* name : {"kernelgym-harness", "kernelgym-reference", "kernelgym-executor"})
+    spec.binds.push_back({(tools_dir / name).string(), HarnessToolPath(tools_dir, name), false});
+  spec.binds.push_back({slot.string(), slot_inside, false});
+  spec.keep_setuid_capability = true;
+  spec.cpu_info = true;
+  SpawnOptions spawn;
+  spawn.argv = SandboxCommand(spec, argv);
+  spawn.env = HarnessEnvironment(threads);
+  // Generous until the job says otherwise (the harness lowers both when it reads it).
+  spawn.limits.address_space = std::size_t{16} << 30;
+  spawn.limits.cpu_seconds = 3600;
+  spawn.limits.open_files = 1024;
+  return spawn;
+}
+
 HarnessProcess::~HarnessProcess() {
   if (control_fd >= 0) close(control_fd);
   if (report_fd >= 0) close(report_fd);
-  child.Kill();  // no-op when it already exited; ChildProcess reaps it
+  if (child) child->Kill();  // no-op when it already exited; reaps it
   std::error_code ec;
   if (!slot_dir.empty()) std::filesystem::remove_all(slot_dir, ec);
 }
 
-bool HarnessProcess::Running() { return child.pid() > 0 && !child.Wait(Clock::now()); }
+bool HarnessProcess::Running() { return child && !child->Wait(Clock::now()); }
+
+namespace {
+
+// A harness the runner spawned itself, in a sandbox of its own.
+class SpawnedHarness final : public HarnessChild {
+ public:
+  explicit SpawnedHarness(ChildProcess child) : child_(std::move(child)) {}
+  int stdout_fd() const override { return child_.stdout_fd(); }
+  int stderr_fd() const override { return child_.stderr_fd(); }
+  void DrainOutput() override { child_.DrainOutput(); }
+  void Kill() override { child_.Kill(); }
+  bool Wait(Clock::time_point deadline) override { return child_.Wait(deadline); }
+  int exit_code() const override { return child_.exit_code(); }
+  int signal() const override { return child_.signal(); }
+  const std::string& stderr_text() const override { return child_.stderr_text(); }
+
+ private:
+  ChildProcess child_;
+};
+
+}  // namespace
 
 bool HarnessProcess::AwaitWarm(double seconds) const {
   pollfd fd{report_fd, POLLIN, 0};
@@ -606,39 +657,26 @@ std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harnes
   if (!OpenChildChannels(channels, error)) return nullptr;
   int* control = channels.control;
   int* report = channels.report;
-  const bool sandboxed = ProbeSandbox().bwrap;
-  // The judge and the two programs it starts, side by side (the runner finds them in its tools
-  // folder; inside the sandbox they are bound read-only under /opt/kernelgym).
   const std::filesystem::path tools = harness_program.parent_path();
-  auto inside = [&](const std::string& name) { return sandboxed ? "/opt/kernelgym/" + name : (tools / name).string(); };
-  process->slot_in_sandbox = sandboxed ? "/opt/kernelgym/slot" : process->slot_dir.string();
-  SandboxSpec spec;
-  for (const char* name : {"kernelgym-harness", "kernelgym-reference", "kernelgym-executor"})
-    spec.binds.push_back({(tools / name).string(), inside(name), false});
-  spec.binds.push_back({process->slot_dir.string(), process->slot_in_sandbox, false});
-  spec.keep_setuid_capability = true;
-  spec.cpu_info = true;
-  SpawnOptions spawn;
-  spawn.argv = SandboxCommand(spec, {inside("kernelgym-harness"), "--control-fd", std::to_string(kControlFd), "--report-fd",
-                                     std::to_string(kReportFd), "--reference", inside("kernelgym-reference"), "--executor",
-                                     inside("kernelgym-executor")});
-  spawn.env = HarnessEnvironment(threads);
-  // Generous until the job says otherwise (the harness lowers both when it reads it).
-  spawn.limits.address_space = std::size_t{16} << 30;
-  spawn.limits.cpu_seconds = 3600;
-  spawn.limits.open_files = 1024;
+  auto inside = [&](const std::string& name) { return HarnessToolPath(tools, name); };
+  process->slot_in_sandbox = ProbeSandbox().bwrap ? "/opt/kernelgym/slot" : process->slot_dir.string();
+  SpawnOptions spawn = HarnessSpawnOptions(
+      tools, process->slot_dir, process->slot_in_sandbox, threads,
+      {inside("kernelgym-harness"), "--control-fd", std::to_string(kControlFd), "--report-fd", std::to_string(kReportFd),
+       "--reference", inside("kernelgym-reference"), "--executor", inside("kernelgym-executor")});
   spawn.cpus = cpus;
   spawn.pass_fds = {{control[0], kControlFd}, {report[1], kReportFd}};
-  process->child = ChildProcess::Spawn(spawn);
+  ChildProcess child = ChildProcess::Spawn(spawn);
   close(control[0]);
   close(report[1]);
   process->control_fd = control[1];
   process->report_fd = report[0];
   fcntl(process->report_fd, F_SETFL, O_NONBLOCK);
-  if (process->child.pid() <= 0) {
-    error = "the harness did not start: " + process->child.error();
+  if (child.pid() <= 0) {
+    error = "the harness did not start: " + child.error();
     return nullptr;
   }
+  process->child = std::make_unique<SpawnedHarness>(std::move(child));
   return process;
 }
 

@@ -3,6 +3,7 @@
 // before any candidate code was loaded), watch its deadlines, and say what happened.
 #pragma once
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -30,6 +31,26 @@ struct HarnessRun {
   std::vector<std::string> unavailable_counters;
   std::map<std::string, bool> protections;
   double correctness_seconds = 0;
+  // The CPU time the reference's process used before it could take its job: loading libtorch
+  // (~0.5-0.7 s) when spawned, next to nothing when forked from a warm zygote. -1: not reported.
+  double reference_start_cpu_seconds = -1;
+};
+
+// The harness's process as the session drives it: spawned by the runner in a sandbox of its own
+// (StartHarness), or forked warm by a zygote (harness_zygote.h). Owned by one thread.
+class HarnessChild {
+ public:
+  virtual ~HarnessChild() = default;
+  virtual int stdout_fd() const = 0;
+  virtual int stderr_fd() const = 0;
+  virtual void DrainOutput() = 0;  // whatever stdout/stderr has ready, non-blocking
+  // SIGKILL to the judge; its reference and executor die with it.
+  virtual void Kill() = 0;
+  // Waits for its end; false when the deadline passed first (it is left running).
+  virtual bool Wait(std::chrono::steady_clock::time_point deadline) = 0;
+  virtual int exit_code() const = 0;  // -1 when killed by a signal
+  virtual int signal() const = 0;
+  virtual const std::string& stderr_text() const = 0;
 };
 
 // A started harness waiting for its job: libtorch loaded, nothing else in the process yet.
@@ -50,7 +71,7 @@ struct HarnessProcess {
   // session sees every frame. False when the time ran out.
   bool AwaitWarm(double seconds) const;
 
-  ChildProcess child;
+  std::unique_ptr<HarnessChild> child;
   int control_fd = -1;  // runner -> harness (a socket, so writes cannot raise SIGPIPE)
   int report_fd = -1;   // harness -> runner
   std::filesystem::path slot_dir;  // the kernel goes here as kernel.so
@@ -63,6 +84,15 @@ struct HarnessProcess {
 std::unique_ptr<HarnessProcess> StartHarness(const std::filesystem::path& harness_program,
                                              const std::filesystem::path& scratch_root, int threads,
                                              const std::vector<int>& cpus, std::string& error);
+
+// The environment every harness runs with (the task's thread count only changes numbers).
+std::vector<std::string> HarnessEnvironment(int threads);
+// Where the harness sees `name` (one of the three programs in `tools_dir`).
+std::string HarnessToolPath(const std::filesystem::path& tools_dir, const std::string& name);
+// How a harness's sandbox is spawned (a per-evaluation one, or a zygote's: harness_zygote.h): the
+// three programs bound read-only, `slot` at `slot_inside`, the harness's environment and limits.
+SpawnOptions HarnessSpawnOptions(const std::filesystem::path& tools_dir, const std::filesystem::path& slot,
+                                 const std::string& slot_inside, int threads, const std::vector<std::string>& argv);
 
 // How many correctness trials an evaluation of `task` runs (and the runner insists on seeing):
 // the task's `trials` on the timed sizes, and two on each of its check_sizes.

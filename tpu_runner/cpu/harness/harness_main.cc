@@ -8,7 +8,8 @@
 //                                                      allow-list seccomp, read-only inputs
 //
 // Phases (the runner's watchdog keys its deadlines on the kEvent frames):
-//   trusted    the reference (pre-started with the harness) gets its job; every correctness
+//   trusted    the reference (pre-started with the harness, or forked warm by the zygote
+//              that started this judge: zygote.h) gets its job; every correctness
 //              trial's expected output is computed and sent to the runner; the reference is
 //              timed alone; the executor is started and loads the candidate.
 //   trials     the candidate on each trial's inputs, on every shape set (poisoned outputs); the
@@ -169,6 +170,19 @@ PendingReference StartReference(const std::string& program) {
   close(status[1]);
   r.job_fd = job[1];
   r.status_fd = status[0];
+  return r;
+}
+
+// The reference a zygote forked as this process's child before exec'ing it (zygote.cc): its
+// memfd, job and status pipe are on 5, 6 and 7.
+PendingReference AdoptReference(pid_t pid) {
+  PendingReference r;
+  r.pid = pid;
+  r.memfd = 5;
+  r.job_fd = 6;
+  r.status_fd = 7;
+  for (int fd : {r.memfd, r.job_fd, r.status_fd})
+    if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) Fatal(std::string("the forked reference's channels: ") + strerror(errno));
   return r;
 }
 
@@ -747,12 +761,14 @@ class Judge {
 
 int main(int argc, char** argv) {
   int control_fd = -1, report_fd = -1;
+  pid_t forked_reference = -1;
   std::string reference_program, executor_program;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--control-fd") == 0) control_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--report-fd") == 0) report_fd = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--reference") == 0) reference_program = argv[i + 1];
     if (std::strcmp(argv[i], "--executor") == 0) executor_program = argv[i + 1];
+    if (std::strcmp(argv[i], "--forked-reference") == 0) forked_reference = std::atoi(argv[i + 1]);
   }
   if (control_fd < 0 || report_fd < 0 || reference_program.empty() || executor_program.empty()) {
     std::fprintf(stderr,
@@ -762,8 +778,11 @@ int main(int argc, char** argv) {
   }
   kernelgym::report::Init(report_fd);
   signal(SIGPIPE, SIG_IGN);
-  // The reference starts loading libtorch now, while the runner compiles the candidate.
-  const kernelgym::PendingReference reference = kernelgym::StartReference(reference_program);
+  // The reference: forked warm by the zygote that started this judge (zygote.h; it is already
+  // this process's child, on descriptors 5-7), or started now, loading libtorch while the runner
+  // compiles the candidate.
+  const kernelgym::PendingReference reference = forked_reference > 0 ? kernelgym::AdoptReference(forked_reference)
+                                                                     : kernelgym::StartReference(reference_program);
   // The first report: the reference has loaded libtorch (or died: its status pipe ends, and
   // SetUpReference says so). The runner waits for it before it takes the host's timing lock, so
   // that the lock is never held while libtorch loads (~0.45 CPU-s; seconds on a loaded machine).

@@ -1,10 +1,16 @@
 // kernelgym-reference: the task's TorchScript reference in a process of its own. Trusted: it
 // runs only the task's reference.py, and the candidate can reach neither its memory nor its
-// descriptors. The judge (kernelgym-harness) starts it ahead of the job, so that loading
-// libtorch (~0.45 s) overlaps the compile, and hands it:
+// descriptors. It starts one of two ways:
+//   - spawned by the judge (kernelgym-harness) ahead of the job, so that loading libtorch
+//     (~0.45-0.7 CPU-s) overlaps the compile: what `kernelgym eval` does;
+//   - forked from a warm zygote (`--zygote`, zygote.cc): a process that loaded libtorch once per
+//     runner and forks, per evaluation, the judge and this process as the judge's child — the
+//     served runners' way, which pays for libtorch once instead of once per evaluation.
+// Either way the judge hands it:
 //   3  a memfd: the doorbell page, then the reference's own copy of every input and its outputs
 //   4  the job (JSON, read to EOF): the source, threads, CPUs and where each tensor lives
-//   5  a status pipe: "loaded\n" when main starts (libtorch loaded), then "ok\n" once set up,
+//   5  a status pipe: "loaded CPU_SECONDS\n" when it is ready for its job (libtorch loaded; the
+//      CPU time this process used to get there: ~0 when forked warm), then "ok\n" once set up,
 //      or "error: ...\n" (then it exits)
 // Then it runs calls when the judge rings: kRun computes on (shape set, input set) and keeps the
 // result; kPublish copies it into the shared output buffers (outside the timed call, as the
@@ -13,9 +19,11 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -27,6 +35,7 @@
 #include "tpu_runner/cpu/harness/layout.h"
 #include "tpu_runner/cpu/harness/read_to_end.h"
 #include "tpu_runner/cpu/harness/reference.h"
+#include "tpu_runner/cpu/harness/zygote.h"
 #include "tpu_runner/cpu/harness_protocol.h"
 
 namespace kernelgym {
@@ -52,15 +61,21 @@ struct ShapeSetRuntime {
 }  // namespace
 }  // namespace kernelgym
 
-int main() {
-  using namespace kernelgym;
+namespace kernelgym {
+
+// The reference's life from "loaded" on, on descriptors 3-5 (above). Its parent is the judge.
+[[noreturn]] void RunReference() {
   using nlohmann::json;
-  // The reference dies with the judge (outside a PID namespace nothing else would end it).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(0);
-  // libtorch is loaded (the dynamic loader and its static constructors ran before main): the
-  // judge tells the runner, which takes the host's timing lock only now (harness_main.cc).
-  Status("loaded");
+  // libtorch is loaded (the dynamic loader and its static constructors ran before main, or in
+  // the zygote this process was forked from): the judge tells the runner, which takes the
+  // host's timing lock only now (harness_main.cc). The CPU time so far says which start it was.
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  const double cpu = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  char loaded[64];
+  std::snprintf(loaded, sizeof(loaded), "loaded %.6f", cpu);
+  Status(loaded);
   const std::string text = ReadToEnd(kJobFd);
   close(kJobFd);
   if (text.empty()) _exit(0);  // the judge went away before a job came: nothing to do
@@ -127,4 +142,14 @@ int main() {
     }
     SignalDone(*bell, seen);
   }
+}
+
+}  // namespace kernelgym
+
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "--zygote") == 0) return kernelgym::RunZygote(argc, argv);
+  // The reference dies with the judge (outside a PID namespace nothing else would end it).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) _exit(0);
+  kernelgym::RunReference();
 }
