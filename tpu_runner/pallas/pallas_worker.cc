@@ -10,13 +10,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "tpu_runner/sandbox.h"
 
 namespace kernelgym {
 
-using nlohmann::json;
 using Clock = PallasWorker::Clock;
 
 namespace {
@@ -156,8 +154,8 @@ class PallasForkServer {
   // Hands the server one job's control socket, report pipe and stderr pipe; it forks the job's
   // process once it is ready (the descriptors wait in the socket until then).
   bool Fork(int control, int report, int stderr_write, std::string& error) {
-    char byte = 'F';
-    iovec io{&byte, 1};
+    std::string line = judge::Encode(judge::ForkJob{3}) + "\n";
+    iovec io{line.data(), line.size()};
     int fds[3] = {control, report, stderr_write};
     alignas(cmsghdr) char space[CMSG_SPACE(sizeof fds)] = {};
     msghdr message{};
@@ -170,22 +168,29 @@ class PallasForkServer {
     header->cmsg_type = SCM_RIGHTS;
     header->cmsg_len = CMSG_LEN(sizeof fds);
     std::memcpy(CMSG_DATA(header), fds, sizeof fds);
-    if (sendmsg(socket_, &message, MSG_NOSIGNAL) == 1) return true;
+    if (sendmsg(socket_, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(line.size())) return true;
     error = "the pallas " + role_ + "'s fork server is gone: " + std::strerror(errno);
     return false;
   }
 
   enum class End { kEnded, kTimeout, kServerGone };
-  // The server's word that the job's process ended (how, and whether /tmp is empty again).
+  // The server's word that the job's process ended (how, and whether /tmp is empty again). Any
+  // other word (a Fatal, a line that is not a message) means the server cannot be trusted with
+  // another job: it is ended, and the job's process with it.
   End AwaitExit(Clock::time_point deadline, int& exit_code, int& signal, bool& clean) {
     for (;;) {
-      for (auto newline = buffer_.find('\n'); newline != std::string::npos; newline = buffer_.find('\n')) {
-        const json event = json::parse(buffer_.substr(0, newline), nullptr, /*allow_exceptions=*/false);
+      if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
+        std::string problem;
+        const std::optional<judge::Message> message = judge::Decode(buffer_.substr(0, newline), problem);
         buffer_.erase(0, newline + 1);
-        if (!event.is_object() || event.value("event", "") != "exited") continue;
-        exit_code = event.value("exit_code", -1);
-        signal = event.value("signal", 0);
-        clean = event.value("clean", false);
+        const auto* ended = message ? std::get_if<judge::JobEnded>(&*message) : nullptr;
+        if (!ended) {
+          Kill();
+          return End::kServerGone;
+        }
+        exit_code = static_cast<int>(ended->exit_code);
+        signal = static_cast<int>(ended->signal);
+        clean = ended->clean;
         return End::kEnded;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
