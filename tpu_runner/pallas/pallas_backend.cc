@@ -25,9 +25,10 @@ PallasSettings DefaultPallasSettings() {
 PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings settings)
     : config_(config),
       settings_(std::move(settings)),
-      judges_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas", Role::kJudge)),
+      judges_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas", Role::kJudge,
+                                                 /*fork_ahead=*/config_.prestart_harness)),
       tracers_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas",
-                                                  Role::kTracer)),
+                                                  Role::kTracer, /*fork_ahead=*/config_.prestart_harness)),
       judge_code_(JudgeCodeDigest(settings_.package_dir)),
       packages_(InstalledPackages(settings_.python)),
       // On disk only where every job runs in bubblewrap, whose binds give a job its own folder

@@ -90,7 +90,8 @@ void CopyDiagnostics(const judge::Result& result, EvalResult& r) {
 // "tracer: a process started for this evaluation".
 std::string Origin(const PallasWorker& worker) {
   const int64_t job = worker.ready ? worker.ready->fork_server_job : 0;
-  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")"
+  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")" +
+                                      (worker.forked_ahead ? ", ahead of its evaluation" : "")
                                 : ": a process started for this evaluation");
 }
 
