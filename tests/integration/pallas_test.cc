@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/subprocess.h"
@@ -234,6 +235,56 @@ TEST(PallasEstimate, ADeclaredCostEstimateDoesNotMoveTheEstimate) {
   EXPECT_NEAR(figures[1], figures[0], 0.01 * figures[0]) << "plain " << figures[0] << " us, declared " << figures[1] << " us";
 }
 
+// The reference's estimate (a full-size deviceless compile: seconds to minutes) is computed once
+// per content: a second runner with the same cache folder reuses it from disk, and the same task
+// id with a changed reference file computes it again (an estimate keyed by the task's id would be
+// paid against the old reference).
+TEST(PallasEstimate, TheReferencesEstimateIsReusedForTheSameContentOnly) {
+  if (!ProbeSandbox().bwrap) GTEST_SKIP() << "the estimate is kept on disk only inside bubblewrap";
+  namespace fs = std::filesystem;
+  const fs::path bench = TestTempDir() / "estimate-cache-benchmark";
+  fs::remove_all(bench);
+  fs::create_directories(bench);
+  fs::copy(SourceDir() / "tests/fixtures/jaxbench_layout/benchmark/scaled_softmax", bench / "scaled_softmax",
+           fs::copy_options::recursive);
+  BackendConfig config = DefaultBackendConfig();
+  config.cache_dir = (TestTempDir() / "estimate-cache").string();
+  fs::remove_all(config.cache_dir);
+  EvalOptions options = PallasOptions();
+  options.estimates = true;
+  auto evaluate = [&](PallasBackend& backend) {
+    TaskRegistry registry = TaskRegistry::LoadFrom(DefaultSuitesRoot());
+    registry.AddJaxBenchLayout(bench, "jaxbench-ext");
+    const Task* task = registry.Find("jaxbench-ext/scaled_softmax");
+    EXPECT_NE(task, nullptr);
+    return task ? backend.Evaluate(*task, task->StarterFor("pallas"), options) : EvalResult{};
+  };
+  auto said = [](const EvalResult& r, const std::string& how) {
+    return VerdictText(r).find("reference estimate: " + how) != std::string::npos;
+  };
+  PallasBackend first_runner(config, DefaultPallasSettings());
+  const EvalResult first = evaluate(first_runner);
+  ASSERT_EQ(first.status, Status::kOk) << VerdictText(first);
+  ASSERT_TRUE(first.estimate.has_value()) << VerdictText(first);
+  EXPECT_GT(first.estimate->reference_us, 0);
+  EXPECT_TRUE(said(first, "computed")) << VerdictText(first);
+  EXPECT_EQ(first.stage_seconds.count("reference_estimate"), 1u);
+
+  PallasBackend second_runner(config, DefaultPallasSettings());  // memory empty: the disk remembers
+  const EvalResult second = evaluate(second_runner);
+  ASSERT_EQ(second.status, Status::kOk) << VerdictText(second);
+  EXPECT_TRUE(said(second, "reused")) << VerdictText(second);
+  EXPECT_EQ(second.stage_seconds.count("reference_estimate"), 0u) << "the judge computed it again";
+  ASSERT_TRUE(second.estimate.has_value()) << VerdictText(second);
+  EXPECT_EQ(second.estimate->reference_us, first.estimate->reference_us);
+
+  std::ofstream(bench / "scaled_softmax" / "baseline.py", std::ios::app) << "\n# the reference changed\n";
+  const EvalResult changed = evaluate(second_runner);
+  ASSERT_EQ(changed.status, Status::kOk) << VerdictText(changed);
+  EXPECT_TRUE(said(changed, "computed")) << "an estimate for another reference was reused: " << VerdictText(changed);
+  EXPECT_EQ(changed.stage_seconds.count("reference_estimate"), 1u);
+}
+
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
 // and in its working folder; the next answers wrongly if it finds one. Each evaluation's fresh
 // tracer, with its own /tmp and job folder, must keep the second correct. The static check (now
@@ -278,6 +329,10 @@ TEST(PallasIsolation, AJobFolderUnderTmpSurvivesTheEmptyingOfTmp) {
     EXPECT_EQ(r.status, Status::kOk) << "evaluation " << i << ": " << VerdictText(r);
     if (i == 1) EXPECT_NE(VerdictText(r).find("tracer: forked by its fork server (job 2)"), std::string::npos)
         << VerdictText(r);
+    // A served backend forks the next job's processes as soon as their servers come back, so the
+    // next evaluation does not wait for a fork and the judge's opening of its target.
+    if (i == 1) EXPECT_NE(VerdictText(r).find("judge: forked by its fork server (job 2), ahead of its evaluation"),
+                          std::string::npos) << VerdictText(r);
   }
 }
 

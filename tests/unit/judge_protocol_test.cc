@@ -54,7 +54,7 @@ TEST(JudgeProtocol, EveryGoldenMessageDecodesToItsKindAndEncodesBackTheSame) {
   }
   EXPECT_GE(files, 10);
   EXPECT_EQ(kinds, (std::set<std::string>{"ready", "job", "trace_job", "specs", "reference", "artifact", "traced",
-                                          "progress", "result", "fatal"}));
+                                          "progress", "result", "fatal", "fork_job", "job_ended"}));
 }
 
 TEST(JudgeProtocol, TheGoldenFieldsArriveTyped) {
@@ -74,6 +74,26 @@ TEST(JudgeProtocol, TheGoldenFieldsArriveTyped) {
   ASSERT_TRUE(failure) << error;
   EXPECT_FALSE(std::get<judge::Result>(*failure).estimate.has_value());
   EXPECT_EQ(std::get<judge::Result>(*failure).diagnostics.at(0).line, 3);
+}
+
+// The fork servers' words (forkserver.py) are the protocol's too: a job's end arrives typed, and
+// the untyped form the servers spoke before, or a field of another type, is refused.
+TEST(JudgeProtocol, TheForkServersMessagesAreTyped) {
+  std::string error;
+  const auto ended = judge::Decode(Golden("job_ended"), error);
+  ASSERT_TRUE(ended) << error;
+  EXPECT_EQ(std::get<judge::JobEnded>(*ended), (judge::JobEnded{.job = 3, .exit_code = -1, .signal = 9, .clean = true}));
+  const auto fork = judge::Decode(Golden("fork_job"), error);
+  ASSERT_TRUE(fork) << error;
+  EXPECT_EQ(std::get<judge::ForkJob>(*fork).descriptors, 3);
+  EXPECT_EQ(judge::Encode(judge::ForkJob{3}), Golden("fork_job").dump());
+  EXPECT_NE(Refusal(json{{"event", "exited"}, {"job", 3}, {"exit_code", 0}, {"clean", true}}).find("version missing"),
+            std::string::npos);
+  EXPECT_NE(Refusal(With(Golden("job_ended"), "clean", "yes")).find("job_ended.clean: must be a boolean"),
+            std::string::npos);
+  json without_signal = Golden("job_ended");
+  without_signal.erase("signal");
+  EXPECT_NE(Refusal(without_signal).find("missing field 'signal'"), std::string::npos);
 }
 
 TEST(JudgeProtocol, RefusesAnotherVersionAnUnknownKindAndUnknownOrMissingFields) {

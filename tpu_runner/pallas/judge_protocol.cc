@@ -71,6 +71,10 @@ template <class V> void Fields(Result& t, V&& v) {
       v("tpu_compile", t.tpu_compile), v("estimate", t.estimate), v("pallas_calls", t.pallas_calls);
 }
 template <class V> void Fields(Fatal& t, V&& v) { v("message", t.message); }
+template <class V> void Fields(ForkJob& t, V&& v) { v("descriptors", t.descriptors); }
+template <class V> void Fields(JobEnded& t, V&& v) {
+  v("job", t.job), v("exit_code", t.exit_code), v("signal", t.signal), v("clean", t.clean);
+}
 
 template <class T> constexpr const char* kKind = nullptr;
 template <> constexpr const char* kKind<Ready> = "ready";
@@ -83,6 +87,8 @@ template <> constexpr const char* kKind<Traced> = "traced";
 template <> constexpr const char* kKind<Progress> = "progress";
 template <> constexpr const char* kKind<Result> = "result";
 template <> constexpr const char* kKind<Fatal> = "fatal";
+template <> constexpr const char* kKind<ForkJob> = "fork_job";
+template <> constexpr const char* kKind<JobEnded> = "job_ended";
 
 template <class T> struct IsVector : std::false_type {};
 template <class T> struct IsVector<std::vector<T>> : std::true_type {};
@@ -237,7 +243,8 @@ std::optional<Message> Decode(const json& j, std::string& error) {
                        TryKind<TraceJob>(j, name, out) || TryKind<Specs>(j, name, out) ||
                        TryKind<Reference>(j, name, out) || TryKind<Artifact>(j, name, out) ||
                        TryKind<Traced>(j, name, out) || TryKind<Progress>(j, name, out) ||
-                       TryKind<Result>(j, name, out) || TryKind<Fatal>(j, name, out);
+                       TryKind<Result>(j, name, out) || TryKind<Fatal>(j, name, out) ||
+                       TryKind<ForkJob>(j, name, out) || TryKind<JobEnded>(j, name, out);
     if (!known) error = "unknown message kind '" + name + "'";
   } catch (const Refusal& refusal) {
     error = refusal.message;

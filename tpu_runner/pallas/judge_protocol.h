@@ -1,4 +1,5 @@
-// The protocol between the runner and its two Python processes (the judge and the tracer), the
+// The protocol between the runner and its two Python processes (the judge and the tracer) and their
+// fork servers (ForkJob, JobEnded), the
 // mirror of tpu_runner/pallas/kernelgym_pallas/protocol.py: every message once, with its fields
 // and their types. On the wire, one JSON object per line: {"v": kJudgeProtocolVersion, "kind":
 // KIND, <fields>}. JSON lives here (Encode/Decode) and nowhere else of the backend.
@@ -207,7 +208,25 @@ struct Fatal {
   bool operator==(const Fatal&) const = default;
 };
 
-using Message = std::variant<Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress, Result, Fatal>;
+// runner -> fork server (forkserver.py): fork the next job's process. Sent in one sendmsg with
+// the job's descriptors attached (control socket, report pipe, stderr pipe).
+struct ForkJob {
+  int64_t descriptors = 3;
+  bool operator==(const ForkJob&) const = default;
+};
+
+// fork server -> runner: the job's process ended and /tmp was emptied (clean false: something
+// stayed, and the server exits rather than fork again).
+struct JobEnded {
+  int64_t job = 0;         // the server's count, from 1
+  int64_t exit_code = -1;  // -1 when a signal ended it
+  int64_t signal = 0;      // 0 when it exited
+  bool clean = false;
+  bool operator==(const JobEnded&) const = default;
+};
+
+using Message = std::variant<Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress, Result, Fatal,
+                             ForkJob, JobEnded>;
 
 // The message's kind on the wire: "ready", "job", ...
 std::string KindOf(const Message& message);

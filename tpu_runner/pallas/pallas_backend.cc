@@ -5,6 +5,7 @@
 #include "tpu_runner/pallas/pallas_stages.h"
 #include "tpu_runner/pallas/pallas_verdict.h"
 #include "tpu_runner/pallas/pallas_worker.h"
+#include "tpu_runner/sandbox.h"
 
 namespace kernelgym {
 
@@ -24,9 +25,16 @@ PallasSettings DefaultPallasSettings() {
 PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings settings)
     : config_(config),
       settings_(std::move(settings)),
-      judges_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas", Role::kJudge)),
+      judges_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas", Role::kJudge,
+                                                 /*fork_ahead=*/config_.prestart_harness)),
       tracers_(std::make_unique<PallasWorkerPool>(settings_, std::filesystem::path(config_.cache_dir) / "pallas",
-                                                  Role::kTracer)) {}
+                                                  Role::kTracer, /*fork_ahead=*/config_.prestart_harness)),
+      judge_code_(JudgeCodeDigest(settings_.package_dir)),
+      packages_(InstalledPackages(settings_.python)),
+      // On disk only where every job runs in bubblewrap, whose binds give a job its own folder
+      // and nothing else of the cache folder to write.
+      reference_estimates_(ProbeSandbox().bwrap ? std::filesystem::path(config_.cache_dir) / "pallas" / "reference-estimates"
+                                                : std::filesystem::path()) {}
 
 PallasBackend::~PallasBackend() = default;
 
@@ -74,12 +82,16 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
   if (StageOutcome stop = AwaitReady(*e.judge, settings_.start_timeout_s, r)) return stop;
   r.stage_seconds["worker_wait"] = std::chrono::duration<double>(Clock::now() - start).count();
   Prestart();  // the next evaluation's processes import jax while this one runs
-  if (options.estimates) e.reference_estimate = CachedReferenceEstimate(task.id);
 
   StageOutcome stop = PrepareJob(e, source);
+  std::optional<ReferenceEstimateKey> key;
+  if (!stop && options.estimates) {
+    key = ReferenceKeyOf(e);
+    UseReferenceEstimate(e, reference_estimates_.Find(*key));
+  }
   if (!stop) stop = StaticCheckStage(e);
   if (!stop) stop = ReferenceAndTraceStage(e);
-  if (e.job.estimate_reference && e.reference_estimate) CacheReferenceEstimate(task.id, *e.reference_estimate);
+  if (key && e.job.estimate_reference && e.reference_estimate) reference_estimates_.Store(*key, *e.reference_estimate);
   for (auto stage : {AwaitJudgeResult, StructureStage, CompileStage, EstimateStage, CorrectnessStage, TimingStage})
     if (!stop) stop = stage(e);
   if (stop) return stop;
@@ -87,15 +99,18 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
   return std::nullopt;
 }
 
-std::optional<judge::ReferenceEstimate> PallasBackend::CachedReferenceEstimate(const std::string& task_id) {
-  std::lock_guard<std::mutex> lock(estimates_mutex_);
-  const auto it = reference_estimates_.find(task_id);
-  return it == reference_estimates_.end() ? std::nullopt : std::optional(it->second);
-}
-
-void PallasBackend::CacheReferenceEstimate(const std::string& task_id, const judge::ReferenceEstimate& estimate) {
-  std::lock_guard<std::mutex> lock(estimates_mutex_);
-  reference_estimates_[task_id] = estimate;
+ReferenceEstimateKey PallasBackend::ReferenceKeyOf(const Evaluation& e) const {
+  const judge::Ready& ready = *e.judge->ready;
+  return ReferenceEstimateKey{.judge_code = judge_code_,
+                              .packages = packages_,
+                              .target = ready.target,
+                              .device_kind = ready.device_kind,
+                              .jax = ready.jax,
+                              .on_tpu = ready.on_tpu,
+                              .task_id = e.task.id,
+                              .layout = e.job.layout,
+                              .suite = e.job.suite,
+                              .task_files = e.task_files_digest};
 }
 
 }  // namespace kernelgym

@@ -19,6 +19,7 @@
 #include "tpu_runner/pallas/judge_protocol.h"
 #include "tpu_runner/pallas/pallas_settings.h"
 #include "tpu_runner/pallas/pallas_stages.h"
+#include "tpu_runner/pallas/reference_estimate_cache.h"
 
 namespace kernelgym {
 
@@ -44,15 +45,16 @@ class PallasBackend : public Backend {
   // The stages in order (pallas_stages.h); the first Stop ends the evaluation.
   [[nodiscard]] StageOutcome RunStages(const Task& task, const std::string& source, const EvalOptions& options,
                                        EvalResult& r);
-  // XLA's estimate for a task's reference depends on the task alone: computed once per backend.
-  std::optional<judge::ReferenceEstimate> CachedReferenceEstimate(const std::string& task_id);
-  void CacheReferenceEstimate(const std::string& task_id, const judge::ReferenceEstimate& estimate);
+  // What the reference's estimate of this evaluation is a function of (reference_estimate_cache.h).
+  ReferenceEstimateKey ReferenceKeyOf(const Evaluation& e) const;
 
   BackendConfig config_;
   PallasSettings settings_;
   std::unique_ptr<PallasWorkerPool> judges_, tracers_;
-  std::mutex estimates_mutex_;
-  std::map<std::string, judge::ReferenceEstimate> reference_estimates_;  // by task id; guarded by estimates_mutex_
+  // The reference's estimate by content: in memory, and on disk where the sandbox keeps every
+  // candidate from the cache folder.
+  std::string judge_code_, packages_;
+  ReferenceEstimateCache reference_estimates_;
 };
 
 }  // namespace kernelgym

@@ -10,6 +10,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/digest.h"
 #include "core/subprocess.h"
 #include "tpu_runner/pallas/pallas_verdict.h"
 #include "tpu_runner/pallas/pallas_worker.h"
@@ -89,7 +90,8 @@ void CopyDiagnostics(const judge::Result& result, EvalResult& r) {
 // "tracer: a process started for this evaluation".
 std::string Origin(const PallasWorker& worker) {
   const int64_t job = worker.ready ? worker.ready->fork_server_job : 0;
-  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")"
+  return worker.role + (job > 0 ? ": forked by its fork server (job " + std::to_string(job) + ")" +
+                                      (worker.forked_ahead ? ", ahead of its evaluation" : "")
                                 : ": a process started for this evaluation");
 }
 
@@ -225,6 +227,7 @@ StageOutcome PrepareJob(Evaluation& e, const std::string& source) {
   }
   if (ec) return Stop{Status::kInternalError, Stage::kStaticCheck,
                       "cannot copy the task's files into the judge's folder: " + ec.message()};
+  e.task_files_digest = TaskFolderDigest(task_copy);
 
   judge::JudgeJob& job = e.job;
   job.task_dir = task_copy.string();
@@ -236,9 +239,9 @@ StageOutcome PrepareJob(Evaluation& e, const std::string& source) {
   job.static_check = e.settings.static_check;
   job.run_timing = e.options.run_timing;
   job.timing_seed = JsonExact(e.options.timing_seed);
-  // XLA's estimate for the reference depends on the task alone: the backend caches it, and a job
-  // computes it only when there is none yet.
-  job.estimate_reference = e.options.estimates && !e.reference_estimate.has_value();
+  // The reference's estimate depends on the task and the judge alone: the backend caches it by
+  // their content (UseReferenceEstimate), and a job computes it only when there is none yet.
+  job.estimate_reference = e.options.estimates;
   job.estimate_candidate = true;
 
   e.call_timeout = std::max(1.0, e.options.call_timeout_seconds);
@@ -260,6 +263,18 @@ StageOutcome PrepareJob(Evaluation& e, const std::string& source) {
                       ", jax " + ready.jax);
   r.details.push_back(Origin(*e.judge));
   return std::nullopt;
+}
+
+void UseReferenceEstimate(Evaluation& e, std::optional<judge::ReferenceEstimate> cached) {
+  if (!e.job.estimate_reference) return;
+  if (!cached) {
+    e.result.details.push_back("reference estimate: computed by this evaluation's judge");
+    return;
+  }
+  e.reference_estimate = std::move(cached);
+  e.job.estimate_reference = false;
+  e.reference_timeout = 120;
+  e.result.details.push_back("reference estimate: reused (computed before for these task files and this judge)");
 }
 
 // 1. The judge's static check, then the inputs' shapes for the tracer.

@@ -69,13 +69,16 @@ struct Evaluation {
 
   judge::Specs specs;                                       // StaticCheckStage
   std::map<std::pair<int, int>, ExpectedOutput> expected;   // ReferenceAndTraceStage: (trial, output)
+  std::string task_files_digest;                            // PrepareJob: the task's files as the judge got them
   std::optional<judge::ReferenceEstimate> reference_estimate;  // this job's, or the backend's cached one
   judge::Result judged;                                     // AwaitJudgeResult: the judge's last word
 };
 
 // Before the stages: the job folder's files (the candidate for both, the task for the judge only)
-// and the job itself.
+// and the job itself. The job asks for the reference's estimate when the evaluation wants
+// estimates; UseReferenceEstimate then takes one computed before instead, when there is one.
 [[nodiscard]] StageOutcome PrepareJob(Evaluation& e, const std::string& source);
+void UseReferenceEstimate(Evaluation& e, std::optional<judge::ReferenceEstimate> cached);
 
 [[nodiscard]] StageOutcome StaticCheckStage(Evaluation& e);
 // The reference's estimate, when this job computed one, is left in e.reference_estimate for the

@@ -10,13 +10,11 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <nlohmann/json.hpp>
 
 #include "tpu_runner/sandbox.h"
 
 namespace kernelgym {
 
-using nlohmann::json;
 using Clock = PallasWorker::Clock;
 
 namespace {
@@ -156,8 +154,8 @@ class PallasForkServer {
   // Hands the server one job's control socket, report pipe and stderr pipe; it forks the job's
   // process once it is ready (the descriptors wait in the socket until then).
   bool Fork(int control, int report, int stderr_write, std::string& error) {
-    char byte = 'F';
-    iovec io{&byte, 1};
+    std::string line = judge::Encode(judge::ForkJob{3}) + "\n";
+    iovec io{line.data(), line.size()};
     int fds[3] = {control, report, stderr_write};
     alignas(cmsghdr) char space[CMSG_SPACE(sizeof fds)] = {};
     msghdr message{};
@@ -170,22 +168,29 @@ class PallasForkServer {
     header->cmsg_type = SCM_RIGHTS;
     header->cmsg_len = CMSG_LEN(sizeof fds);
     std::memcpy(CMSG_DATA(header), fds, sizeof fds);
-    if (sendmsg(socket_, &message, MSG_NOSIGNAL) == 1) return true;
+    if (sendmsg(socket_, &message, MSG_NOSIGNAL) == static_cast<ssize_t>(line.size())) return true;
     error = "the pallas " + role_ + "'s fork server is gone: " + std::strerror(errno);
     return false;
   }
 
   enum class End { kEnded, kTimeout, kServerGone };
-  // The server's word that the job's process ended (how, and whether /tmp is empty again).
+  // The server's word that the job's process ended (how, and whether /tmp is empty again). Any
+  // other word (a Fatal, a line that is not a message) means the server cannot be trusted with
+  // another job: it is ended, and the job's process with it.
   End AwaitExit(Clock::time_point deadline, int& exit_code, int& signal, bool& clean) {
     for (;;) {
-      for (auto newline = buffer_.find('\n'); newline != std::string::npos; newline = buffer_.find('\n')) {
-        const json event = json::parse(buffer_.substr(0, newline), nullptr, /*allow_exceptions=*/false);
+      if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
+        std::string problem;
+        const std::optional<judge::Message> message = judge::Decode(buffer_.substr(0, newline), problem);
         buffer_.erase(0, newline + 1);
-        if (!event.is_object() || event.value("event", "") != "exited") continue;
-        exit_code = event.value("exit_code", -1);
-        signal = event.value("signal", 0);
-        clean = event.value("clean", false);
+        const auto* ended = message ? std::get_if<judge::JobEnded>(&*message) : nullptr;
+        if (!ended) {
+          Kill();
+          return End::kServerGone;
+        }
+        exit_code = static_cast<int>(ended->exit_code);
+        signal = static_cast<int>(ended->signal);
+        clean = ended->clean;
         return End::kEnded;
       }
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
@@ -387,8 +392,9 @@ std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
 
 // ---- the pool ----------------------------------------------------------------------------------
 
-PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role)
-    : settings_(std::move(settings)), scratch_(std::move(scratch)), role_(role) {
+PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role,
+                                   bool fork_ahead)
+    : settings_(std::move(settings)), scratch_(std::move(scratch)), role_(role), fork_ahead_(fork_ahead) {
   // Jobs follow one another in a fork server's sandbox only where that sandbox is a pid
   // namespace with a read-only root; without bubblewrap every job gets a process of its own. On a
   // TPU host the judge is started per job too: whether importing Pallas's TPU module already
@@ -397,18 +403,46 @@ PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::pat
              !(role_ == PallasBackend::Role::kJudge && !TpuDevices().empty());
 }
 
-PallasWorkerPool::~PallasWorkerPool() = default;
+PallasWorkerPool::~PallasWorkerPool() {
+  std::unique_ptr<PallasWorker> spare;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    closing_ = true;  // a server that comes back now is ended, not forked again
+    spare = std::move(spare_);
+  }
+  spare.reset();  // outside the lock: a forked spare gives its server back (Return)
+}
 
 void PallasWorkerPool::Return(std::unique_ptr<PallasForkServer> server, bool reusable) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --lent_;
-    if (reusable) {
+    if (reusable && !closing_ && !(fork_ahead_ && !spare_)) {
       idle_.push_back(std::move(server));
       return;
     }
+    if (reusable && !closing_) ++lent_;  // lent again, to the next job's process, forked now
   }
-  server.reset();  // kills it and removes its folder, outside the lock (it may wait for the exit)
+  if (!reusable || closing_) {
+    server.reset();  // kills it and removes its folder, outside the lock (it may wait for the exit)
+    return;
+  }
+  // The next job's process forked now, while nobody waits for it: by the next evaluation it has
+  // opened its target and said it is ready. It is a fresh fork of a server whose last job ended,
+  // whose /tmp and job folder were emptied (that is what `reusable` says), and it holds nothing
+  // until its job arrives.
+  std::string error;
+  std::unique_ptr<PallasWorker> worker = ForkFrom(std::move(server), error);
+  if (!worker) return;  // the server went back (or was ended) with the failed worker
+  worker->forked_ahead = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!spare_ && !closing_) {
+      spare_ = std::move(worker);
+      return;
+    }
+  }
+  worker.reset();  // outside the lock
 }
 
 std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
@@ -445,9 +479,12 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
     return worker;
   }
 
+  std::unique_ptr<PallasWorker> spare;
   std::unique_ptr<PallasForkServer> server;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    spare = std::move(spare_);
+    if (spare && spare->server_->Alive()) return spare;  // its server is lent to it already
     while (!idle_.empty() && !server) {
       server = std::move(idle_.back());
       idle_.pop_back();
@@ -455,15 +492,20 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
     }
     ++lent_;
   }
+  spare.reset();  // a spare whose server died: given back (and ended) outside the lock
   if (!server) server = PallasForkServer::Start(settings_, scratch_, role_, error);
-  auto worker = std::make_unique<PallasWorker>();
-  worker->role = RoleName(role_);
-  worker->pool_ = this;
   if (!server) {
     std::lock_guard<std::mutex> lock(mutex_);
     --lent_;
     return nullptr;
   }
+  return ForkFrom(std::move(server), error);
+}
+
+std::unique_ptr<PallasWorker> PallasWorkerPool::ForkFrom(std::unique_ptr<PallasForkServer> server, std::string& error) {
+  auto worker = std::make_unique<PallasWorker>();
+  worker->role = RoleName(role_);
+  worker->pool_ = this;
   worker->job_dir = server->job_dir();
   worker->server_ = std::move(server);
   ChildChannels channels;

@@ -64,6 +64,7 @@ struct PallasWorker {
   std::string garbled;
   bool closed = false;                   // the report pipe reached its end
   std::optional<judge::Ready> ready;     // its Ready message, once read
+  bool forked_ahead = false;             // forked when its server came back, before its evaluation
 
  private:
   friend class PallasWorkerPool;
@@ -87,7 +88,10 @@ std::pair<std::size_t, PallasWorker::Read> NextOfWorkers(
 // each at a time. Outlives every worker it gives out.
 class PallasWorkerPool {
  public:
-  PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role);
+  // `fork_ahead`: when a fork server comes back after a job, the next job's process is forked
+  // from it at once and kept (one spare), so that the next evaluation finds it ready (served use;
+  // off for a one-shot evaluation, where it would be wasted).
+  PallasWorkerPool(PallasSettings settings, std::filesystem::path scratch, PallasBackend::Role role, bool fork_ahead);
   ~PallasWorkerPool();
 
   // A worker for one job, forked by an idle server (or a new one), or started on its own.
@@ -101,6 +105,9 @@ class PallasWorkerPool {
   friend struct PallasWorker;
   // A lent server comes back: kept for the next job when `reusable`, else ended.
   void Return(std::unique_ptr<PallasForkServer> server, bool reusable);
+  // A worker forked by `server` (counted lent already); nullptr, with the server given back, if it
+  // could not be forked.
+  std::unique_ptr<PallasWorker> ForkFrom(std::unique_ptr<PallasForkServer> server, std::string& error);
 
 
   PallasSettings settings_;
@@ -110,7 +117,10 @@ class PallasWorkerPool {
   std::mutex mutex_;
   std::vector<std::unique_ptr<PallasForkServer>> idle_;  // guarded by mutex_
   std::size_t lent_ = 0;                                 // servers serving a job; guarded
-  std::unique_ptr<PallasWorker> spare_;                  // without forking: one started ahead; guarded
+  bool fork_ahead_ = false;
+  bool closing_ = false;                                 // the pool is going: no more forks; guarded
+  // One started ahead (without forking), or forked ahead by a server that came back; guarded.
+  std::unique_ptr<PallasWorker> spare_;
 };
 
 // A TPU VM's chips, as device nodes: /dev/accel* (v4, v5e, v6e) or /dev/vfio (v5p on).

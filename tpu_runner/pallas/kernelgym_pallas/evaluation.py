@@ -175,7 +175,10 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
             trials.append(protocol.ReferenceTrial(seed=int(seed), size_set=set_name,
                                                   inputs_sha256=[_sha256(x) for x in inputs], outputs=entries))
             inputs_per_trial.append(inputs)
-        reference_estimate = _estimates(task, target, full.inputs, dump_dir) if job.estimate_reference else None
+    reference_estimate = None
+    if job.estimate_reference:  # the runner caches it by the task's and the judge's content
+        with _timed(facts, "reference_estimate"):
+            reference_estimate = _estimates(task, target, full.inputs, dump_dir)
     send(protocol.Reference(trials=trials, estimate=reference_estimate))
     message = receive()
     if not isinstance(message, protocol.Artifact):
@@ -419,7 +422,8 @@ def _full_size_check(task, kernel, reference, target, seed: int) -> str:
 def _estimates(task, target, full_specs, dump_dir=None) -> protocol.ReferenceEstimate:
     """The reference's estimated device time on the target (tpu_estimate.py: XLA's model of its
     ops, Mosaic kernels by their schedules), labelled an estimate, never a measurement. The runner
-    caches it per task and judges the candidate's estimate against it."""
+    caches it by the content of the task's files and of the judge (reference_estimate_cache.h), and
+    judges the candidate's estimate against it."""
     out = protocol.ReferenceEstimate(estimated_us=0.0, xla_model_us=0.0, trusted=False, flops=0.0,
                                      bytes_accessed=0.0, error="")
     try:

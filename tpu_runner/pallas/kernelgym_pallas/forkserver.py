@@ -17,17 +17,19 @@ to go on if something stays. Kernel objects that outlive a process (System V IPC
 queues, keyrings) are calls the seccomp filter kills (confine.py). The runner uses a fork server
 only inside bubblewrap's namespaces; without them each job gets a process of its own as before.
 
-  runner -> server   one byte, with the job's control socket, report pipe and stderr pipe
+The messages are protocol.py's, one JSON line each, on the server's socket:
+
+  runner -> server   ForkJob, sent with the job's control socket, report pipe and stderr pipe
                      attached (SCM_RIGHTS); the child gets them as descriptors 3, 4 and 2
-  server -> runner   {"event": "exited", "job": N, "exit_code": C or "signal": S, "clean": B},
-                     once the child has ended and /tmp is emptied; clean false: something
-                     stayed, and the server exits rather than fork again
-  server -> runner   {"event": "fatal", "message": ...}, then it exits, if it cannot start
+  server -> runner   JobEnded (job, exit_code or signal, clean), once the child has ended and
+                     /tmp is emptied; clean false: something stayed, and the server exits rather
+                     than fork again
+  server -> runner   Fatal, then it exits, if it cannot start
+Anything else from the runner (not a ForkJob, or without its three descriptors) ends the server.
 """
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import socket
@@ -35,7 +37,10 @@ import sys
 import time
 import traceback
 
+from . import protocol
+
 CONTROL_FD, REPORT_FD = 3, 4
+JOB_DESCRIPTORS = 3
 SANDBOX_MARK = "KERNELGYM_FORK_SERVER_SANDBOX"  # the runner's word that /tmp is the sandbox's own
 
 
@@ -107,12 +112,41 @@ def _become_job(server: socket.socket, fds: list[int], role: str, prepared, secc
         os._exit(code)
 
 
-def _send(server: socket.socket, message: dict) -> bool:
+def _send(server: socket.socket, message) -> bool:
     try:
-        server.sendall((json.dumps(message) + "\n").encode())
+        server.sendall((protocol.encode(message) + "\n").encode())
         return True
     except OSError:
         return False
+
+
+def receive_job(server: socket.socket) -> list[int] | None:
+    """The next ForkJob's descriptors, or None: the runner closed its end, or sent something that
+    is not a ForkJob with its descriptors (then none of them is kept)."""
+    data, fds = b"", []
+    while not data.endswith(b"\n"):
+        chunk, more, _, _ = socket.recv_fds(server, 4096, JOB_DESCRIPTORS)
+        fds += more
+        if not chunk or len(data) > 65536:
+            break
+        data += chunk
+    try:
+        message = protocol.decode(data.decode(errors="replace")) if data.endswith(b"\n") else None
+    except protocol.ProtocolError:
+        message = None
+    if not isinstance(message, protocol.ForkJob) or message.descriptors != JOB_DESCRIPTORS or \
+            len(fds) != JOB_DESCRIPTORS:
+        for fd in fds:
+            os.close(fd)
+        return None
+    return fds
+
+
+def job_ended(job: int, status: int, clean: bool) -> protocol.JobEnded:
+    """How the job's process ended (os.waitpid's status), as the runner reads it."""
+    if os.WIFSIGNALED(status):
+        return protocol.JobEnded(job=job, exit_code=-1, signal=os.WTERMSIG(status), clean=clean)
+    return protocol.JobEnded(job=job, exit_code=os.WEXITSTATUS(status), signal=0, clean=clean)
 
 
 def main() -> int:
@@ -124,8 +158,8 @@ def main() -> int:
     args = parser.parse_args()
     server = socket.socket(fileno=args.server_fd)
     if os.environ.get(SANDBOX_MARK) != "1":
-        _send(server, {"event": "fatal", "message": f"the fork server empties /tmp between jobs: it runs only in "
-                                                    f"the runner's sandbox ({SANDBOX_MARK}=1)"})
+        _send(server, protocol.Fatal(message=f"the fork server empties /tmp between jobs: it runs only in "
+                                             f"the runner's sandbox ({SANDBOX_MARK}=1)"))
         return 2
     started = time.perf_counter()
     try:
@@ -137,19 +171,17 @@ def main() -> int:
             tracer.warm_up()
             prepared = None
     except BaseException as error:  # noqa: BLE001
-        _send(server, {"event": "fatal", "message": f"{args.role} start-up: {type(error).__name__}: {error}"[:500]})
+        _send(server, protocol.Fatal(message=f"{args.role} start-up: {type(error).__name__}: {error}"[:500]))
         return 2
     start_seconds = time.perf_counter() - started
     job_folder = os.path.realpath(os.getcwd())  # the runner starts the server in it
     jobs = 0
     while True:
         try:
-            _, fds, _, _ = socket.recv_fds(server, 1, 3)
+            fds = receive_job(server)
         except OSError:
             return 0
-        if len(fds) != 3:  # the runner closed its end (no descriptors), or sent something else
-            for fd in fds:
-                os.close(fd)
+        if fds is None:  # the runner closed its end, or sent something else
             return 0
         jobs += 1
         facts = {"fork_server_job": jobs, "fork_server_start_seconds": start_seconds}
@@ -159,14 +191,9 @@ def main() -> int:
         for fd in fds:
             os.close(fd)
         _, status = os.waitpid(pid, 0)
-        ended = {"event": "exited", "job": jobs}
-        if os.WIFSIGNALED(status):
-            ended["signal"] = os.WTERMSIG(status)
-        else:
-            ended["exit_code"] = os.WEXITSTATUS(status)
         # Nothing forked after this child may see what it left; the runner empties the job folder.
-        ended["clean"] = _empty("/tmp", job_folder)
-        if not _send(server, ended) or not ended["clean"]:
+        ended = job_ended(jobs, status, clean=_empty("/tmp", job_folder))
+        if not _send(server, ended) or not ended.clean:
             return 0
 
 

@@ -18,6 +18,12 @@ guesses at what the other meant.
   runner -> judge         Artifact               the tracer's program, copied there by the runner
   judge -> runner         Progress..., Result    compile, trials; then the judge's facts
   either -> runner        Fatal                  the process could not start
+
+A fork server (forkserver.py) speaks the same protocol on its own socket with the runner:
+
+  runner -> fork server   ForkJob                the next job; its descriptors ride along (SCM_RIGHTS)
+  fork server -> runner   JobEnded               the job's process ended (how), /tmp emptied or not
+                       or Fatal                  the server cannot start (then it exits)
 """
 from __future__ import annotations
 
@@ -236,8 +242,27 @@ class Fatal:
     message: str
 
 
+@dataclasses.dataclass
+class ForkJob:
+    """runner -> fork server: fork the next job's process. The message travels in one sendmsg with
+    the job's descriptors attached (its control socket, report pipe and stderr pipe, in that order)."""
+    KIND: ClassVar[str] = "fork_job"
+    descriptors: int               # how many are attached: 3
+
+
+@dataclasses.dataclass
+class JobEnded:
+    """fork server -> runner: the job's process ended and the server emptied /tmp. clean false:
+    something stayed there, and the server exits rather than fork again."""
+    KIND: ClassVar[str] = "job_ended"
+    job: int                       # the server's count of jobs, from 1
+    exit_code: int                 # -1 when a signal ended it
+    signal: int                    # 0 when it exited
+    clean: bool
+
+
 MESSAGES = {cls.KIND: cls for cls in (Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress,
-                                      Result, Fatal)}
+                                      Result, Fatal, ForkJob, JobEnded)}
 
 
 def failure(status: str, stage: str, message: str, diagnostics=None, details=None,

@@ -4,13 +4,15 @@ tests/unit/judge_protocol_test.cc, reads the same files); and what is not a mess
 version is refused with an error that names what is wrong."""
 
 import json
+import os
 import pathlib
+import socket
 import sys
 import unittest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from kernelgym_pallas import protocol  # noqa: E402
+from kernelgym_pallas import forkserver, protocol  # noqa: E402
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "data" / "protocol"
 
@@ -83,3 +85,53 @@ class Refusals(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ForkServerMessages(unittest.TestCase):
+    """The fork server's side of its socket (forkserver.py), on a real socket pair: a ForkJob with
+    its three descriptors is a job; the runner's old untyped byte, a message of another kind or a
+    ForkJob without its descriptors is not, and no descriptor of it is kept. A job's end is a
+    JobEnded that encodes as the golden message does."""
+
+    def setUp(self):
+        self.runner, self.server = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.addCleanup(self.runner.close)
+        self.addCleanup(self.server.close)
+
+    def send(self, data: bytes, count: int) -> list[int]:
+        pipes = [os.pipe() for _ in range(count)]
+        socket.send_fds(self.runner, [data], [r for r, _ in pipes])
+        for r, w in pipes:
+            os.close(r)
+            self.addCleanup(os.close, w)
+        return [w for _, w in pipes]
+
+    def test_a_fork_job_brings_its_descriptors(self):
+        writers = self.send((protocol.encode(protocol.ForkJob(descriptors=3)) + "\n").encode(), 3)
+        fds = forkserver.receive_job(self.server)
+        self.assertEqual(len(fds), 3)
+        for fd, writer in zip(fds, writers):  # each is the reading end of its pipe
+            os.write(writer, b"x")
+            self.assertEqual(os.read(fd, 1), b"x")
+            os.close(fd)
+
+    def test_anything_else_is_no_job(self):
+        for data, count in (((protocol.encode(protocol.Artifact(file="program.pkl")) + "\n").encode(), 3),
+                            ((protocol.encode(protocol.ForkJob(descriptors=3)) + "\n").encode(), 2),
+                            (b'{"v": 1, "kind": "fork_job"}\n', 3),
+                            (b"F", 3)):  # last: it closes the runner's end
+            with self.subTest(data=data, descriptors=count):
+                self.send(data, count)
+                if data == b"F":
+                    self.runner.shutdown(socket.SHUT_WR)  # the old byte has no line end: the runner's end closes
+                before = set(os.listdir("/proc/self/fd"))
+                self.assertIsNone(forkserver.receive_job(self.server))
+                self.assertLessEqual(set(os.listdir("/proc/self/fd")), before, "a refused job's descriptor was kept")
+                if data == b"F":
+                    return
+
+    def test_a_jobs_end_is_typed(self):
+        killed = forkserver.job_ended(3, 9, clean=True)  # waitpid's status for SIGKILL
+        self.assertEqual(json.loads(protocol.encode(killed)), golden()["job_ended"])
+        exited = forkserver.job_ended(4, 2 << 8, clean=False)
+        self.assertEqual((exited.exit_code, exited.signal, exited.clean), (2, 0, False))
