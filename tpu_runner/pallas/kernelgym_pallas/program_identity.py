@@ -314,11 +314,19 @@ def compare(programs: dict, sizes: dict, fit_sets=("small", "check"), target: st
         problem = fitter.problem(slot, [slots[g] for g in slot.grid])
         if not problem:
             continue
-        if len(identity.unproven) < MAX_REASONS:
-            identity.unproven.append(problem)
-        elif not identity.unproven[-1].endswith("(and more)"):
-            identity.unproven[-1] += " (and more)"
+        _add_reason(identity, problem)
+    # What the program computes from its numbers before it touches data (decision_coverage.py).
+    from . import decision_coverage
+    for problem in decision_coverage.check(programs, fit_sets, target, fitter):
+        _add_reason(identity, problem)
     return identity
+
+
+def _add_reason(identity: Identity, problem: str) -> None:
+    if len(identity.unproven) < MAX_REASONS:
+        identity.unproven.append(problem)
+    elif not identity.unproven[-1].endswith("(and more)"):
+        identity.unproven[-1] += " (and more)"
 
 
 def _same(a, b, floating: bool) -> bool:

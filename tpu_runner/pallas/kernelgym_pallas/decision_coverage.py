@@ -1,0 +1,649 @@
+"""Decision coverage: every choice the full-size program makes from its sizes and grid positions
+was made the same way somewhere the program was checked.
+
+program_identity.py proves that the full-size program's *text* is the checked template: every
+number in it follows the sizes. That says nothing of what the program *computes* from those
+numbers before it touches data. A comparison `(K/256) < 4` is the template's text at every size
+(K/256 reads as a monomial, 4 is a constant), yet it is true where checked and false at the full
+size, where the compiler folds it and deletes the work the estimate should have priced. The
+same goes for a clamp `min(i, 7)` in an index map that never bites on a checked grid of three
+steps, and a remainder `(K/256) % 16` that is zero only at the full size.
+
+So the judge evaluates, at every size set, what the compiler can evaluate: every value a program
+computes from numbers, grid positions (`program_id`), loop counters of static loops and iotas
+alone, without data. Then:
+
+* **decisions** — a comparison, a logical operation on such results, a min/max/clamp choice, a
+  remainder or quotient (whether it wraps, whether it is exact, its sign), floor/ceil/round, the
+  predicate of a select and the index of a cond — are evaluated over every grid position (and
+  loop counter, and iota element). Per kernel, the outcomes of all its decisions at one grid
+  step form that step's *path*; every path the full-size grid takes must be a path some step of
+  a checked grid took. Outcomes inside a branch count only where the branch is taken.
+* **folded numbers** — a value computed from numbers alone (the same at every grid position) is
+  a number of the program like a literal, and must follow the sizes by program_identity's
+  readings: `1 - (n-2)*(n-3)` is 1 where checked and -869 at the full size, with no decision.
+* a decision that mixes data with a number or position that changes with the sizes
+  (`x[0]*0 + K < 4096`) cannot be evaluated: the estimate is not trusted, with the reason named.
+
+What it does not cover (docs/pallas.md): non-linear arithmetic on grid positions that reaches the
+data without a decision (a polynomial in program_id that vanishes on the checked grids), values
+from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+
+ELEMENT_BUDGET = 1 << 24  # elements one evaluated value may hold (positions x block)
+MAX_CHUNKS = 512  # parts a kernel's grid may be split into to keep each value within the budget
+
+
+class _TooLarge:
+    """A value that follows the positions but is too large to evaluate."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Data:
+    """A value computed from data. `taint`: the numbers (operation, what it held) that were added,
+    compared, or otherwise combined into it, except by scaling: where those change with the sizes,
+    a decision on the value is one the sizes can steer and the data hides (`x*0 + K < 4`)."""
+    taint: frozenset = frozenset()
+
+
+UNKNOWN = _Data()
+TOO_LARGE = _TooLarge()
+MAX_TAINT = 64
+# Operations that combine a number into data by scaling it (no size can move a decision between two
+# values scaled alike: an attention score times 1/sqrt(D)).
+_SCALING = {"mul", "div", "dot_general", "integer_pow", "convert_element_type", "broadcast_in_dim", "reshape",
+            "squeeze", "expand_dims", "transpose", "reduce_sum", "reduce_max", "reduce_min", "exp", "log", "sqrt",
+            "rsqrt", "tanh", "logistic",
+            # reads at an address: the address picks the value, it is not combined into it
+            "get", "load", "masked_load", "swap", "masked_swap", "dynamic_slice", "dynamic_update_slice",
+            "gather", "slice"}
+
+_COMPARE = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+            "eq": np.equal, "ne": np.not_equal}
+_ARITH = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power, "atan2": np.arctan2,
+          "nextafter": np.nextafter}
+_UNARY = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "log1p": np.log1p,
+          "expm1": np.expm1, "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "tanh": np.tanh,
+          "logistic": lambda x: 1 / (1 + np.exp(-x)), "sin": np.sin, "cos": np.cos, "tan": np.tan,
+          "square": np.square, "copy": lambda x: x, "copy_p": lambda x: x, "abs": np.abs, "sign": np.sign,
+          "floor": np.floor, "ceil": np.ceil, "round": np.round, "is_finite": np.isfinite,
+          "real": np.real, "imag": np.imag, "reduce_precision": lambda x: x}
+_BITWISE = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
+            "xor": (np.logical_xor, np.bitwise_xor)}
+_SHIFTS = {"shift_left": np.left_shift, "shift_right_arithmetic": np.right_shift,
+           "shift_right_logical": np.right_shift}
+# Higher-order primitives whose single body receives the operands as they are.
+_CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+
+@dataclasses.dataclass
+class _Scope:
+    """One kernel (or the program outside the kernels): its grid and each decision's outcome
+    bits per grid position (bit k set: outcome k occurred at that step; 0: not reached)."""
+    grid: tuple
+    static: bool = True  # every grid extent a number (else program_id is not evaluated)
+    decisions: dict = dataclasses.field(default_factory=dict)  # key -> int64 array over the grid
+
+
+@dataclasses.dataclass
+class Facts:
+    """What evaluating one size set's program found."""
+    scopes: dict = dataclasses.field(default_factory=dict)  # scope key -> _Scope
+    numbers: dict = dataclasses.field(default_factory=dict)  # key -> (scope key, folded scalar)
+    mixed: dict = dataclasses.field(default_factory=dict)  # key -> what the known operands hold
+    too_large: dict = dataclasses.field(default_factory=dict)  # key -> why
+
+
+@dataclasses.dataclass
+class _Ctx:
+    scope_key: str
+    scope: _Scope
+    axes: int  # leading position axes of every evaluated value: the grid's, then loop counters'
+    reach: object = None  # bool array over the position axes: where this code runs (None: everywhere)
+    positions: tuple = ()  # per grid axis, its program ids (an array along that axis)
+
+
+def _dtype(aval):
+    return np.dtype(getattr(aval, "dtype", np.float32))
+
+
+def _rank(aval) -> int:
+    return len(getattr(aval, "shape", ()) or ())
+
+
+def _known(v) -> bool:
+    return isinstance(v, np.ndarray)
+
+
+def _tainted(taint) -> _Data:
+    taint = frozenset(taint)
+    if len(taint) > MAX_TAINT:  # a digest keeps it comparable across the size sets
+        import hashlib
+        taint = frozenset({("digest", hashlib.sha256(repr(sorted(taint, key=repr)).encode()).hexdigest())})
+    return _Data(taint)
+
+
+def _carried(value, where: str) -> _Data:
+    """A loop's carry: what it starts as is combined into every value it takes."""
+    if isinstance(value, _Data):
+        return value
+    if _known(value):
+        return _tainted({(where, _summary(value))})
+    return UNKNOWN
+
+
+def _uniform(array: np.ndarray) -> bool:
+    flat = array.reshape(-1)
+    return flat.size > 0 and bool(np.all(array == flat[0]) or (array.dtype.kind == "f" and np.all(np.isnan(array))))
+
+
+def _size(shape) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+class _Evaluator:
+    def __init__(self):
+        self.facts = Facts()
+
+    # ---- walking -------------------------------------------------------------------------------
+
+    def program(self, closed) -> Facts:
+        scope = _Scope(grid=())
+        self.facts.scopes["program"] = scope
+        ctx = _Ctx("program", scope, 0)
+        consts = [self._const(c, 0) for c in getattr(closed, "consts", ())]
+        self.jaxpr(closed.jaxpr, consts, [UNKNOWN] * len(closed.jaxpr.invars), ctx, "program")
+        return self.facts
+
+    def _const(self, value, axes: int):
+        try:
+            array = np.asarray(value)
+        except Exception:
+            return UNKNOWN
+        if array.dtype == object or array.size > ELEMENT_BUDGET:
+            return UNKNOWN
+        return array.reshape((1,) * axes + array.shape)
+
+    def jaxpr(self, jaxpr, consts, args, ctx: _Ctx, path: str) -> list:
+        env = {}
+        for var, value in zip(jaxpr.constvars, consts):
+            env[id(var)] = value
+        for var, value in zip(jaxpr.invars, args):
+            env[id(var)] = value
+
+        def read(var):
+            if type(var).__name__ == "Literal":
+                return self._const(var.val, ctx.axes)
+            return env.get(id(var), UNKNOWN)
+
+        for n, eqn in enumerate(jaxpr.eqns):
+            where = f"{path} / {eqn.primitive.name} (operation {n + 1})"
+            outs = self.eqn(eqn, [read(v) for v in eqn.invars], ctx, where)
+            for var, value in zip(eqn.outvars, outs):
+                env[id(var)] = value
+        return [read(v) for v in jaxpr.outvars]
+
+    def eqn(self, eqn, args: list, ctx: _Ctx, where: str) -> list:
+        name = eqn.primitive.name
+        outs = eqn.outvars
+        if name == "pallas_call":
+            self.pallas_call(eqn, where)
+            return [UNKNOWN] * len(outs)
+        if name == "cond":
+            return self.cond(eqn, args, ctx, where)
+        if name == "scan":
+            self.scan(eqn, args, ctx, where)
+            return [UNKNOWN] * len(outs)
+        if name == "while":
+            self.while_loop(eqn, args, ctx, where)
+            return [UNKNOWN] * len(outs)
+        for key in _CALLS:
+            body = eqn.params.get(key)
+            if body is not None and hasattr(getattr(body, "jaxpr", body), "eqns") and len(eqn.params) and \
+                    len(getattr(body, "jaxpr", body).invars) == len(args):
+                inner = getattr(body, "jaxpr", body)
+                consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
+                return self.jaxpr(inner, consts, args, ctx, where)
+        if len(outs) != 1:
+            self._bodies(eqn, ctx, where, None)
+            return [UNKNOWN] * len(outs)
+        try:
+            value = self.compute(eqn, args, ctx, where)
+        except (ValueError, TypeError, OverflowError, FloatingPointError, IndexError):
+            value = UNKNOWN
+        if _known(value):
+            aval = outs[0].aval
+            with np.errstate(all="ignore"):
+                value = value.astype(_dtype(aval), copy=False)
+            from_decision = eqn.primitive.name == "convert_element_type" and args[0].dtype == np.bool_
+            if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and _uniform(value):
+                self.facts.numbers[where] = (ctx.scope_key, value.reshape(-1)[0].item())
+        return [value]
+
+    def _bodies(self, eqn, ctx: _Ctx, where: str, args) -> None:
+        """The bodies of a primitive whose values are not followed: their decisions on numbers
+        alone are still evaluated (their inputs count as data)."""
+        for key, param in eqn.params.items():
+            for k, body in enumerate(param if isinstance(param, (tuple, list)) else (param,)):
+                inner = getattr(body, "jaxpr", body)
+                if hasattr(inner, "eqns") and hasattr(inner, "invars"):
+                    consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
+                    self.jaxpr(inner, consts, [UNKNOWN] * len(inner.invars), ctx, f"{where} {key}[{k}]")
+
+    def pallas_call(self, eqn, where: str) -> None:
+        mapping = eqn.params.get("grid_mapping")
+        grid = tuple(getattr(mapping, "grid", ()) or ())
+        static = all(isinstance(g, (int, np.integer)) for g in grid)
+        extents = tuple(int(g) for g in grid) if static else (1,) * len(grid)
+        scope = _Scope(grid=extents, static=static)
+        self.facts.scopes[where] = scope
+        self._chunks = 0
+        scope.decisions = self._kernel(eqn, where, scope, [(0, e) for e in extents])
+
+    def _kernel(self, eqn, where: str, scope: _Scope, ranges: list) -> dict:
+        """The decisions of a kernel (index maps and body) at the grid positions in `ranges`; where a
+        value would hold more than the budget, the longest range is halved and each half evaluated."""
+        part = _Scope(grid=scope.grid, static=scope.static)
+        outer_too_large, self.facts.too_large = self.facts.too_large, {}
+        try:
+            positions = []
+            for axis, (lo, hi) in enumerate(ranges):
+                shape = [1] * len(ranges)
+                shape[axis] = hi - lo
+                positions.append(np.arange(lo, hi, dtype=np.int32).reshape(shape) if scope.static else UNKNOWN)
+            ctx = _Ctx(where, part, len(ranges), positions=tuple(positions))
+            mapping = eqn.params.get("grid_mapping")
+            for k, block in enumerate(getattr(mapping, "block_mappings", ()) or ()):
+                index_map = getattr(block, "index_map_jaxpr", None)
+                if index_map is None:
+                    continue
+                inner = index_map.jaxpr
+                args = positions[:len(inner.invars)] + [UNKNOWN] * max(0, len(inner.invars) - len(positions))
+                consts = [self._const(c, ctx.axes) for c in index_map.consts]
+                self.jaxpr(inner, consts, args, ctx, f"{where} index map {k}")
+            body = eqn.params["jaxpr"]
+            inner = getattr(body, "jaxpr", body)
+            consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
+            self.jaxpr(inner, consts, [UNKNOWN] * len(inner.invars), ctx, f"{where} body")
+        finally:
+            too_large, self.facts.too_large = self.facts.too_large, outer_too_large
+        axis = max(range(len(ranges)), key=lambda a: ranges[a][1] - ranges[a][0], default=None)
+        if not too_large or not scope.static or axis is None or ranges[axis][1] - ranges[axis][0] < 2 or \
+                self._chunks >= MAX_CHUNKS:
+            self.facts.too_large.update(too_large)
+            return part.decisions
+        self._chunks += 1
+        lo, hi = ranges[axis]
+        mid = (lo + hi) // 2
+        halves = [self._kernel(eqn, where, scope, [r if a != axis else span for a, r in enumerate(ranges)])
+                  for span in ((lo, mid), (mid, hi))]
+        merged = {}
+        for key in halves[0].keys() | halves[1].keys():
+            if key not in halves[0] or key not in halves[1]:
+                self.facts.too_large[key] = "it was evaluated on part of the grid only"
+                continue
+            parts = [np.asarray(h[key]) for h in halves]
+            others = list(np.broadcast_shapes(*(p.shape[:axis] + (1,) + p.shape[axis + 1:] for p in parts)))
+            merged[key] = np.concatenate(
+                [np.broadcast_to(p, tuple(others[:axis]) + (n,) + tuple(others[axis + 1:]))
+                 for p, n in zip(parts, (mid - lo, hi - mid))], axis=axis)
+        return merged
+
+    def cond(self, eqn, args, ctx: _Ctx, where: str) -> list:
+        index, operands = args[0], args[1:]
+        branches = eqn.params["branches"]
+        if _known(index):
+            self.decide(where, np.clip(index, 0, len(branches) - 1), ctx, len(branches))
+        for b, branch in enumerate(branches):
+            reach = ctx.reach
+            if _known(index):
+                taken = np.clip(index, 0, len(branches) - 1) == b
+                reach = taken if reach is None else (reach & taken)
+            inner = dataclasses.replace(ctx, reach=reach)
+            consts = [self._const(c, ctx.axes) for c in branch.consts]
+            self.jaxpr(branch.jaxpr, consts, list(operands), inner, f"{where} branch {b}")
+        return [UNKNOWN] * len(eqn.outvars)
+
+    def while_loop(self, eqn, args, ctx: _Ctx, where: str) -> None:
+        params = eqn.params
+        cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
+        carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[cond_n + body_n:])]
+        for label, body, consts in (("cond", params["cond_jaxpr"], args[:cond_n]),
+                                    ("body", params["body_jaxpr"], args[cond_n:cond_n + body_n])):
+            self.jaxpr(body.jaxpr, [self._const(c, ctx.axes) for c in body.consts], list(consts) + carries, ctx,
+                       f"{where} {label}")
+
+    def scan(self, eqn, args, ctx: _Ctx, where: str) -> None:
+        """A static loop (fori_loop's form): a counter carried from a known start and stepped by one
+        is a position of its own (a new axis, its trip count long); the other carries are data."""
+        params = eqn.params
+        body = params["jaxpr"]
+        consts_n, carry_n, length = params["num_consts"], params["num_carry"], params["length"]
+        inner = body.jaxpr
+        counters = []
+        for j in range(carry_n):
+            start = args[consts_n + j]
+            out = inner.outvars[j]
+            if not (_known(start) and start.size == 1 and start.dtype.kind in "iu" and isinstance(length, int)):
+                continue
+            if any(e.primitive.name == "add" and e.outvars[0] is out and
+                   {_literal_one(v) or v is inner.invars[consts_n + j] for v in e.invars} == {True}
+                   for e in inner.eqns):
+                counters.append((j, int(start.reshape(-1)[0])))
+        expand = (lambda v: np.expand_dims(v, ctx.axes) if _known(v) else v) if counters else (lambda v: v)
+        axes = ctx.axes + (1 if counters else 0)
+        values = [expand(v) for v in args[:consts_n]] + \
+            [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[consts_n:consts_n + carry_n])] + \
+            [v if isinstance(v, _Data) else UNKNOWN for v in args[consts_n + carry_n:]]
+        values += [UNKNOWN] * (len(inner.invars) - len(values))
+        if counters and length <= ELEMENT_BUDGET:
+            for j, start in counters:
+                shape = [1] * axes
+                shape[ctx.axes] = length
+                values[consts_n + j] = np.arange(start, start + length, dtype=np.int32).reshape(shape)
+        reach = expand(ctx.reach) if ctx.reach is not None else None
+        self.jaxpr(inner, [self._const(c, axes) for c in body.consts], values,
+                   dataclasses.replace(ctx, axes=axes, reach=reach), f"{where} body")
+
+    # ---- one operation -------------------------------------------------------------------------
+
+    def compute(self, eqn, args: list, ctx: _Ctx, where: str):
+        name = eqn.primitive.name
+        params = eqn.params
+        out_aval = eqn.outvars[0].aval
+        if name == "program_id":
+            positions = ctx.positions
+            axis = int(params["axis"])
+            value = positions[axis] if axis < len(positions) else UNKNOWN
+            return value.reshape(value.shape + (1,) * (ctx.axes - value.ndim)) if _known(value) else value
+        if name == "num_programs":
+            axis = int(params["axis"])
+            if not ctx.scope.static or axis >= len(ctx.scope.grid):
+                return UNKNOWN
+            return np.full((1,) * ctx.axes, ctx.scope.grid[axis], np.int32)
+        if name == "iota":
+            shape = tuple(params["shape"])
+            dim = int(params["dimension"])
+            layout = [1] * (ctx.axes + len(shape))
+            layout[ctx.axes + dim] = shape[dim]
+            return np.arange(shape[dim]).reshape(layout)
+        decision = name in _COMPARE or name in ("max", "min", "clamp", "rem", "div", "select_n", "sign", "abs",
+                                                 "floor", "ceil", "round") or \
+            (name in ("and", "or", "xor", "not") and _dtype(out_aval) == np.bool_)
+        if name == "div" and _dtype(out_aval).kind == "f":
+            decision = False  # a quotient of reals is a scaling, not a choice
+        known = [a for a in args if _known(a)]
+        if any(a is TOO_LARGE for a in args):
+            if decision:
+                self.facts.too_large[where] = "it follows the grid positions over more elements than the judge evaluates"
+            return TOO_LARGE
+        if len(known) < len(args):
+            taint = set().union(*(a.taint for a in args if isinstance(a, _Data)))
+            # A number combined into data other than by scaling, or compared with it directly.
+            # Positions compared with data directly (a one-hot against an iota, a ragged length
+            # against a column) are not followed: docs/pallas.md, what is not covered.
+            # Compared directly, data and a number are a choice made at run time (the compiler cannot
+            # fold it; the estimate prices both ways): not followed. Combined first, the number is
+            # an ingredient of the value (`x*0 + K`, which the compiler may fold).
+            ingredients = set() if name in _SCALING or decision else \
+                {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
+            annihilated = _annihilated(name, args, eqn, ctx.axes)
+            if annihilated is not None:
+                return annihilated
+            if decision and name != "select_n" and (taint or ingredients):
+                self.facts.mixed[where] = tuple(sorted(map(repr, taint | ingredients)))
+            return _tainted(taint | ingredients)
+        if name not in ("broadcast_in_dim", "reshape", "squeeze", "expand_dims"):
+            # A rank-0 operand of an elementwise operation broadcasts (after the position axes).
+            ndim = ctx.axes + _rank(out_aval)
+            args = [a.reshape(a.shape[:ctx.axes] + (1,) * (ndim - a.ndim) + a.shape[ctx.axes:]) if a.ndim < ndim
+                    else a for a in args]
+        shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
+        if _size(shape) > ELEMENT_BUDGET:
+            return TOO_LARGE
+        with np.errstate(all="ignore"):
+            return self._apply(eqn, args, ctx, where)
+
+    def _apply(self, eqn, args, ctx: _Ctx, where: str):
+        name, params, out_aval = eqn.primitive.name, eqn.params, eqn.outvars[0].aval
+        if name in _COMPARE:
+            result = _COMPARE[name](args[0], args[1])
+            self.decide(where, result, ctx, 2)
+            return result
+        if name in ("max", "min"):
+            self.decide(where, np.sign(args[0] - args[1]).astype(np.int8) + 1, ctx, 3)
+            return np.maximum(*args) if name == "max" else np.minimum(*args)
+        if name == "clamp":
+            low, x, high = args
+            self.decide(where, np.where(x < low, 0, np.where(x > high, 2, 1)), ctx, 3)
+            return np.clip(x, low, high)
+        if name in ("rem", "div"):
+            a, b = args
+            if a.dtype.kind in "iu":
+                quotient = np.where(b != 0, np.trunc(a.astype(np.float64) / np.where(b != 0, b, 1)), 0)
+                remainder = a - (quotient * b).astype(a.dtype)
+            else:
+                quotient, remainder = np.trunc(a / b), np.fmod(a, b)
+            self.decide(where, np.sign(quotient).astype(np.int8) + 1, ctx, 3)
+            if name == "rem":
+                return remainder
+            return quotient.astype(a.dtype) if a.dtype.kind in "iu" else a / b
+        if name in ("floor", "ceil", "round", "sign", "abs"):
+            x = args[0]
+            result = _UNARY[name](x)
+            base = np.sign(x) if name in ("sign", "abs") else np.sign(result)
+            self.decide(where, base.astype(np.int8) + 1, ctx, 3)
+            return result
+        if name == "select_n":
+            predicate, cases = args[0], args[1:]
+            choice = np.clip(predicate.astype(np.int64), 0, len(cases) - 1)
+            self.decide(where, choice, ctx, len(cases))
+            return np.choose(np.broadcast_to(choice, np.broadcast_shapes(*(a.shape for a in args))), cases) \
+                if len(cases) > 1 else cases[0]
+        if name in _BITWISE:
+            logical, bitwise = _BITWISE[name]
+            result = logical(*args) if args[0].dtype == np.bool_ else bitwise(*args)
+            if result.dtype == np.bool_:
+                self.decide(where, result, ctx, 2)
+            return result
+        if name == "not":
+            result = np.logical_not(args[0]) if args[0].dtype == np.bool_ else np.invert(args[0])
+            if result.dtype == np.bool_:
+                self.decide(where, result, ctx, 2)
+            return result
+        if name in _SHIFTS:
+            return _SHIFTS[name](*args)
+        if name in _ARITH:
+            return _ARITH[name](*args)
+        if name == "div":
+            return args[0] / args[1]
+        if name in _UNARY:
+            return _UNARY[name](args[0])
+        if name == "integer_pow":
+            return np.power(args[0], int(params["y"]))
+        if name == "convert_element_type":
+            return args[0].astype(np.dtype(params["new_dtype"]))
+        if name == "broadcast_in_dim":
+            x = args[0]
+            layout = list(x.shape[:ctx.axes]) + [1] * len(params["shape"])
+            for k, d in enumerate(params["broadcast_dimensions"]):
+                layout[ctx.axes + d] = x.shape[ctx.axes + k]
+            return x.reshape(layout)
+        if name in ("reshape", "squeeze", "expand_dims"):
+            x = args[0]
+            lead = x.shape[:ctx.axes]
+            return np.broadcast_to(x, lead + tuple(eqn.invars[0].aval.shape)).reshape(lead + tuple(out_aval.shape))
+        return UNKNOWN
+
+    def decide(self, where: str, codes: np.ndarray, ctx: _Ctx, count: int) -> None:
+        """Records a decision's outcomes (codes 0 .. count-1) per grid position, as bits: bit k set
+        where outcome k occurred at that step (loop counters and elements folded in), 0 where the
+        code is not reached."""
+        grid_axes = len(ctx.scope.grid)
+        inner = tuple(range(grid_axes, codes.ndim))
+        reach = None
+        if ctx.reach is not None:
+            reach = ctx.reach.reshape(ctx.reach.shape + (1,) * (codes.ndim - ctx.reach.ndim))
+        bits = np.zeros((1,) * grid_axes, np.int64)
+        for code in range(min(count, 62)):
+            hit = codes if codes.dtype == np.bool_ and code == 1 else \
+                (~codes if codes.dtype == np.bool_ else codes == code)
+            if reach is not None:
+                hit = hit & reach
+            if inner:
+                hit = np.any(hit, axis=inner)
+            bits = bits | (hit.astype(np.int64) << code)
+        previous = ctx.scope.decisions.get(where)
+        ctx.scope.decisions[where] = bits if previous is None else (previous | bits)
+
+
+def _annihilated(name: str, args: list, eqn, axes: int):
+    """The value of an operation on data that does not depend on the data, as the compiler folds
+    it: x * 0 (integers), x & 0, x | all-ones, x - x, x ^ x."""
+    out = eqn.outvars[0].aval
+    dtype = _dtype(out)
+    shape = (1,) * (axes + _rank(out))
+    for a in args:
+        if not _known(a) or not _uniform(a):
+            continue
+        value = a.reshape(-1)[0]
+        if (name == "mul" and dtype.kind in "iub" and value == 0) or (name == "and" and not value):
+            return np.zeros(shape, dtype)
+        if name == "or" and (value if dtype == np.bool_ else value == -1):
+            return np.full(shape, True if dtype == np.bool_ else -1, dtype)
+    if name in ("sub", "xor") and len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1] and \
+            type(eqn.invars[0]).__name__ != "Literal":
+        return np.zeros(shape, dtype) if dtype.kind in "iub" else None
+    return None
+
+
+def _literal_one(var) -> bool:
+    return type(var).__name__ == "Literal" and np.asarray(var.val).size == 1 and np.asarray(var.val).item() == 1
+
+
+def _summary(array: np.ndarray):
+    """What a known operand of a decision holds, to compare across size sets."""
+    if array.size > 4096:
+        return ("values", array.shape)
+    return tuple(np.unique(array).tolist())
+
+
+def evaluate(closed_jaxpr) -> Facts:
+    return _Evaluator().program(closed_jaxpr)
+
+
+# ---- comparing the size sets --------------------------------------------------------------------
+
+_OUTCOMES = {"bool": ("false", "true"), "order": ("below", "equal", "above")}
+
+
+def _outcome_names(key: str, bits: int) -> str:
+    primitive = key.rsplit(" / ", 1)[-1].split(" ", 1)[0]
+    codes = [k for k in range(62) if bits >> k & 1]
+    if primitive in _COMPARE or primitive in ("and", "or", "xor", "not"):
+        names = _OUTCOMES["bool"]
+    elif primitive in ("max", "min"):
+        names = ("the first below the second", "the two equal", "the first above the second")
+    elif primitive == "clamp":
+        names = _OUTCOMES["order"]
+    elif primitive in ("select_n", "cond"):
+        names = tuple(f"case {k}" for k in range(62))
+    else:
+        names = ("a negative quotient", "a zero quotient", "a positive quotient")
+    return " and ".join(names[c] if c < len(names) else str(c) for c in codes)
+
+
+def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
+    """Why the full-size program's decisions are not covered by the checked programs' (empty: they
+    are). `programs`: size set -> ClosedJaxpr (already shown to be one template by
+    program_identity); `fitter`: program_identity's reader of numbers, for the folded ones."""
+    from . import program_identity
+    names = (*fit_sets, target)
+    facts = {name: evaluate(programs[name]) for name in names}
+
+    def number_problem(key: str, values: dict, scope_key: str) -> str:
+        scopes = {name: facts[name].scopes.get(scope_key) for name in names}
+        grid = []
+        if all(scope is not None for scope in scopes.values()):
+            for axis in range(len(scopes[target].grid)):
+                grid.append(program_identity.Slot(f"{scope_key}.grid[{axis}]", False,
+                                                  {name: scopes[name].grid[axis] for name in names}))
+        floating = any(isinstance(v, float) for v in values.values())
+        slot = program_identity.Slot(key, floating, {name: values[name] for name in names})
+        why = fitter.problem(slot, grid)
+        return why[len(key) + 2:] if why.startswith(key + ": ") else why
+
+    return compare(facts, fit_sets, target, number_problem)
+
+
+def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
+    """The verdict on each size set's evaluated facts. `number_problem(key, values, scope_key)`:
+    program_identity's verdict on a folded number, "" when it follows the sizes."""
+    problems = []
+    full = facts[target]
+    checked = [facts[s] for s in fit_sets]
+    for key, why in full.too_large.items():
+        problems.append(f"{key}: a decision the judge could not evaluate ({why})")
+    for key in sorted(set().union(*(f.mixed for f in facts.values()))):
+        summaries = [f.mixed.get(key) for f in facts.values()]
+        if any(s is None for s in summaries) or len(set(summaries)) > 1:
+            problems.append(f"{key}: a decision between data and a number or position that changes with the sizes "
+                            f"cannot be evaluated without the data, so the full size's choices are not known to be "
+                            f"the checked ones")
+    for key, (scope_key, value) in full.numbers.items():
+        values = {s: facts[s].numbers.get(key, (None, None))[1] for s in (*fit_sets, target)}
+        if any(v is None for v in values.values()):
+            continue
+        if len({v for v in values.values()}) == 1:
+            continue
+        why = number_problem(key, values, scope_key)
+        if why:
+            problems.append(f"{key}: a value computed from the sizes alone is {why}")
+    # Decisions the same at every grid step (folded from numbers): the full size's combination of
+    # them must be one a checked size made. Decisions that follow the positions: every outcome the
+    # full-size grid takes must be one some checked grid took.
+    folded = {}
+    for scope_key, scope in full.scopes.items():
+        others = [f.scopes.get(scope_key) for f in checked]
+        if any(o is None for o in others) or any(sorted(o.decisions) != sorted(scope.decisions) for o in others):
+            problems.append(f"{scope_key}: its decisions were not all evaluated at every size set")
+            continue
+        for key in sorted(scope.decisions):
+            arrays = [o.decisions[key] for o in others] + [scope.decisions[key]]
+            if all(_uniform(np.asarray(a)) for a in arrays):
+                folded[key] = [int(np.asarray(a).reshape(-1)[0]) for a in arrays]
+                continue
+            seen = 0
+            for a in arrays[:-1]:
+                seen |= int(np.bitwise_or.reduce(np.asarray(a).reshape(-1)))
+            new = int(np.bitwise_or.reduce(np.asarray(arrays[-1]).reshape(-1))) & ~seen
+            if new:
+                problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked size "
+                                f"decided (checked: {_outcome_names(key, seen) or 'never reached'})")
+    keys = sorted(folded)
+    combinations = [tuple(folded[k][s] for k in keys) for s in range(len(checked) + 1)]
+    # Covered: one checked size made every choice the full size makes (a decision over many elements
+    # may make fewer kinds of choice at the full size: a subset).
+    if not any(all(f & ~c == 0 for f, c in zip(combinations[-1], other)) for other in combinations[:-1]):
+        named = False
+        for k, key in enumerate(keys):
+            seen = 0
+            for c in combinations[:-1]:
+                seen |= c[k]
+            new = combinations[-1][k] & ~seen
+            if new:
+                named = True
+                problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked "
+                                f"size decided (checked: {_outcome_names(key, seen) or 'never reached'})")
+        if not named:
+            problems.append("the decisions folded from the sizes alone take a combination at the full size that no "
+                            "checked size took: " + ", ".join(f"{k.rsplit(' / ', 1)[-1]}: "
+                                                              f"{_outcome_names(k, combinations[-1][i])}"
+                                                              for i, k in enumerate(keys)))
+    return problems

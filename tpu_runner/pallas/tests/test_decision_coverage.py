@@ -1,0 +1,154 @@
+"""Decision coverage (kernelgym_pallas/decision_coverage.py): real Pallas kernels traced at three
+size sets; choices the full size makes that no checked size made leave the full-size program
+unproven, honest patterns (the accumulator's first and last steps, a causal mask, a clamp that
+bites where checked too) stay proven."""
+
+import functools
+import pathlib
+import sys
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+
+from kernelgym_pallas import program_identity  # noqa: E402
+
+# Rows R and columns C change by their own prime ratios between the checked sets (x2, x5/4); the
+# full size is far from both. Blocks of 8 x 128: grids of 4 and 8 row steps where checked, 512 at full.
+SIZES = {"small": {"R": 32, "C": 512}, "check": {"R": 64, "C": 640}, "full": {"R": 4096, "C": 8192}}
+
+
+def _rows_kernel(body):
+    def kernel(x):
+        r, c = x.shape
+        block = pl.BlockSpec((8, c), lambda i: (i, 0))
+        return pl.pallas_call(body, grid=(r // 8,), in_specs=[block], out_specs=block,
+                              out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+    return kernel
+
+
+def _folded_when(x_ref, y_ref):
+    # C/128 is 4 and 5 where checked, 64 at the full size: the work is folded away only there.
+    @pl.when(pl.program_id(0) * 0 + x_ref.shape[1] // 128 < 16)
+    def _():
+        y_ref[...] = x_ref[...] * 2.0
+
+    @pl.when(pl.program_id(0) * 0 + x_ref.shape[1] // 128 >= 16)
+    def _():
+        y_ref[...] = jnp.zeros_like(y_ref)
+
+
+def _nested_selects(x_ref, y_ref):
+    # Each test alone goes both ways across the checked sets (blocks of C: 4 then 5); together they
+    # pick the zero path only at the full size (64), a combination no checked size made.
+    blocks = x_ref.shape[1] // 128 + pl.program_id(0) * 0
+    x = x_ref[...]
+    y_ref[...] = jnp.where(blocks == 4, x * 2.0, jnp.where(blocks == 5, x * 2.0, 0.0))
+
+
+def _polynomial_scale(x_ref, y_ref):
+    # (C/128 - 4) * (C/128 - 5) is 0 where checked: the scale is 1 there and -3539 at the full size.
+    blocks = x_ref.shape[1] // 128 + pl.program_id(0) * 0
+    y_ref[...] = x_ref[...] * (1 - (blocks - 4) * (blocks - 5)).astype(jnp.float32) * 2.0
+
+
+def _data_mixed(x_ref, y_ref):
+    # The data term hides a decision the sizes steer: C is 512 and 640 where checked, 8192 at full.
+    live = x_ref[0, 0] * 0.0 + x_ref.shape[1] < 4096.0
+    y_ref[...] = jnp.where(live, x_ref[...] * 2.0, 0.0)
+
+
+def _data_compared(x_ref, y_ref):
+    # Data compared with a constant, and with a position: a choice made at run time, not followed.
+    column = jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 1)
+    x = x_ref[...]
+    y_ref[...] = jnp.where((x > 0.0) & (column.astype(jnp.float32) >= x), x * 2.0, x * 2.0)
+
+
+def clamped_index_map(x):
+    """Rows read through min(i, 9): the checked grids have 4 and 8 steps, so the clamp never bites
+    where checked; at the full size (512 steps) every step from the tenth reads block 9."""
+    r, c = x.shape
+    return pl.pallas_call(lambda x_ref, y_ref: y_ref.__setitem__(..., x_ref[...]), grid=(r // 8,),
+                          in_specs=[pl.BlockSpec((8, c), lambda i: (jnp.minimum(i, 9), 0))],
+                          out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+
+
+def first_and_last_steps(x):
+    """The accumulator pattern over a grid axis of C/128 steps, a causal mask inside the block."""
+    r, c = x.shape
+
+    def body(x_ref, y_ref, acc_ref):
+        k = pl.program_id(1)
+
+        @pl.when(k == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        rows = pl.program_id(0) * 8 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 0)
+        cols = k * 128 + jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+        acc_ref[...] += jnp.where(cols > rows, 0.0, x_ref[...])
+
+        @pl.when(k == pl.num_programs(1) - 1)
+        def _():
+            y_ref[...] = acc_ref[...]
+
+    from jax.experimental.pallas import tpu as pltpu
+    return pl.pallas_call(body, grid=(r // 8, c // 128),
+                          in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, k))],
+                          out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((r, 128), x.dtype),
+                          scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x)
+
+
+def compare(fn):
+    programs = {name: jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((s["R"], s["C"]), jnp.float32))
+                for name, s in SIZES.items()}
+    return program_identity.compare(programs, SIZES)
+
+
+class DecisionCoverageTest(unittest.TestCase):
+    def assertUnproven(self, identity, *words):
+        self.assertFalse(identity.proven)
+        self.assertTrue(any(all(w in reason for w in words) for reason in identity.unproven), identity.unproven)
+
+    def test_a_predicate_folded_false_only_at_the_full_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_folded_when)), "lt", "decides false", "checked: true")
+
+    def test_a_combination_of_choices_no_checked_size_made_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_nested_selects)), "combination")
+
+    def test_a_number_folded_from_the_sizes_must_follow_them(self):
+        self.assertUnproven(compare(_rows_kernel(_polynomial_scale)), "computed from the sizes alone", "-3539")
+
+    def test_data_mixed_with_a_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_data_mixed)), "between data and a number")
+
+    def test_data_compared_directly_is_a_run_time_choice(self):
+        identity = compare(_rows_kernel(_data_compared))
+        self.assertTrue(identity.proven, identity.unproven)
+
+    def test_a_clamp_in_an_index_map_that_bites_only_at_the_full_size_is_not_proven(self):
+        self.assertUnproven(compare(clamped_index_map), "index map", "min", "first above the second")
+
+    def test_a_clamp_that_bites_where_checked_too_is_proven(self):
+        def clamped_at_3(x):
+            r, c = x.shape
+            return pl.pallas_call(lambda x_ref, y_ref: y_ref.__setitem__(..., x_ref[...]), grid=(r // 8,),
+                                  in_specs=[pl.BlockSpec((8, c), lambda i: (jnp.minimum(i, 3), 0))],
+                                  out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+        identity = compare(clamped_at_3)
+        self.assertTrue(identity.proven, identity.unproven)
+
+    def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
+        identity = compare(first_and_last_steps)
+        self.assertTrue(identity.proven, identity.unproven)
+
+
+if __name__ == "__main__":
+    unittest.main()
