@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import importlib
+import types
 
 # Modules a kernel needs; their submodules too, except the private and the judge-facing ones.
 ALLOWED_MODULES = ("jax", "jax.numpy", "jax.lax", "jax.nn", "jax.experimental.pallas",
@@ -105,6 +107,47 @@ def _attribute_allowed(module: str, attr: str) -> bool:
     if module == "math":
         return True
     return any(module == p or module.startswith(p + ".") for p in _OPEN_PACKAGES)
+
+
+_MISSING = object()
+
+
+def _resolve(path: str):
+    """The object a dotted path of allowed names reaches in the libraries themselves (the judge has
+    them imported), or _MISSING: `jax.experimental.pallas.tpu.core` is the module
+    jax._src.pallas.mosaic.core, whatever its path says."""
+    parts = path.split(".")
+    for cut in range(len(parts), 0, -1):
+        name = ".".join(parts[:cut])
+        if not _module_allowed(name):
+            continue
+        try:
+            obj = importlib.import_module(name)
+        except Exception:
+            continue
+        for attr in parts[cut:]:
+            obj = _step(obj, attr)
+            if obj is _MISSING:
+                return _MISSING
+        return obj
+    return _MISSING
+
+
+def _step(obj, attr: str):
+    """One attribute further, followed through modules and classes (a class attribute may hold a
+    module too); past any other object the chain is judged by its path."""
+    if not isinstance(obj, (types.ModuleType, type)):
+        return _MISSING
+    try:
+        return getattr(obj, attr, _MISSING)
+    except Exception:
+        return _MISSING
+
+
+def _rules_of(path: str, obj) -> str:
+    """The module whose rules apply to the next attribute: the module actually reached (an
+    attribute that is a module brings its own rules, not its parent's), else the path."""
+    return obj.__name__ if isinstance(obj, types.ModuleType) else path
 
 
 def _stored(target):
@@ -206,12 +249,18 @@ def check(source: str) -> list[Finding]:
                 root = root.value
             if not isinstance(root, ast.Name) or root.id not in module_paths:
                 continue
-            module = module_paths[root.id]
+            # The chain is followed through the real objects: where a step reaches a module, that
+            # module's rules apply (pltpu.core is jax._src.pallas.mosaic.core, and its `np` numpy).
+            path = module_paths[root.id]
+            obj = _resolve(path)
             for attr in reversed(chain):
+                module = _rules_of(path, obj)
                 if not _attribute_allowed(module, attr):
-                    add(node, f"`{module}.{attr}` is not among what a kernel may use from `{module}`")
+                    shown = module if module == path else f"{module} (reached as {path})"
+                    add(node, f"`{module}.{attr}` is not among what a kernel may use from `{shown}`")
                     break
-                module = f"{module}.{attr}"
+                obj = _step(obj, attr)
+                path = f"{path}.{attr}"
     # Assigning into an imported module (jax.numpy.dot = ..., time.perf_counter = ...) patches the
     # judge's view of it.
     for node in ast.walk(tree):
