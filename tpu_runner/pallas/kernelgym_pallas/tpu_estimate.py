@@ -702,18 +702,31 @@ def fresh(fn):
     return call
 
 
-def _match(hlo_kernels, facts) -> list:
+def _match(hlo_kernels, facts, independent=frozenset()) -> list:
     """The traced pallas_call of each compiled Mosaic kernel: in order, when the counts agree and
-    every pair's operand bytes agree (XLA keeps the kernels' order of the program here)."""
+    every pair's operand bytes agree (XLA keeps the order of calls that depend on each other), and
+    no compiled kernel's bytes would pair it just as well with another, different call that XLA was
+    free to run before or after it (`independent`: kernel_order.independent_pairs)."""
     if len(hlo_kernels) != len(facts):
         return [None] * len(hlo_kernels)
     pairs = list(zip(hlo_kernels, facts))
+
     # Within 1% either way: the compiled call may take an operand the trace had twice once (2p's
     # splash attention: 2 MiB fewer of 2.16 GB), or extra outputs of its own.
-    if all(f.operand_bytes <= 0 or abs(k.bytes - f.operand_bytes) <= max(0.01 * f.operand_bytes, 1 << 16)
-           for k, f in pairs):
-        return list(facts)
-    return [None] * len(hlo_kernels)
+    def fits(k, f):
+        return f.operand_bytes <= 0 or abs(k.bytes - f.operand_bytes) <= max(0.01 * f.operand_bytes, 1 << 16)
+
+    if not all(fits(k, f) for k, f in pairs):
+        return [None] * len(hlo_kernels)
+    # XLA may reorder independent calls: a compiled kernel that the bytes would also pair with
+    # another, different pallas_call could be either, so none is assigned.
+    def kind(f):
+        return (f.name, tuple(f.grid), f.step_bytes, f.mxu_flops, f.unconditional)
+
+    if any(fits(k, other) and kind(other) != kind(f) and frozenset({i, j}) in independent
+           for i, (k, f) in enumerate(pairs) for j, other in enumerate(facts) if j != i):
+        return [None] * len(hlo_kernels)
+    return list(facts)
 
 
 def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, closed_jaxpr=None,
@@ -769,11 +782,13 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         reasons.extend(f.reasons)
         if mode == "profile":
             reasons.extend(f.branch_reasons)
-    matched = _match(hlo_kernels, facts)
+    from . import kernel_order
+    matched = _match(hlo_kernels, facts, kernel_order.independent_pairs(closed_jaxpr) if closed_jaxpr is not None
+                     else frozenset())
     xla_own_kernels = trusted_code and not facts and closed_jaxpr is not None
     if hlo_kernels and any(m is None for m in matched) and not xla_own_kernels:
         reasons.append(f"{len(facts)} pallas_calls traced, {len(hlo_kernels)} Mosaic kernels compiled, and they do "
-                       f"not pair up by their operands: the grids cannot be assigned")
+                       f"not pair up by their operands (or pair up in more than one way): the grids cannot be assigned")
     clock, bandwidth = CLOCK_HZ[name], HBM_BYTES_PER_S[name]
     kernel_names = {k.name for k in hlo_kernels}
     profiles: list[KernelProfile] = []
