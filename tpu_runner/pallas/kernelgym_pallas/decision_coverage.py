@@ -50,6 +50,10 @@ class _Data:
     compared, or otherwise combined into it, except by scaling: where those change with the sizes,
     a decision on the value is one the sizes can steer and the data hides (`x*0 + K < 4`)."""
     taint: frozenset = frozenset()
+    # Data that no longer depends on the data (x * 0.0, x - x on floats: the compiler keeps them,
+    # NaN aside, but they are constants in disguise): a decision on it is followed like one on a
+    # number, so what it is compared with counts as an ingredient too.
+    constant: bool = False
 
 
 UNKNOWN = _Data()
@@ -121,12 +125,12 @@ def _known(v) -> bool:
     return isinstance(v, np.ndarray)
 
 
-def _tainted(taint) -> _Data:
+def _tainted(taint, constant: bool = False) -> _Data:
     taint = frozenset(taint)
     if len(taint) > MAX_TAINT:  # a digest keeps it comparable across the size sets
         import hashlib
         taint = frozenset({("digest", hashlib.sha256(repr(sorted(taint, key=repr)).encode()).hexdigest())})
-    return _Data(taint)
+    return _Data(taint, constant)
 
 
 def _carried(value, where: str) -> _Data:
@@ -384,21 +388,24 @@ class _Evaluator:
                 self.facts.too_large[where] = "it follows the grid positions over more elements than the judge evaluates"
             return TOO_LARGE
         if len(known) < len(args):
-            taint = set().union(*(a.taint for a in args if isinstance(a, _Data)))
-            # A number combined into data other than by scaling, or compared with it directly.
-            # Positions compared with data directly (a one-hot against an iota, a ragged length
-            # against a column) are not followed: docs/pallas.md, what is not covered.
-            # Compared directly, data and a number are a choice made at run time (the compiler cannot
+            data = [a for a in args if isinstance(a, _Data)]
+            taint = set().union(*(a.taint for a in data))
+            # Compared directly, data and a number (or a position: a one-hot against an iota, a
+            # ragged length against a column) are a choice made at run time (the compiler cannot
             # fold it; the estimate prices both ways): not followed. Combined first, the number is
-            # an ingredient of the value (`x*0 + K`, which the compiler may fold).
-            ingredients = set() if name in _SCALING or decision else \
+            # an ingredient of the value (`x*0 + K`, which the compiler may fold); and data that is
+            # a constant in disguise is compared like a number.
+            constant = bool(data) and all(a.constant for a in data)
+            ingredients = set() if (name in _SCALING or decision) and not (decision and constant) else \
                 {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
             annihilated = _annihilated(name, args, eqn, ctx.axes)
             if annihilated is not None:
                 return annihilated
             if decision and name != "select_n" and (taint or ingredients):
                 self.facts.mixed[where] = tuple(sorted(map(repr, taint | ingredients)))
-            return _tainted(taint | ingredients)
+            zeroed = (name == "mul" and any(_known(a) and _uniform(a) and a.reshape(-1)[0] == 0 for a in args)) or \
+                (name in ("sub", "xor") and len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1])
+            return _tainted(taint | ingredients, constant=zeroed or constant)
         if name not in ("broadcast_in_dim", "reshape", "squeeze", "expand_dims"):
             # A rank-0 operand of an elementwise operation broadcasts (after the position axes).
             ndim = ctx.axes + _rank(out_aval)
@@ -408,7 +415,8 @@ class _Evaluator:
         if _size(shape) > ELEMENT_BUDGET:
             return TOO_LARGE
         with np.errstate(all="ignore"):
-            return self._apply(eqn, args, ctx, where)
+            value = self._apply(eqn, args, ctx, where)
+        return np.asarray(value) if isinstance(value, np.generic) else value  # numpy hands 0-d results back as scalars
 
     def _apply(self, eqn, args, ctx: _Ctx, where: str):
         name, params, out_aval = eqn.primitive.name, eqn.params, eqn.outvars[0].aval

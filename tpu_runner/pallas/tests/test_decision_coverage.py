@@ -61,6 +61,13 @@ def _data_mixed(x_ref, y_ref):
     y_ref[...] = jnp.where(live, x_ref[...] * 2.0, 0.0)
 
 
+def _zeroed_data_compared(x_ref, y_ref):
+    # Data times zero is a constant in disguise: compared with a number that changes with the sizes
+    # (4 - C/128: 0, -1 where checked, -60 at full), the choice is the sizes', hidden by the data.
+    live = x_ref[...] * 0.0 < 4.0 - x_ref.shape[1] // 128
+    y_ref[...] = jnp.where(live, x_ref[...] * 2.0, 0.0)
+
+
 def _data_compared(x_ref, y_ref):
     # Data compared with a constant, and with a position: a choice made at run time, not followed.
     column = jax.lax.broadcasted_iota(jnp.int32, x_ref.shape, 1)
@@ -127,6 +134,9 @@ class DecisionCoverageTest(unittest.TestCase):
 
     def test_data_mixed_with_a_size_is_not_proven(self):
         self.assertUnproven(compare(_rows_kernel(_data_mixed)), "between data and a number")
+
+    def test_data_times_zero_compared_with_a_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_zeroed_data_compared)), "between data and a number")
 
     def test_data_compared_directly_is_a_run_time_choice(self):
         identity = compare(_rows_kernel(_data_compared))
