@@ -317,7 +317,11 @@ def compare(programs: dict, sizes: dict, fit_sets=("small", "check"), target: st
         _add_reason(identity, problem)
     # What the program computes from its numbers before it touches data (decision_coverage.py).
     from . import decision_coverage
-    for problem in decision_coverage.check(programs, fit_sets, target, fitter):
+    try:
+        problems = decision_coverage.check(programs, fit_sets, target, fitter)
+    except Exception as error:  # a program the evaluator cannot follow is not shown to decide alike
+        problems = [f"the program's decisions could not be evaluated ({type(error).__name__}: {str(error)[:200]})"]
+    for problem in problems:
         _add_reason(identity, problem)
     return identity
 
