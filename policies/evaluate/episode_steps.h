@@ -15,8 +15,18 @@ namespace kernelgym::evaluate {
 
 double SecondsSince(std::chrono::steady_clock::time_point start);
 
-// env.make + env.reset with the context's settings; the env id, and its first observation.
+// env.make + env.reset with the context's settings; the env id, and its first observation (its
+// `speedup` is the paid one: PaidSpeedup).
 std::string StartEpisode(client::Client& env, const EpisodeContext& c, int max_steps, protocol::Observation& first);
+
+// The speedup an evaluation was paid for, from its step (or reset) info's `speedup_kind`: the
+// observation's measured speedup, or off a TPU a pallas evaluation's trusted estimate
+// (`estimated_speedup`, which the observation's `speedup` never carries); 0 when none was paid.
+// Sets `kind` ("measured", "estimated") when one was.
+double PaidSpeedup(const protocol::Observation& o, const nlohmann::json& info, std::string& kind);
+
+// A step's observation with `speedup` set to the paid one (PaidSpeedup), its kind noted in `out`.
+protocol::Observation Paid(const protocol::StepResult& r, TaskOutcome& out);
 
 // Reverts to `best_step` (unless the episode is there), submits, fills the outcome's verdict and
 // closes the env. `policy` is kept with each step in the trajectory store.

@@ -52,15 +52,15 @@ class LearnedKnobsPolicy final : public EpisodePolicy {
       const learned::PolicyOutput output = model->Forward({&state}).at(0);
       learned::Setting action;
       for (const std::vector<float>& probs : output.probs) action.push_back(learned::GreedyValue(probs));
-      const protocol::StepResult r =
-          env.Step(id, protocol::KnobsAction{space.ToKnobs(action)}, {{"policy", "learned-knobs"}});
+      const protocol::Observation o =
+          Paid(env.Step(id, protocol::KnobsAction{space.ToKnobs(action)}, {{"policy", "learned-knobs"}}), out);
       ++out.steps;
-      current_step = r.observation.step;
+      current_step = o.step;
       current = action;
-      last = learned::NameFeatures(feature_names, r.observation.features);
-      last_speedup = r.observation.status == "ok" ? r.observation.speedup : 0;
-      if (r.observation.status == "ok" && r.observation.speedup > out.best_speedup) {
-        out.best_speedup = r.observation.speedup;
+      last = learned::NameFeatures(feature_names, o.features);
+      last_speedup = o.status == "ok" ? o.speedup : 0;
+      if (o.status == "ok" && o.speedup > out.best_speedup) {
+        out.best_speedup = o.speedup;
         best_step = current_step;
       }
     }

@@ -54,7 +54,8 @@ double GeometricMean(const std::vector<double>& values) {
 //    "outcomes": [{"task": str, "episode": int, "correct": bool, "speedup": num,
 //                  "best_speedup": num, "starter_speedup": num, "status": str, "steps": int,
 //                  "seconds": num, "chat_calls": int, "prompt_tokens": int,
-//                  "completion_tokens": int}, ...]}
+//                  "completion_tokens": int, "speedup_kind": str (optional: "measured",
+//                  "estimated" or "", absent in older files)}, ...]}
 
 json OutcomeToJson(const TaskOutcome& o) {
   return {{"task", o.task},
@@ -68,7 +69,8 @@ json OutcomeToJson(const TaskOutcome& o) {
           {"seconds", o.seconds},
           {"chat_calls", o.chat_calls},
           {"prompt_tokens", o.prompt_tokens},
-          {"completion_tokens", o.completion_tokens}};
+          {"completion_tokens", o.completion_tokens},
+          {"speedup_kind", o.speedup_kind}};
 }
 
 json MetricsToJson(const Metrics& m) {
@@ -196,6 +198,7 @@ bool OutcomeFromJson(const json& j, const std::string& path, TaskOutcome& o, std
   r.Integer("chat_calls", o.chat_calls);
   r.Integer("prompt_tokens", o.prompt_tokens);
   r.Integer("completion_tokens", o.completion_tokens);
+  if (j.contains("speedup_kind")) r.String("speedup_kind", o.speedup_kind);
   return r.ok();
 }
 
@@ -369,12 +372,17 @@ std::string RenderMarkdown(const Report& report) {
   if (!report.created.empty()) out += "Created " + report.created + ".\n\n";
   out += "| metric | value |\n|---|---|\n";
   for (const MetricRow& row : MetricRows()) out += "| " + row.name + " | " + row.render(report.metrics) + " |\n";
+  if (std::any_of(report.outcomes.begin(), report.outcomes.end(),
+                  [](const TaskOutcome& o) { return o.speedup_kind == "estimated"; }))
+    out += "\nSpeedups marked *est.* are the TPU compiler's static estimates (a pallas evaluation off a TPU, "
+           "docs/results.md `estimate`), not measurements; fast_p and the geomeans count them as they were paid.\n";
   out += "\n## Tasks\n\n| task | correct | speedup | best | starter | steps | seconds | tokens |\n";
   out += "|---|---|---|---|---|---|---|---|\n";
   const bool episodes = HasEpisodes(report);
   for (const TaskOutcome& o : report.outcomes) {
     out += "| " + Cell(RowLabel(o, episodes)) + " | " + (o.correct ? "✓" : "✗") + " | " +
-           (Timed(o) ? Times(o.speedup) : "—") + " | " + SpeedupOrDash(o.best_speedup) + " | " +
+           (Timed(o) ? Times(o.speedup) + (o.speedup_kind == "estimated" ? " *est.*" : "") : "—") + " | " +
+           SpeedupOrDash(o.best_speedup) + " | " +
            SpeedupOrDash(o.starter_speedup) + " | " + std::to_string(o.steps) + " | " + Format("%.1f", o.seconds) +
            " | " + std::to_string(o.prompt_tokens + o.completion_tokens) + " |\n";
   }

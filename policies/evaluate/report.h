@@ -30,6 +30,10 @@ struct TaskOutcome {
   double speedup = 0;          // the final kernel's speedup over the reference (0 when not correct)
   double best_speedup = 0;     // the best speedup seen during the episode (correct kernels only)
   double starter_speedup = 0;  // the starter's, for reference
+  // What the speedups are (docs/results.md `speedup_kind`): "measured" on the target's own clock,
+  // or "estimated" (a pallas evaluation off a TPU: the TPU compiler's static estimate that the
+  // step paid, never a measurement); "" when no speedup was paid.
+  std::string speedup_kind;
   std::string status;          // the final evaluation's status ("ok", "incorrect", ...; "error: ..." when the episode failed)
   int64_t steps = 0;           // environment steps used
   double seconds = 0;          // wall time of the episode

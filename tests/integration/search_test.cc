@@ -229,6 +229,36 @@ TEST(EvaluateTest, TheReportsNumbersAreTheRecordedEpisodes) {
   EXPECT_NE(ReadText(dir / "out" / "comparison.md").find("| fast_1.0 |"), std::string::npos);
 }
 
+// evaluate --backend pallas off a TPU: nothing is timed, so the report's speedup is the estimate
+// each submit was paid (its step info's estimated_speedup), labelled as one; before, it read the
+// observation's measured speedup and every pallas task scored 0.
+TEST(EvaluateTest, APallasSuiteIsScoredByThePaidEstimate) {
+  const std::filesystem::path dir = TestTempDir() / "evaluate-pallas";
+  const std::filesystem::path store = dir / "store";
+  const ProcessResult run = RunCli({"evaluate", "--policy", "starter", "--suite", "jaxbench-p", "--backend", "pallas",
+                                    "--task", "jaxbench-p/rms_norm", "--out", (dir / "out").string(), "--record-dir",
+                                    store.string()});
+  ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
+  double paid = -1;
+  TrajectoryReader reader(store);
+  for (nlohmann::json record; reader.Next(record);)
+    if (record["kind"] == "transition" && record["action"]["kind"] == "submit") {
+      EXPECT_EQ(record["observation"]["speedup"], 0.0) << "off a TPU nothing is measured";
+      ASSERT_EQ(record["info"]["speedup_kind"], "estimated") << record["info"].dump();
+      paid = record["info"]["estimated_speedup"].get<double>();
+    }
+  ASSERT_GT(paid, 0) << "no submit recorded with a paid estimate";
+  const nlohmann::json report = ReadJson(dir / "out" / "starter.json");
+  ASSERT_EQ(report["outcomes"].size(), 1u);
+  const nlohmann::json& o = report["outcomes"][0];
+  EXPECT_TRUE(o["correct"].get<bool>()) << o.dump();
+  EXPECT_EQ(o["speedup"].get<double>(), paid);
+  EXPECT_EQ(o["starter_speedup"].get<double>(), paid) << "the reset's paid estimate";
+  EXPECT_EQ(o["speedup_kind"], "estimated");
+  EXPECT_EQ(report["metrics"]["fast_p"]["fast_0"], 1.0);
+  EXPECT_NE(ReadText(dir / "out" / "starter.md").find("*est.*"), std::string::npos) << "the estimate is labelled";
+}
+
 // collect: a dataset folder whose card's counts are the files' contents.
 TEST(CollectTest, WritesADatasetWithItsCard) {
   const std::filesystem::path out = TestTempDir() / "collected";

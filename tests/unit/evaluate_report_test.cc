@@ -140,6 +140,7 @@ TEST(ReportJson, RoundTripThroughTextIsExact) {
   report.outcomes[2].prompt_tokens = int64_t{1} << 40;
   report.outcomes[3].episode = 2;
   report.outcomes[3].status = "error: \"quoted\" <and> unicode ✓";
+  report.outcomes[3].speedup_kind = "estimated";
   const nlohmann::json written = ReportToJson(report);
   std::string error;
   const std::optional<Report> back = ReportFromJson(nlohmann::json::parse(written.dump()), error);
@@ -154,6 +155,7 @@ TEST(ReportJson, RoundTripThroughTextIsExact) {
   EXPECT_EQ(back->outcomes[2].prompt_tokens, int64_t{1} << 40);
   EXPECT_EQ(back->outcomes[3].episode, 2);
   EXPECT_EQ(back->outcomes[3].status, report.outcomes[3].status);
+  EXPECT_EQ(back->outcomes[3].speedup_kind, "estimated");
   EXPECT_EQ(back->metrics.fast_p, report.metrics.fast_p);
   EXPECT_EQ(back->metrics.geomean_correct, report.metrics.geomean_correct);
   EXPECT_EQ(back->metrics.cost, report.metrics.cost);
@@ -215,6 +217,23 @@ TEST(RenderMarkdown, MetricsAndTaskRowsInTaskOrder) {
   EXPECT_LT(relu, conv);
   EXPECT_LT(conv, matmul);
   EXPECT_NE(matmul, std::string::npos);
+}
+
+// A pallas report off a TPU: its speedups are the TPU compiler's estimates, and say so; a report
+// written before speedup_kind existed still reads.
+TEST(RenderMarkdown, EstimatedSpeedupsAreLabelled) {
+  Report report = ExampleReport();
+  EXPECT_EQ(RenderMarkdown(report).find("*est.*"), std::string::npos);
+  report.outcomes[0].speedup_kind = "estimated";
+  const std::string md = RenderMarkdown(report);
+  EXPECT_NE(md.find("| softmax | ✓ | 2.00x *est.* |"), std::string::npos) << md;
+  EXPECT_NE(md.find("not measurements"), std::string::npos) << md;
+  nlohmann::json older = ReportToJson(report);
+  for (nlohmann::json& o : older["outcomes"]) o.erase("speedup_kind");
+  std::string error;
+  const std::optional<Report> back = ReportFromJson(older, error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->outcomes[0].speedup_kind, "");
 }
 
 TEST(RenderComparisonMarkdown, ColumnPerReportBestInBoldDashWhenAbsent) {
