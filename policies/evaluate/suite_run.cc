@@ -1,5 +1,7 @@
 #include "policies/evaluate/suite_run.h"
 
+#include "policies/search/proposer.h"
+
 #include <chrono>
 #include <ctime>
 #include <algorithm>
@@ -65,7 +67,8 @@ Report RunSuite(client::Client& env, EpisodePolicy& policy, const SuiteRunOption
   for (const std::string& task : tasks)
     for (int e = 0; e < options.episodes; ++e) {
       EpisodeContext context;
-      context.task = env.GetTask(task);
+      // The knob policies read the top-level knobs: this backend's template (pallas.json's on pallas).
+      context.task = search::TaskForBackend(env.GetTask(task), options.backend);
       context.backend = options.backend;
       context.seed = options.seed + static_cast<uint64_t>(e);
       context.record = options.record;

@@ -70,6 +70,11 @@ std::filesystem::path DefaultStrategiesDir();
 // template for `knobs`, no model for `llm`, a backend `mutate` does not know).
 std::unique_ptr<Proposer> CreateProposer(std::string_view name, const ProposerContext& context, std::string& error);
 
+// The task as a knob policy on `backend` sees it: its top-level knobs made that backend's template
+// (on a backend whose tasks come from a subfolder, pallas, that version's knobs, or none; on cpu
+// task.json's). The knobs proposer, the ranker and the evaluate policies read the top level.
+protocol::TaskInfo TaskForBackend(protocol::TaskInfo task, const std::string& backend);
+
 // The task's knob template: name -> its values, and the defaults (empty when it has none).
 std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const protocol::TaskInfo& task);
 std::map<std::string, protocol::KnobValue> KnobDefaults(const protocol::TaskInfo& task);

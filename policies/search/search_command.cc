@@ -7,7 +7,6 @@
 #include <memory>
 
 #include "policies/common/model.h"
-#include "core/backend_info.h"
 #include "policies/learned/ranker.h"
 
 namespace kernelgym::search {
@@ -121,14 +120,7 @@ int RunSearchCommand(SearchCommand& c) {
   try {
     client::Client env(client::ClientOptions{.endpoint = endpoint, .request_timeout_s = c.env.request_timeout_s});
     ProposerContext context;
-    context.task = env.GetTask(c.task);
-    // The knobs proposer and ranker read the top-level knobs (task.json's): on a backend whose
-    // tasks come from a subfolder (pallas) they are that version's template, or none.
-    if (const BackendInfo* backend = FindBackendInfo(c.backend); backend && !backend->task_folder.empty()) {
-      const auto version = context.task.versions.find(c.backend);
-      context.task.knobs = version != context.task.versions.end() ? version->second.knobs
-                                                                   : std::map<std::string, protocol::KnobDomain>{};
-    }
+    context.task = TaskForBackend(env.GetTask(c.task), c.backend);  // this backend's knob template
     context.backend = c.backend;
     context.assistant = model.assistant.get();
     context.strategies_dir = c.strategies.empty() ? DefaultStrategiesDir() : std::filesystem::path(c.strategies);

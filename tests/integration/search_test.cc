@@ -235,14 +235,22 @@ TEST(EvaluateTest, TheReportsNumbersAreTheRecordedEpisodes) {
 TEST(EvaluateTest, APallasSuiteIsScoredByThePaidEstimate) {
   const std::filesystem::path dir = TestTempDir() / "evaluate-pallas";
   const std::filesystem::path store = dir / "store";
-  const ProcessResult run = RunCli({"evaluate", "--policy", "starter", "--suite", "jaxbench-p", "--backend", "pallas",
-                                    "--task", "jaxbench-p/rms_norm", "--out", (dir / "out").string(), "--record-dir",
-                                    store.string()});
+  // random-knobs with one evaluation: the pallas version's own template (pallas.json) is the one
+  // it moves (before, it saw task.json's knobs only, found none and submitted the starter).
+  const ProcessResult run = RunCli({"evaluate", "--policy", "starter", "--policy", "random-knobs", "--suite",
+                                    "jaxbench-p", "--backend", "pallas", "--task", "jaxbench-p/rms_norm",
+                                    "--max-evaluations", "1", "--seed", "3", "--out", (dir / "out").string(),
+                                    "--record-dir", store.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
+  EXPECT_EQ(run.stderr_text.find("no knob template"), std::string::npos) << run.stderr_text;
+  const nlohmann::json knobs_report = ReadJson(dir / "out" / "random-knobs.json");
+  ASSERT_EQ(knobs_report["outcomes"].size(), 1u);
+  EXPECT_GE(knobs_report["outcomes"][0]["steps"].get<int>(), 2) << "a knobs step, then the submit";
   double paid = -1;
   TrajectoryReader reader(store);
   for (nlohmann::json record; reader.Next(record);)
-    if (record["kind"] == "transition" && record["action"]["kind"] == "submit") {
+    if (record["kind"] == "transition" && record["action"]["kind"] == "submit" && record.contains("meta") &&
+        record["meta"].value("policy", "") == "starter") {
       EXPECT_EQ(record["observation"]["speedup"], 0.0) << "off a TPU nothing is measured";
       ASSERT_EQ(record["info"]["speedup_kind"], "estimated") << record["info"].dump();
       paid = record["info"]["estimated_speedup"].get<double>();
