@@ -164,6 +164,7 @@ class SearchPolicy final : public EpisodePolicy {
     // The graph's speedups are the paid ones (search.cc: a pallas step off a TPU pays its estimate).
     out.speedup_kind = final.value("speedup_kind", "");
     if (out.speedup_kind.empty() && best) out.speedup_kind = graph.node(*best).speedup_kind;
+    if (out.speedup <= 0) out.speedup_kind.clear();  // nothing was paid (a node's kind defaults to measured)
     out.seconds = SecondsSince(start);
     return out;
   }
