@@ -39,10 +39,15 @@ def compare(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) 
     return int(bad.sum()), err
 
 
-def _start(module: str, args: list[str], env: dict) -> subprocess.Popen:
+def _start(module: str, args: list[str], env: dict, folder: pathlib.Path) -> subprocess.Popen:
+    # Each process works in its own job folder, as under the runner: the judge writes libtpu's
+    # schedule dump (the estimate's source) into `tpu_scratch` under its working folder, and two
+    # checks sharing one read each other's files (an estimate withheld or priced from the other
+    # compile's kernels). The package is found through PYTHONPATH instead.
+    package_parent = str(pathlib.Path(__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH", "")) if p)
     return subprocess.Popen([sys.executable, "-m", module, *args, "--no-seccomp"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True, env=env,
-                            cwd=pathlib.Path(__file__).resolve().parent.parent)
+                            stdout=subprocess.PIPE, text=True, env=dict(env, PYTHONPATH=path), cwd=folder)
 
 
 def _read(process: subprocess.Popen, who: str):
@@ -78,8 +83,8 @@ def check(task_dir: pathlib.Path, candidate: str, target: str = "v5e", layout: s
         for folder in (judge_dir, tracer_dir):
             (folder / "candidate.py").write_text(candidate)
         started = time.perf_counter()
-        judge = _start("kernelgym_pallas.judge", ["--target", target], dict(os.environ))
-        tracer = _start("kernelgym_pallas.tracer", [], dict(os.environ, JAX_PLATFORMS="cpu"))
+        judge = _start("kernelgym_pallas.judge", ["--target", target], dict(os.environ), judge_dir)
+        tracer = _start("kernelgym_pallas.tracer", [], dict(os.environ, JAX_PLATFORMS="cpu"), tracer_dir)
         ready = _read(judge, "judge")
         _read(tracer, "tracer")
         if verbose:
