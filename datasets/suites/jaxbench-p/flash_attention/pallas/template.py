@@ -68,6 +68,7 @@ def kernel(q, k, v):
         out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
         scratch_shapes=[pltpu.VMEM((bq, 1), jnp.float32), pltpu.VMEM((bq, 1), jnp.float32),
                         pltpu.VMEM((bq, D), jnp.float32)],
-        compiler_params=pltpu.CompilerParams(dimension_semantics=("parallel", "parallel", "parallel", "arbitrary"),
-                                             vmem_limit_bytes=64 * 1024 * 1024),
+        # Dimension semantics left at the default (as the starter): with all but the key axis
+        # "parallel" the estimator found XLA ops it could not price and withheld its trust.
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=64 * 1024 * 1024),
     )(q, k, v)
