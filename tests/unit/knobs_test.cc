@@ -171,9 +171,10 @@ TEST(ApplyKnobs, APallasVersionGetsPythonAssignmentsBeforeItsTemplate) {
 TEST(ApplyKnobs, TheBundledGemmPallasTemplate) {
   const TaskLoadResult loaded = LoadTask(DefaultSuitesRoot() / "jaxbench-p" / "gemm");
   ASSERT_TRUE(loaded.task.has_value()) << loaded.error;
-  const EditOutcome out = ApplyKnobs(*loaded.task, "pallas", {{"BM", int64_t{128}}, {"K_BLOCK", std::string("whole")}});
+  const EditOutcome out = ApplyKnobs(*loaded.task, "pallas", {{"K_BLOCK", std::string("k4")}});
   ASSERT_TRUE(out.source.has_value()) << out.error;
-  EXPECT_EQ(out.source->rfind("BM = 128\nBN = 256\nK_BLOCK = \"whole\"\n", 0), 0u) << *out.source;
+  EXPECT_EQ(out.source->rfind("K_BLOCK = \"k4\"\nTILE = \"t256\"\n", 0), 0u) << *out.source;
+  EXPECT_EQ(AllKnobCombinations(*loaded.task, "pallas").size(), 4u);
   EXPECT_NE(out.source->find(loaded.task->variants.at("pallas").template_source), std::string::npos);
 }
 
