@@ -85,6 +85,7 @@ write-back on the last k step) is paid at every step: a bias against the candida
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import pathlib
 import re
@@ -369,6 +370,59 @@ def mosaic_kernels(hlo_text: str) -> tuple[list[HloKernel], list[str]]:
                 total += shape_bytes(operand)  # older text: the operand's type written inline
         out.append(HloKernel(name, comp, entry, total))
     return out, control
+
+
+# ---- XLA's own model of the XLA ops: its total, read back where it counts ops it cannot price -----
+
+_CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+_FUSION_CALLS = re.compile(r"\bfusion\(.*?\bcalls=%?([\w.\-]+)")
+
+
+def unpriced_custom_calls(hlo_text: str) -> list[str]:
+    """The custom calls of an optimized HLO module that XLA's TPU cost model prices at -1 s each
+    (its "no estimate"): every one outside a fusion's body except Mosaic's (`tpu_custom_call`, which
+    the model prices at its declared pl.CostEstimate, or 0). Measured here (jax 0.10.2, libtpu
+    0.0.42.1, deviceless v6e): one 64-row sequence of JAXBench's 7p (no custom call) has
+    optimal_seconds 0.764 ms, exactly its bytes accessed at HBM_BYTES_PER_S; two sequences (two
+    `ConcatBitcast` calls, which emit no code) -1.99888, i.e. 1.124 ms of ops minus 2; all 64
+    sequences (16 such calls) -15.96978: 30.2 ms minus 16. Inside a fusion a custom call (a gather's
+    `GatherScatterIndicesBitpacked`) is priced with the fusion."""
+    fused = set(_FUSION_CALLS.findall(hlo_text))
+    out, computation = [], ""
+    for line in hlo_text.splitlines():
+        head = _COMPUTATION.match(line)
+        if head and " = " not in line.split("(", 1)[0]:
+            computation = head.group(2)
+            continue
+        match = _INSTRUCTION.match(line)
+        if not match or computation in fused or " custom-call(" not in match.group(2):
+            continue
+        target = _CUSTOM_CALL_TARGET.search(match.group(2))
+        if target is None or target.group(1) != "tpu_custom_call":
+            out.append(match.group(1))
+    return out
+
+
+def xla_model_seconds(cost: dict, hlo_text: str) -> tuple[float, str | None]:
+    """XLA's model of the program's XLA ops (`optimal_seconds`), with the -1 s it counts for each op
+    it cannot price (unpriced_custom_calls) taken back out; (0, why) where that cannot be done.
+
+    The count is read twice, and used only where the readings agree: from the HLO (the unpriced
+    calls), and from the total itself, which holds it exactly while the priced ops take under a
+    second (n calls and a true time t in [0, 1) give a total in [-n, 1 - n): n = ceil(-total)).
+    Before, any such call made the total negative and the whole model was dropped: JAXBench's 7p
+    baseline (a Python loop over 64 sequences) was priced by its schedules alone, at 0.08 of its
+    measured time, since most of its ops work on buffers XLA keeps in VMEM (no DMA to count)."""
+    total = float(cost.get("optimal_seconds", 0.0) or 0.0)
+    unpriced = unpriced_custom_calls(hlo_text)
+    if not unpriced:
+        if total < 0:
+            return 0.0, f"XLA's cost model gave a negative time ({total:.6g} s) with no unpriced op to explain it"
+        return total, None
+    if total >= 0 or math.ceil(-total) != len(unpriced):
+        return 0.0, (f"XLA's cost model gave {total:.6g} s with {len(unpriced)} op(s) it prices at -1 s (e.g. "
+                     f"{unpriced[0]}): the two readings of their count disagree, so the model is not used")
+    return total + len(unpriced), None
 
 
 # ---- the traced program: what the static profile cannot count ----------------------------------
@@ -893,14 +947,16 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     if uncounted:
         reasons.append(f"{len(uncounted)} XLA op(s) in the body of a while loop without a static trip count (e.g. "
                        f"{uncounted[0]}): counted once")
-    xla_model = max(0.0, float(compiled.cost.get("optimal_seconds", 0.0) or 0.0))
+    # XLA's model, with the -1 s it counts for each op it cannot price taken back out.
+    xla_model, model_reason = xla_model_seconds(compiled.cost, hlo_text)
     # Each source misses something. XLA's model prices transcendentals at nothing (exp(sin(x) x)
     # on 16M floats: the profile 432,950 cycles, the model a copy's time) and convolutions as if
     # the MXU were full; the static figures count a loop's body once and know no HBM bandwidth.
     # Both are lower bounds: the larger is taken.
     xla_seconds = max(xla_model, xla_floor)
     if xla_ops and xla_model == 0.0:
-        reasons.append("XLA ops were compiled but XLA's cost model gave no time for them")
+        reasons.append("XLA ops were compiled but XLA's cost model gave no time for them"
+                       + (f" ({model_reason})" if model_reason else ""))
     if not hlo_kernels and xla_seconds == 0.0:
         reasons.append("neither a Mosaic kernel nor an XLA figure: nothing to estimate")
     seconds = mosaic_seconds + xla_seconds

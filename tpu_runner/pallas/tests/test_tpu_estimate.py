@@ -193,6 +193,60 @@ class ParseHlo(unittest.TestCase):
         self.assertEqual(tpu_estimate.shape_bytes("s32[]"), 4)
 
 
+class XlaModelWithUnpricedOps(unittest.TestCase):
+    """XLA's TPU cost model counts -1 s for each op it cannot price (7p's `ConcatBitcast` calls, which
+    emit no code): the total of two sequences of JAXBench's 7p, as XLA gave it (float32), beside its
+    bytes accessed at the HBM bandwidth (1,841,019,008 B / 1638e9 B/s = 1.12394 ms)."""
+    HLO = ("HloModule m\n\n"
+           "%fused_computation (param_0: bf16[64,128], param_1: s32[8]) -> bf16[8,128] {\n"
+           "  %param_1 = s32[8]{0} parameter(1)\n"
+           "  %custom-call.1 = s32[8,2]{1,0} custom-call(%param_1), "
+           "custom_call_target=\"GatherScatterIndicesBitpacked\"\n"
+           "  ROOT %gather = bf16[8,128]{1,0} gather(%param_0, %custom-call.1)\n}\n\n"
+           "ENTRY %main (x: bf16[64,128], i: s32[8]) -> f32[2,64,4096] {\n"
+           "  %x = bf16[64,128]{1,0} parameter(0)\n"
+           "  %i = s32[8]{0} parameter(1)\n"
+           "  %gather_fusion = bf16[8,128]{1,0} fusion(%x, %i), kind=kCustom, calls=%fused_computation\n"
+           "  %custom-call.8 = f32[64,64,4096]{2,1,0:T(8,128)S(1)} custom-call(%slice-done, %slice-done.1), "
+           "custom_call_target=\"ConcatBitcast\"\n"
+           "  %custom-call.9 = f32[64,64,4096]{2,1,0:T(8,128)S(1)} custom-call(%slice-done.2, %slice-done.3), "
+           "custom_call_target=\"ConcatBitcast\"\n"
+           "  %k.1 = f32[8,128]{1,0} custom-call(%x), custom_call_target=\"tpu_custom_call\"\n"
+           "  ROOT %r = f32[2,64,4096]{2,1,0} concatenate(%custom-call.8, %custom-call.9), dimensions={0}\n}\n")
+    TOTAL = -1.9988760948181152
+
+    def test_the_unpriced_calls_are_those_outside_fusions_and_not_mosaic(self):
+        self.assertEqual(tpu_estimate.unpriced_custom_calls(self.HLO), ["custom-call.8", "custom-call.9"])
+
+    def test_their_seconds_are_taken_back_out(self):
+        seconds, why = tpu_estimate.xla_model_seconds({"optimal_seconds": self.TOTAL}, self.HLO)
+        self.assertIsNone(why)
+        self.assertAlmostEqual(seconds, 1841019008 / tpu_estimate.HBM_BYTES_PER_S["v6e"], delta=2e-7)
+
+    def test_a_count_the_total_does_not_hold_is_refused(self):
+        # Three unpriced calls in the HLO against a total that holds two, or a positive total with
+        # unpriced calls: no model, never a guess.
+        three = self.HLO.replace("  %k.1 =", "  %custom-call.10 = f32[8]{0} custom-call(%x), "
+                                 "custom_call_target=\"ConcatBitcast\"\n  %k.1 =")
+        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": self.TOTAL}, three)[0], 0.0)
+        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": 0.5}, self.HLO)[0], 0.0)
+        seconds, why = tpu_estimate.xla_model_seconds({"optimal_seconds": -0.25}, "ENTRY %main () -> f32[] {\n}\n")
+        self.assertEqual(seconds, 0.0)
+        self.assertIn("negative", why)
+        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": 0.003}, "")[0], 0.003)
+
+    def test_estimate_prices_the_xla_ops_by_the_model_read_back(self):
+        # Before, the negative total was dropped: no XLA figure at all, and the estimate untrusted.
+        import types
+        from kernelgym_pallas import tpu_target
+        compiled = tpu_target.Compiled(types.SimpleNamespace(as_text=lambda: self.HLO.replace(
+            "  %k.1 = f32[8,128]{1,0} custom-call(%x), custom_call_target=\"tpu_custom_call\"\n", "")),
+            {"optimal_seconds": self.TOTAL}, {}, 0.0)
+        est = tpu_estimate.estimate(target=types.SimpleNamespace(name="v6e"), compiled=compiled)
+        self.assertAlmostEqual(est.xla_model_seconds, 1.12394e-3, delta=2e-7)
+        self.assertAlmostEqual(est.seconds, 1.12394e-3, delta=2e-7)
+
+
 class Environment(unittest.TestCase):
     def test_flags_and_log_bounds(self):
         with tempfile.TemporaryDirectory() as folder:
