@@ -224,12 +224,14 @@ class XlaModelWithUnpricedOps(unittest.TestCase):
         self.assertAlmostEqual(seconds, 1841019008 / tpu_estimate.HBM_BYTES_PER_S["v6e"], delta=2e-7)
 
     def test_a_count_the_total_does_not_hold_is_refused(self):
-        # Three unpriced calls in the HLO against a total that holds two, or a positive total with
-        # unpriced calls: no model, never a guess.
+        # Three unpriced calls in the HLO against a total that holds two, or a negative total with
+        # none: no model, never a guess. A total that is not negative stands as it is.
         three = self.HLO.replace("  %k.1 =", "  %custom-call.10 = f32[8]{0} custom-call(%x), "
                                  "custom_call_target=\"ConcatBitcast\"\n  %k.1 =")
-        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": self.TOTAL}, three)[0], 0.0)
-        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": 0.5}, self.HLO)[0], 0.0)
+        seconds, why = tpu_estimate.xla_model_seconds({"optimal_seconds": self.TOTAL}, three)
+        self.assertEqual(seconds, 0.0)
+        self.assertIn("disagree", why)
+        self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": 0.5}, self.HLO), (0.5, None))
         seconds, why = tpu_estimate.xla_model_seconds({"optimal_seconds": -0.25}, "ENTRY %main () -> f32[] {\n}\n")
         self.assertEqual(seconds, 0.0)
         self.assertIn("negative", why)
