@@ -249,6 +249,48 @@ class XlaModelWithUnpricedOps(unittest.TestCase):
         self.assertAlmostEqual(est.seconds, 1.12394e-3, delta=2e-7)
 
 
+class OpsSharingOneProgram(unittest.TestCase):
+    """libtpu compiles ops of the same text once and dumps the schedule under one of their names
+    (JAXBench's 7p: 96 schedules for 3,918 ops, the 64 sequences' copies of each fusion counted once)."""
+    HLO = ("HloModule m\n\n"
+           "%fc.1 (param_0.1: f32[1024,128]) -> f32[1024,128] {\n"
+           "  %param_0.1 = f32[1024,128]{1,0} parameter(0)\n"
+           "  ROOT %exp.1 = f32[1024,128]{1,0} exponential(%param_0.1), metadata={op_name=\"a\"}\n}\n\n"
+           "%fc.2 (param_0.7: f32[1024,128]) -> f32[1024,128] {\n"
+           "  %param_0.7 = f32[1024,128]{1,0} parameter(0)\n"
+           "  ROOT %exp.9 = f32[1024,128]{1,0} exponential(%param_0.7), metadata={op_name=\"b\"}\n}\n\n"
+           "%fc.3 (param_0.2: f32[1024,128]) -> f32[1024,128] {\n"
+           "  %param_0.2 = f32[1024,128]{1,0} parameter(0)\n"
+           "  ROOT %log.1 = f32[1024,128]{1,0} log(%param_0.2)\n}\n\n"
+           "ENTRY %main (x: f32[1024,128]) -> f32[1024,128] {\n"
+           "  %x = f32[1024,128]{1,0} parameter(0)\n"
+           "  %fusion.1 = f32[1024,128]{1,0:T(8,128)} fusion(%x), kind=kLoop, calls=%fc.1, metadata={op_name=\"s0\"}\n"
+           "  %fusion.2 = f32[1024,128]{1,0:T(8,128)} fusion(%fusion.1), kind=kLoop, calls=%fc.2, metadata={op_name=\"s1\"}\n"
+           "  %fusion.3 = f32[1024,128]{1,0:T(8,128)} fusion(%fusion.2), kind=kLoop, calls=%fc.3\n"
+           "  ROOT %fusion.4 = f32[1024,128]{1,0:T(8,128)S(1)} fusion(%fusion.3), kind=kLoop, calls=%fc.1\n}\n")
+
+    def test_ops_of_the_same_text_are_put_together(self):
+        twins = tpu_estimate.same_code_ops(self.HLO)
+        self.assertEqual(twins["fusion.1"], ["fusion.1", "fusion.2"])   # names and metadata left out
+        self.assertEqual(twins["fusion.3"], ["fusion.3"])               # another body
+        self.assertEqual(twins["fusion.4"], ["fusion.4"])               # another memory space
+        self.assertNotIn("exp.1", twins)                                # inside a fusion's body
+
+    def test_each_op_of_a_shared_program_is_priced(self):
+        import types
+        from kernelgym_pallas import tpu_target
+        bundles = "".join(f"   0x{i:x}   :  {{ %s{i}_s1 = smov {i} }}\n" for i in range(1000))
+        compiled = tpu_target.Compiled(types.SimpleNamespace(as_text=lambda: self.HLO), {"optimal_seconds": 1e-9}, {},
+                                       0.0)
+        with tempfile.TemporaryDirectory() as folder:
+            for op in ("fusion.1", "fusion.3", "fusion.4"):
+                (pathlib.Path(folder) / f"12-{op}-02-final_bundles.txt").write_text(bundles)
+            est = tpu_estimate.estimate(target=types.SimpleNamespace(name="v6e"), dump_dir=folder, compiled=compiled)
+        # fusion.1's schedule runs for fusion.2 too: 4 x 1000 bundles, not 3 x 1000.
+        self.assertAlmostEqual(est.xla_floor_seconds, 4 * 1000 / tpu_estimate.CLOCK_HZ["v6e"], delta=1e-12)
+        self.assertEqual(est.xla_llo_cycles, 4000)
+
+
 class Environment(unittest.TestCase):
     def test_flags_and_log_bounds(self):
         with tempfile.TemporaryDirectory() as folder:
