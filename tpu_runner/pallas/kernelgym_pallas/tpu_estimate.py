@@ -29,13 +29,14 @@ jax is imported):
 
 Both add the XLA ops around the kernels, priced by XLA's cost model (`cost_analysis()
 ["optimal_seconds"]`, which sees nothing inside a Mosaic kernel and, on TPU, is erratic around an
-XLA while loop), floored by the ops' own static cycles at CLOCK_HZ (the chip's clock): in "bundles" mode their final
+XLA while loop; its -1 s for each op it cannot price is taken back out, xla_model_seconds), floored by the ops' own static cycles at CLOCK_HZ (the chip's clock): in "bundles" mode their final
 schedules (each bundle times its loops' trip counts, as for a kernel; an op in the body of an XLA
 while loop with a static trip count, hlo_loops.py, times that count), in "profile" mode their
 static profile. Each is a lower bound that misses something: XLA's model prices a convolution or
 a transcendental as if the MXU and VPU were always full (2-3x optimistic on JAXBench's
 convolutions); a schedule knows nothing of HBM bandwidth (a memory-bound RMSNorm: 0.35x), and
-counts an op in a loop without a static trip count once. The larger is taken. The reference is valued the same way. Against the measured v6e times of 46
+counts an op in a loop without a static trip count once (each op sharing a compiled program with
+another is counted, same_code_ops). The larger is taken. The reference is valued the same way. Against the measured v6e times of 46
 JAXBench baselines (bench/tpu_estimate_calibration.py, docs/benchmarks.md) the estimate's rank
 correlation went from 0.89 to 0.97 with the schedule floor, and the share within 1.5x after one
 scale from 80% to 83%.
