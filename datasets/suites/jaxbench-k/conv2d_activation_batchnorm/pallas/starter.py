@@ -28,25 +28,45 @@ EPS = 1e-5
 HI = jax.lax.Precision.HIGHEST
 
 
-def _conv_chunk(x_refs, w_ref, offsets):
-    """acc[Cout, CHUNK] = sum over taps t of w[t] @ x[:, off_t : off_t + CHUNK]."""
-    xs = jnp.concatenate([r[0] for r in x_refs], axis=1) if len(x_refs) > 1 else x_refs[0][0]
+def _shifted_rows(x, kh_size):
+    """rows[n, kh, ci, h * W + w] = x[n, ci, h + kh, w] (zero past the last row)."""
+    n, cin, h, w = x.shape
+    xp = jnp.pad(x, ((0, 0), (0, 0), (0, kh_size - 1), (0, 0)))
+    rows = jnp.stack([xp[:, :, kh:kh + h, :] for kh in range(kh_size)], axis=1)
+    return rows.reshape(n, kh_size, cin, h * w)
+
+
+def _row_specs(kh_size, cin, chunks):
+    """This chunk of every row shift, and the following one (the halo)."""
+    block = (1, kh_size, cin, CHUNK)
+    return [pl.BlockSpec(block, lambda b, c: (b, 0, 0, c)),
+            pl.BlockSpec(block, lambda b, c: (b, 0, 0, jnp.minimum(c + 1, chunks - 1)))]
+
+
+def _valid_mask(h, w, oh, ow):
+    """1.0 at the flattened positions p = oh * W + ow of real outputs, 0.0 at the junk ones."""
+    p = jnp.arange(h * w)
+    return ((p // w < oh) & (p % w < ow)).astype(jnp.float32).reshape(1, h * w)
+
+
+def _conv_chunk(x_ref, halo_ref, w_ref, kw_size):
+    """acc[Cout, CHUNK] = sum over taps (kh, kw) of w[kh, kw] @ rows[kh][:, kw : kw + CHUNK]."""
     acc = None
-    for t, off in enumerate(offsets):
-        part = jnp.dot(w_ref[t], xs[:, off:off + CHUNK], preferred_element_type=jnp.float32,
-                       precision=HI)
-        acc = part if acc is None else acc + part
+    for kh in range(x_ref.shape[1]):
+        xs = jnp.concatenate([x_ref[0, kh], halo_ref[0, kh]], axis=1)  # [Cin, 2 * CHUNK]
+        for kw in range(kw_size):
+            part = jnp.dot(w_ref[kh * kw_size + kw], xs[:, kw:kw + CHUNK],
+                           preferred_element_type=jnp.float32, precision=HI)
+            acc = part if acc is None else acc + part
     return acc
 
 
-def _conv_mish_stats(offsets, n_halo, count, *refs):
-    x_refs = refs[:n_halo]
-    (w_ref, cb_ref, bw_ref, mask_ref,
-     a_ref, mean_ref, scale_ref, ref_ref, sum_ref, sq_ref) = refs[n_halo:]
+def _conv_mish_stats(kw_size, x_ref, halo_ref, w_ref, cb_ref, bw_ref, mask_ref, count_ref,
+                     a_ref, mean_ref, scale_ref, ref_ref, sum_ref, sq_ref):
     b = pl.program_id(0)
     c = pl.program_id(1)
 
-    v = _conv_chunk(x_refs, w_ref, offsets) + cb_ref[...]
+    v = _conv_chunk(x_ref, halo_ref, w_ref, kw_size) + cb_ref[...]
     a = v * jnp.tanh(jax.nn.softplus(v))
     a_ref[0] = a
     mask = mask_ref[...]
@@ -63,6 +83,7 @@ def _conv_mish_stats(offsets, n_halo, count, *refs):
 
     @pl.when((b == pl.num_programs(0) - 1) & (c == pl.num_programs(1) - 1))
     def _fold():
+        count = count_ref[...]
         dmean = sum_ref[...] / count
         var = jnp.maximum(sq_ref[...] / count - dmean * dmean, 0.0)  # biased variance
         mean_ref[...] = ref_ref[...] + dmean
@@ -77,37 +98,33 @@ def kernel(x, weight, conv_bias, bn_weight, bn_bias):
     n, cin, h, w = x.shape
     cout, _, kh_size, kw_size = weight.shape
     oh, ow = h - kh_size + 1, w - kw_size + 1
-    offsets = [kh * w + kw for kh in range(kh_size) for kw in range(kw_size)]
-    chunks = -(-(oh * w) // CHUNK)
-    n_halo = 1 + -(-max(offsets) // CHUNK)      # this chunk plus enough following ones
-    length = (chunks + n_halo - 1) * CHUNK
-    xf = jnp.pad(x.reshape(n, cin, h * w), ((0, 0), (0, 0), (0, length - h * w)))
+    chunks = h * w // CHUNK
+    rows = _shifted_rows(x, kh_size)
     taps = weight.transpose(2, 3, 0, 1).reshape(kh_size * kw_size, cout, cin)
-    p = jnp.arange(chunks * CHUNK)
-    mask = ((p < oh * w) & (p % w < ow)).astype(jnp.float32).reshape(1, chunks * CHUNK)
+    mask = _valid_mask(h, w, oh, ow)
+    count = (n * jnp.sum(mask)).reshape(1, 1)  # N * OH * OW, counted in the program
     f32 = jnp.float32
 
-    x_specs = [pl.BlockSpec((1, cin, CHUNK), lambda b, c, d=d: (b, 0, c + d))
-               for d in range(n_halo)]
     chunk_spec = pl.BlockSpec((1, cout, CHUNK), lambda b, c: (b, 0, c))
     col = pl.BlockSpec((cout, 1), lambda b, c: (0, 0))
     act, mean, scale = pl.pallas_call(
-        lambda *refs: _conv_mish_stats(offsets, n_halo, float(n * oh * ow), *refs),
+        lambda *refs: _conv_mish_stats(kw_size, *refs),
         grid=(n, chunks),
-        in_specs=x_specs + [pl.BlockSpec(taps.shape, lambda b, c: (0, 0, 0)), col, col,
-                            pl.BlockSpec((1, CHUNK), lambda b, c: (0, c))],
+        in_specs=_row_specs(kh_size, cin, chunks) + [
+            pl.BlockSpec(taps.shape, lambda b, c: (0, 0, 0)), col, col,
+            pl.BlockSpec((1, CHUNK), lambda b, c: (0, c)), pl.BlockSpec((1, 1), lambda b, c: (0, 0))],
         out_specs=[chunk_spec, col, col],
-        out_shape=[jax.ShapeDtypeStruct((n, cout, chunks * CHUNK), f32),
+        out_shape=[jax.ShapeDtypeStruct((n, cout, h * w), f32),
                    jax.ShapeDtypeStruct((cout, 1), f32),
                    jax.ShapeDtypeStruct((cout, 1), f32)],
         scratch_shapes=[pltpu.VMEM((cout, 1), f32)] * 3,
-    )(*([xf] * n_halo), taps, conv_bias.reshape(cout, 1), bn_weight.reshape(cout, 1), mask)
+    )(rows, rows, taps, conv_bias.reshape(cout, 1), bn_weight.reshape(cout, 1), mask, count)
 
     yf = pl.pallas_call(
         _normalize,
         grid=(n, chunks),
         in_specs=[chunk_spec, col, col, col],
         out_specs=chunk_spec,
-        out_shape=jax.ShapeDtypeStruct((n, cout, chunks * CHUNK), x.dtype),
+        out_shape=jax.ShapeDtypeStruct((n, cout, h * w), x.dtype),
     )(act, mean, scale, bn_bias.reshape(cout, 1))
-    return yf[:, :, :oh * w].reshape(n, cout, oh, w)[:, :, :, :ow]
+    return yf.reshape(n, cout, h, w)[:, :, :oh, :ow]
