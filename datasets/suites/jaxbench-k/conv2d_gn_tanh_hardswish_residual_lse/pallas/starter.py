@@ -28,26 +28,46 @@ EPS = 1e-5
 HI = jax.lax.Precision.HIGHEST
 
 
-def _conv_chunk(x_refs, w_ref, offsets):
-    """acc[Cout, CHUNK] = sum over taps t of w[t] @ x[:, off_t : off_t + CHUNK]."""
-    xs = jnp.concatenate([r[0] for r in x_refs], axis=1) if len(x_refs) > 1 else x_refs[0][0]
+def _shifted_rows(x, kh_size):
+    """rows[n, kh, ci, h * W + w] = x[n, ci, h + kh, w] (zero past the last row)."""
+    n, cin, h, w = x.shape
+    xp = jnp.pad(x, ((0, 0), (0, 0), (0, kh_size - 1), (0, 0)))
+    rows = jnp.stack([xp[:, :, kh:kh + h, :] for kh in range(kh_size)], axis=1)
+    return rows.reshape(n, kh_size, cin, h * w)
+
+
+def _row_specs(kh_size, cin, chunks):
+    """This chunk of every row shift, and the following one (the halo)."""
+    block = (1, kh_size, cin, CHUNK)
+    return [pl.BlockSpec(block, lambda b, c: (b, 0, 0, c)),
+            pl.BlockSpec(block, lambda b, c: (b, 0, 0, jnp.minimum(c + 1, chunks - 1)))]
+
+
+def _valid_mask(h, w, oh, ow):
+    """1.0 at the flattened positions p = oh * W + ow of real outputs, 0.0 at the junk ones."""
+    p = jnp.arange(h * w)
+    return ((p // w < oh) & (p % w < ow)).astype(jnp.float32).reshape(1, h * w)
+
+
+def _conv_chunk(x_ref, halo_ref, w_ref, kw_size):
+    """acc[Cout, CHUNK] = sum over taps (kh, kw) of w[kh, kw] @ rows[kh][:, kw : kw + CHUNK]."""
     acc = None
-    for t, off in enumerate(offsets):
-        part = jnp.dot(w_ref[t], xs[:, off:off + CHUNK], preferred_element_type=jnp.float32,
-                       precision=HI)
-        acc = part if acc is None else acc + part
+    for kh in range(x_ref.shape[1]):
+        xs = jnp.concatenate([x_ref[0, kh], halo_ref[0, kh]], axis=1)  # [Cin, 2 * CHUNK]
+        for kw in range(kw_size):
+            part = jnp.dot(w_ref[kh * kw_size + kw], xs[:, kw:kw + CHUNK],
+                           preferred_element_type=jnp.float32, precision=HI)
+            acc = part if acc is None else acc + part
     return acc
 
 
-def _conv_stats(offsets, n_halo, group_size, count, *refs):
-    x_refs = refs[:n_halo]
-    (w_ref, cb_ref, gw_ref, same_ref, mask_ref,
-     c_ref, mean_ref, scale_ref, ref_ref, sum_ref, sq_ref) = refs[n_halo:]
+def _conv_stats(kw_size, group_size, x_ref, halo_ref, w_ref, cb_ref, gw_ref, same_ref, mask_ref, count_ref,
+                c_ref, mean_ref, scale_ref, ref_ref, sum_ref, sq_ref):
     c = pl.program_id(1)
     same = same_ref[...]  # [Cout, Cout], 1 where two channels share a group
     group_sum = lambda s: jnp.dot(same, s, preferred_element_type=jnp.float32, precision=HI)
 
-    v = _conv_chunk(x_refs, w_ref, offsets) + cb_ref[...]
+    v = _conv_chunk(x_ref, halo_ref, w_ref, kw_size) + cb_ref[...]
     c_ref[0] = v
     mask = mask_ref[...]
 
@@ -64,6 +84,7 @@ def _conv_stats(offsets, n_halo, group_size, count, *refs):
 
     @pl.when(c == pl.num_programs(1) - 1)
     def _fold():
+        count = count_ref[...]
         dmean = group_sum(sum_ref[...]) / count
         var = jnp.maximum(group_sum(sq_ref[...]) / count - dmean * dmean, 0.0)  # biased
         mean_ref[0] = ref_ref[...] + dmean
@@ -83,42 +104,37 @@ def kernel(x, weight, conv_bias, gn_weight, gn_bias):
     cout, _, kh_size, kw_size = weight.shape
     oh, ow = h - kh_size + 1, w - kw_size + 1
     group_size = cout // GROUPS
-    offsets = [kh * w + kw for kh in range(kh_size) for kw in range(kw_size)]
-    chunks = -(-(oh * w) // CHUNK)
-    n_halo = 1 + -(-max(offsets) // CHUNK)      # this chunk plus enough following ones
-    length = (chunks + n_halo - 1) * CHUNK
-    xf = jnp.pad(x.reshape(n, cin, h * w), ((0, 0), (0, 0), (0, length - h * w)))
+    chunks = h * w // CHUNK
+    rows = _shifted_rows(x, kh_size)
     taps = weight.transpose(2, 3, 0, 1).reshape(kh_size * kw_size, cout, cin)
-    p = jnp.arange(chunks * CHUNK)
-    mask = ((p < oh * w) & (p % w < ow)).astype(jnp.float32).reshape(1, chunks * CHUNK)
+    mask = _valid_mask(h, w, oh, ow)
+    count = (group_size * jnp.sum(mask)).reshape(1, 1)  # a group's OH * OW * Cout / GROUPS values
     ch = jnp.arange(cout) // group_size
     same = (ch[:, None] == ch[None, :]).astype(jnp.float32)
     f32 = jnp.float32
 
-    x_specs = [pl.BlockSpec((1, cin, CHUNK), lambda b, c, d=d: (b, 0, c + d))
-               for d in range(n_halo)]
     chunk_spec = pl.BlockSpec((1, cout, CHUNK), lambda b, c: (b, 0, c))
     plane_spec = pl.BlockSpec((1, cout, 1), lambda b, c: (b, 0, 0))
     col = pl.BlockSpec((cout, 1), lambda b, c: (0, 0))
     conv, mean, scale = pl.pallas_call(
-        lambda *refs: _conv_stats(offsets, n_halo, float(group_size), float(group_size * oh * ow),
-                                  *refs),
+        lambda *refs: _conv_stats(kw_size, float(group_size), *refs),
         grid=(n, chunks),
-        in_specs=x_specs + [pl.BlockSpec(taps.shape, lambda b, c: (0, 0, 0)), col, col,
-                            pl.BlockSpec((cout, cout), lambda b, c: (0, 0)),
-                            pl.BlockSpec((1, CHUNK), lambda b, c: (0, c))],
+        in_specs=_row_specs(kh_size, cin, chunks) + [
+            pl.BlockSpec(taps.shape, lambda b, c: (0, 0, 0)), col, col,
+            pl.BlockSpec((cout, cout), lambda b, c: (0, 0)),
+            pl.BlockSpec((1, CHUNK), lambda b, c: (0, c)), pl.BlockSpec((1, 1), lambda b, c: (0, 0))],
         out_specs=[chunk_spec, plane_spec, plane_spec],
-        out_shape=[jax.ShapeDtypeStruct((n, cout, chunks * CHUNK), f32),
+        out_shape=[jax.ShapeDtypeStruct((n, cout, h * w), f32),
                    jax.ShapeDtypeStruct((n, cout, 1), f32),
                    jax.ShapeDtypeStruct((n, cout, 1), f32)],
         scratch_shapes=[pltpu.VMEM((cout, 1), f32)] * 3,
-    )(*([xf] * n_halo), taps, conv_bias.reshape(cout, 1), gn_weight.reshape(cout, 1), same, mask)
+    )(rows, rows, taps, conv_bias.reshape(cout, 1), gn_weight.reshape(cout, 1), same, mask, count)
 
     yf = pl.pallas_call(
         _act_lse,
         grid=(n, chunks),
         in_specs=[chunk_spec, plane_spec, plane_spec, col],
         out_specs=pl.BlockSpec((1, 1, CHUNK), lambda b, c: (b, 0, c)),
-        out_shape=jax.ShapeDtypeStruct((n, 1, chunks * CHUNK), x.dtype),
+        out_shape=jax.ShapeDtypeStruct((n, 1, h * w), x.dtype),
     )(conv, mean, scale, gn_bias.reshape(cout, 1))
-    return yf[:, :, :oh * w].reshape(n, 1, oh, w)[:, :, :, :ow]
+    return yf.reshape(n, 1, h, w)[:, :, :oh, :ow]
