@@ -32,12 +32,7 @@ SUITES = pathlib.Path(__file__).resolve().parents[3] / "datasets" / "suites"
 
 # Tasks not yet brought under the size rules, each with the reason; the rules skip them, and this
 # list is the work left (docs/task_format.md). Keep it short and empty it.
-PENDING = {
-    "jaxbench-p/mla_attention": "four independent ratios need a prime past 5, i.e. a size of 1792 = 7 x 256 "
-                                "(its tiles are 256 wide); at DM 1280 / QL 1792 the float32 starter misses "
-                                "task.json's float32 tolerance (measured at DM 512, QL 192) in 1 of 655,360 "
-                                "elements: the tolerance must first scale with the reduction length",
-}
+PENDING: dict[str, str] = {}
 
 
 def pallas_task_dirs() -> list[pathlib.Path]:
@@ -146,7 +141,7 @@ class EveryPallasTask(unittest.TestCase):
         self.assertGreaterEqual(len(pallas_task_dirs()), 62)
         ids = {task_spec.load_kernelgym_task(d).task_id for d in pallas_task_dirs()}
         self.assertLessEqual(set(PENDING), ids, "a pending entry names no task")
-        self.assertLessEqual(len(PENDING), 1, "the pending list only shrinks")
+        self.assertEqual(PENDING, {}, "the pending list only shrinks (it is empty)")
 
     def test_size_sets_differ_in_every_size_with_independent_ratios(self):
         problems = []

@@ -42,13 +42,14 @@ def _matmul_block(*refs, rms):
         y_ref[...] = y.astype(y_ref.dtype)
 
 
-def _matmul(a, b, norm_weight=None):
+def _matmul(a, b, norm_weight=None, whole_k=False):
     M, K = a.shape
     N = b.shape[1]
     rms = norm_weight is not None
     # 256-row / 256-deep tiles; RMSNorm needs a row's whole N in one tile (N <= 1536 here, a
-    # 256 x 1536 float32 tile is 1.5 MiB).
-    bm, bk = _tile(M, 256), _tile(K, 256)
+    # 256 x 1536 float32 tile is 1.5 MiB). A contraction over a latent (QL, KVL <= 1536) is
+    # whole: one rule at every size, whatever the latent's width.
+    bm, bk = _tile(M, 256), (K if whole_k else _tile(K, 256))
     bn = N if rms else _tile(N, 256)
     in_specs = [pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),
                 pl.BlockSpec((bk, bn), lambda i, j, k: (k, j))]
@@ -148,9 +149,9 @@ def kernel(x, w_dq, q_norm, w_uq, w_dkv, kv_norm, w_uk, w_uv, w_kr, w_o):
     cq = _matmul(x, w_dq, q_norm)            # [S, QL], RMSNorm fused
     c = _matmul(x, w_dkv, kv_norm)           # [S, KVL], RMSNorm fused
     k_pe_raw = _matmul(x, w_kr)              # [S, DR], RoPE applied in the attention kernel
-    q = _matmul(cq, w_uq)                    # [S, H*(DN+DR)]
-    k_nope = _matmul(c, w_uk)                # [S, H*DN]
-    v = _matmul(c, w_uv)                     # [S, H*DV]
+    q = _matmul(cq, w_uq, whole_k=True)      # [S, H*(DN+DR)]
+    k_nope = _matmul(c, w_uk, whole_k=True)  # [S, H*DN]
+    v = _matmul(c, w_uv, whole_k=True)       # [S, H*DV]
     # Heads-major layouts for the attention kernel (layout glue).
     q = q.reshape(S, H, DN + DR).transpose(1, 0, 2)
     k_nope = k_nope.reshape(S, H, DN).transpose(1, 0, 2)
