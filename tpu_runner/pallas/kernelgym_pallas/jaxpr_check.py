@@ -57,7 +57,8 @@ ELEMENTWISE_BUDGET = 1.0
 HEAVY_FRACTION = 0.01
 
 
-def _subjaxprs(eqn):
+def subjaxprs(eqn):
+    """The jaxprs an equation holds in its parameters (bodies of pallas_call, cond, scan, ...)."""
     for value in eqn.params.values():
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if hasattr(item, "jaxpr") and hasattr(item, "consts"):  # ClosedJaxpr
@@ -109,7 +110,7 @@ def check(closed_jaxpr, largest_input: int) -> Report:
                     report.refusals.append(("pallas_call(interpret=...): Pallas lowers an interpreted kernel into "
                                             "plain XLA operations, so no Mosaic kernel would be compiled or timed; "
                                             "the judge chooses interpret mode itself", line))
-                for sub in _subjaxprs(eqn):  # the kernel body: only what may never run anywhere
+                for sub in subjaxprs(eqn):  # the kernel body: only what may never run anywhere
                     for refused in _refused_inside(sub):
                         report.refusals.append((f"`{refused}`: {REFUSED_PRIMITIVES[refused]}", line))
                 grid_mapping = eqn.params.get("grid_mapping")
@@ -135,7 +136,7 @@ def check(closed_jaxpr, largest_input: int) -> Report:
                     if size > report._largest_contribution:
                         report._largest_contribution = size
                         report.elementwise_line = line
-            for sub in _subjaxprs(eqn):
+            for sub in subjaxprs(eqn):
                 # Inside a call or a loop, every input counts as the inputs' if any of the
                 # equation's does (the positions differ per primitive; this errs towards counting).
                 walk(sub, inner, set(sub.invars) | set(sub.constvars) if depends else set(), line)
@@ -158,7 +159,7 @@ def _refused_inside(jaxpr):
     for eqn in jaxpr.eqns:
         if eqn.primitive.name in REFUSED_PRIMITIVES:
             yield eqn.primitive.name
-        for sub in _subjaxprs(eqn):
+        for sub in subjaxprs(eqn):
             yield from _refused_inside(sub)
 
 
@@ -196,7 +197,7 @@ def skeleton(closed_jaxpr) -> tuple:
     def of(jaxpr):
         out = []
         for eqn in jaxpr.eqns:
-            subs = [of(sub) for sub in _subjaxprs(eqn)]
+            subs = [of(sub) for sub in subjaxprs(eqn)]
             if eqn.primitive.name == "pallas_call":
                 grid_mapping = eqn.params.get("grid_mapping")
                 subs += [of(bm.index_map_jaxpr.jaxpr) for bm in getattr(grid_mapping, "block_mappings", ())
@@ -252,7 +253,7 @@ def pallas_call_lines(closed_jaxpr) -> list[tuple[str, int]]:
             if eqn.primitive.name == "pallas_call":
                 out.append((str(eqn.params.get("name") or _kernel_name(eqn)), artifact.candidate_line(eqn.source_info)))
                 continue
-            for sub in _subjaxprs(eqn):
+            for sub in subjaxprs(eqn):
                 walk(sub)
 
     walk(closed_jaxpr.jaxpr)
@@ -332,7 +333,7 @@ def vmem_estimate(closed_jaxpr) -> int:
                 total += sum(_bytes(a) for a in mapping.scratch_avals if _in_vmem(a))
                 largest = max(largest, total)
                 continue
-            for sub in _subjaxprs(eqn):
+            for sub in subjaxprs(eqn):
                 walk(sub)
 
     walk(closed_jaxpr.jaxpr)
@@ -355,7 +356,7 @@ def uncovered_outputs(closed_jaxpr, max_grid_points: int = 1 << 21) -> list[str]
             if eqn.primitive.name == "pallas_call":
                 problems.extend(_coverage_problems(eqn, max_grid_points))
                 continue
-            for sub in _subjaxprs(eqn):
+            for sub in subjaxprs(eqn):
                 walk(sub)
 
     walk(closed_jaxpr.jaxpr)

@@ -4,14 +4,7 @@ any order, so the compiled kernels' order says nothing of which call each one is
 pairing of compiled kernels with traced calls uses this)."""
 from __future__ import annotations
 
-
-def _bodies(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
-                yield item.jaxpr
-            elif hasattr(item, "eqns"):
-                yield item
+from .jaxpr_check import subjaxprs as _bodies
 
 
 def independent_pairs(closed_jaxpr) -> set:

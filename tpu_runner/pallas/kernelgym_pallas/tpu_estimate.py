@@ -478,6 +478,8 @@ _GRID_INDEX = {"program_id", "num_programs"}
 
 
 def _sub(eqn):
+    # jaxpr_check.subjaxprs' twin: the estimator imports only its pricing helpers, so that
+    # bench/tpu_estimate_calibration.py can load another checkout's estimator beside its own.
     for value in eqn.params.values():
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if hasattr(item, "jaxpr") and hasattr(item, "consts"):

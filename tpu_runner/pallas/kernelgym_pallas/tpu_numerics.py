@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .jaxpr_check import _map_jaxprs, _subjaxprs
+from .jaxpr_check import _map_jaxprs, subjaxprs
 
 _CONTRACTIONS = {"dot_general", "conv_general_dilated"}
 _REPRODUCED_ALGORITHMS = {"DEFAULT", "BF16_BF16_F32", "F32_F32_F32"}
@@ -66,7 +66,7 @@ def unsupported(closed_jaxpr) -> list[str]:
                                         f"not multiply {np.dtype(dtype)}; the check cannot say what the chip would "
                                         f"compute")
                         break
-            for sub in _subjaxprs(eqn):
+            for sub in subjaxprs(eqn):
                 walk(sub)
 
     walk(closed_jaxpr.jaxpr)

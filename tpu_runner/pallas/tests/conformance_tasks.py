@@ -89,7 +89,7 @@ def starter_blocks(task: task_spec.PallasTask, set_name: str) -> list[list[tuple
                 mapping = eqn.params["grid_mapping"]
                 calls.append([(tuple(jaxpr_check._tile_sizes(bm) or ()), tuple(int(d) for d in bm.array_aval.shape))
                               for bm in mapping.block_mappings])
-            for sub in jaxpr_check._subjaxprs(eqn):
+            for sub in jaxpr_check.subjaxprs(eqn):
                 walk(sub)
     walk(closed.jaxpr)
     return calls
