@@ -575,7 +575,10 @@ ChatOutcome ChatClient::Complete(const std::vector<ChatMessage>& messages) {
   ChatOutcome outcome;
   std::string why;
   const int limit = impl_->ReserveCompletion(prompt_estimate, why);
-  if (limit == 0 || impl_->SecondsLeft() <= 0) {
+  // Less time than a request can use is no time: a timed-out attempt returns a millisecond or
+  // so before the deadline (curl counts whole milliseconds), and a call sent then only times out.
+  constexpr double kShortestAttemptSeconds = 0.05;
+  if (limit == 0 || impl_->SecondsLeft() < kShortestAttemptSeconds) {
     outcome.status = ChatStatus::kBudget;
     outcome.error = limit == 0 ? why : "time budget spent: the run's deadline has passed";
     outcome.seconds = std::chrono::duration<double>(Clock::now() - start).count();

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tpu_runner/cpu/harness/zygote.h"
+#include "tpu_runner/cpu/zygote_protocol.h"
 #include "tpu_runner/machine.h"
 #include "tpu_runner/sandbox.h"
 

@@ -1,4 +1,4 @@
-// The runner's side of the warm reference (the process side: tpu_runner/cpu/harness/zygote.h).
+// The runner's side of the warm reference (the process side: tpu_runner/cpu/harness/zygote.h; the wire: zygote_protocol.h).
 // One zygote per runner process and thread count: a sandbox (the same bwrap view a per-evaluation
 // harness gets) holding `kernelgym-reference --zygote`, which has loaded libtorch once. Each
 // evaluation asks it for a fresh judge with a fresh reference forked warm; the judge's channels
