@@ -2,12 +2,14 @@ import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
 
-# A float32 task: a dot at DEFAULT precision is one bfloat16 pass on a TPU (docs/pallas.md).
+# bfloat16 inputs and output (17p's dtypes). The projections run on float32 values at HIGHEST (a
+# float32 dot at DEFAULT is one bfloat16 pass on a TPU, docs/pallas.md); the N^3 contraction feeds
+# the MXU the bfloat16 a and b and accumulates in float32.
 _EXACT = jax.lax.Precision.HIGHEST
 
 # Naive AlphaFold2 triangle multiplication (outgoing), in three Pallas calls:
-#   1. per pair row: zl = LayerNorm(z); a, b = gated projections of zl          [N*N, CH] each
-#   2. per channel: t[:, :, c] = A_c @ B_c^T, A_c[i, k] = a[i, k, c]           on [CH, N, N] layouts
+#   1. per pair row: zl = LayerNorm(z); a, b = gated projections of zl          [N*N, CH] bf16 each
+#   2. per channel: t[:, :, c] = A_c @ B_c^T, A_c[i, k] = a[i, k, c]           on [CH, N, N] layouts, t f32
 #   3. per pair row: out = sigmoid(LayerNorm(z) @ Wg + bg) * (LayerNorm(t) @ Wo + bo)
 # The transposes between them (channel-last <-> channel-first) are plain layout glue.
 ROWS = 512   # pair rows per grid step in 1 and 3: 512 x C floats (at HIGHEST, 2048 rows overflowed VMEM)
@@ -25,12 +27,17 @@ def _sigmoid(x):
     return 1.0 / (1.0 + jnp.exp(-x))
 
 
+def _f32(ref):
+    return ref[...].astype(jnp.float32)
+
+
 def _project_block(z_ref, lnw_ref, lnb_ref, w_ref, bias_ref, a_ref, b_ref):
-    zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
-    proj = [jnp.dot(zl, w_ref[p], preferred_element_type=jnp.float32, precision=_EXACT) + bias_ref[p:p + 1, :]
+    zl = _layer_norm(_f32(z_ref), _f32(lnw_ref), _f32(lnb_ref))
+    w, bias = _f32(w_ref), _f32(bias_ref)
+    proj = [jnp.dot(zl, w[p], preferred_element_type=jnp.float32, precision=_EXACT) + bias[p:p + 1, :]
             for p in range(4)]
-    a_ref[...] = _sigmoid(proj[1]) * proj[0]
-    b_ref[...] = _sigmoid(proj[3]) * proj[2]
+    a_ref[...] = (_sigmoid(proj[1]) * proj[0]).astype(a_ref.dtype)
+    b_ref[...] = (_sigmoid(proj[3]) * proj[2]).astype(b_ref.dtype)
 
 
 def _triangle_block(a_ref, b_ref, t_ref):
@@ -39,16 +46,18 @@ def _triangle_block(a_ref, b_ref, t_ref):
         t_ref[...] = jnp.zeros_like(t_ref)
 
     for c in range(a_ref.shape[0]):
+        # bfloat16 operands (exact products), float32 sums
         t_ref[c] += jax.lax.dot_general(a_ref[c], b_ref[c], (((1,), (1,)), ((), ())),
-                                        preferred_element_type=jnp.float32, precision=_EXACT)
+                                        preferred_element_type=jnp.float32)
 
 
 def _output_block(z_ref, t_ref, lnw_ref, lnb_ref, wg_ref, bg_ref, lnow_ref, lnob_ref, wo_ref, bo_ref,
                   o_ref):
-    zl = _layer_norm(z_ref[...], lnw_ref[...], lnb_ref[...])
-    gate = _sigmoid(jnp.dot(zl, wg_ref[...], preferred_element_type=jnp.float32, precision=_EXACT) + bg_ref[...])
-    tl = _layer_norm(t_ref[...], lnow_ref[...], lnob_ref[...])
-    o_ref[...] = gate * (jnp.dot(tl, wo_ref[...], preferred_element_type=jnp.float32, precision=_EXACT) + bo_ref[...])
+    zl = _layer_norm(_f32(z_ref), _f32(lnw_ref), _f32(lnb_ref))
+    gate = _sigmoid(jnp.dot(zl, _f32(wg_ref), preferred_element_type=jnp.float32, precision=_EXACT) + _f32(bg_ref))
+    tl = _layer_norm(t_ref[...], _f32(lnow_ref), _f32(lnob_ref))
+    out = gate * (jnp.dot(tl, _f32(wo_ref), preferred_element_type=jnp.float32, precision=_EXACT) + _f32(bo_ref))
+    o_ref[...] = out.astype(o_ref.dtype)
 
 
 def _whole(shape):
@@ -71,7 +80,7 @@ def kernel(z, ln_in_w, ln_in_b, W_ab, b_ab, ln_out_w, ln_out_b, Wo, bo, Wg, bg):
         grid=(r // br,),
         in_specs=[rows(c), _whole((1, c)), _whole((1, c)), _whole((4, c, ch)), _whole((4, ch))],
         out_specs=[rows(ch), rows(ch)],
-        out_shape=[jax.ShapeDtypeStruct((r, ch), jnp.float32)] * 2,
+        out_shape=[jax.ShapeDtypeStruct((r, ch), z.dtype)] * 2,
     )(z2, vec(ln_in_w), vec(ln_in_b), W_ab, b_ab)
 
     # channel-first: a_t[c, i, k] = a[i, k, c], b_t[c, j, k] = b[j, k, c]
@@ -95,6 +104,6 @@ def kernel(z, ln_in_w, ln_in_b, W_ab, b_ab, ln_out_w, ln_out_b, Wo, bo, Wg, bg):
         in_specs=[rows(c), rows(ch), _whole((1, c)), _whole((1, c)), _whole((c, c)), _whole((1, c)),
                   _whole((1, ch)), _whole((1, ch)), _whole((ch, c)), _whole((1, c))],
         out_specs=rows(c),
-        out_shape=jax.ShapeDtypeStruct((r, c), jnp.float32),
+        out_shape=jax.ShapeDtypeStruct((r, c), z.dtype),
     )(z2, t, vec(ln_in_w), vec(ln_in_b), Wg, vec(bg), vec(ln_out_w), vec(ln_out_b), Wo, vec(bo))
     return out.reshape(n, n, c)
