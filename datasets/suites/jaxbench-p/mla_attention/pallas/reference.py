@@ -14,6 +14,14 @@ def _rope(x, cos, sin):
     return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
+def _latent(x, w):
+    # The DM-deep down-projection, kept out of the RMSNorm's fusion: fused, XLA's deviceless TPU
+    # compile of the float32 product at HIGHEST (the judge prices the reference at HIGHEST) with
+    # the row reduction spent minutes in bundle packing at the full sizes. The barrier changes no
+    # value, only where XLA may fuse.
+    return jax.lax.optimization_barrier(jnp.matmul(x, w))
+
+
 def reference(x, w_dq, q_norm, w_uq, w_dkv, kv_norm, w_uk, w_uv, w_kr, w_o):
     # x: [S, DM]; every weight is [in, out] (y = x @ W)
     S = x.shape[0]
@@ -22,10 +30,10 @@ def reference(x, w_dq, q_norm, w_uq, w_dkv, kv_norm, w_uk, w_uv, w_kr, w_o):
     DN = w_uk.shape[1] // H
     DV = w_uv.shape[1] // H
     # queries: down-projection, RMSNorm, up-projection to H heads of [nope DN | rope DR]
-    q = jnp.matmul(_rms_norm(jnp.matmul(x, w_dq), q_norm), w_uq).reshape(S, H, DN + DR).transpose(1, 0, 2)
+    q = jnp.matmul(_rms_norm(_latent(x, w_dq), q_norm), w_uq).reshape(S, H, DN + DR).transpose(1, 0, 2)
     q_nope, q_pe = q[:, :, :DN], q[:, :, DN:]                      # [H, S, DN], [H, S, DR]
     # keys / values from the shared kv latent c
-    c = _rms_norm(jnp.matmul(x, w_dkv), kv_norm)                   # [S, KVL]
+    c = _rms_norm(_latent(x, w_dkv), kv_norm)                      # [S, KVL]
     k_nope = jnp.matmul(c, w_uk).reshape(S, H, DN).transpose(1, 0, 2)
     v = jnp.matmul(c, w_uv).reshape(S, H, DV).transpose(1, 0, 2)
     # RoPE, base 10000, positions 0..S-1
