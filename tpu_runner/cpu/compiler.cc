@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -60,12 +61,13 @@ bool FromJson(const json& j, CompileResult& r) {
   return true;
 }
 
-// Every assembly file the compile left in `work` (-save-temps=obj), concatenated.
-std::string ReadAssemblyOutputs(const fs::path& work) {
-  std::string text;
+// Every assembly file the compile left in `work` (-save-temps=obj), concatenated; nullopt when
+// there is none, so that a compile whose assembly cannot be read is never passed unread.
+std::optional<std::string> ReadAssemblyOutputs(const fs::path& work) {
+  std::optional<std::string> text;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(work, ec))
-    if (entry.path().extension() == ".s") text += ReadFileOr(entry.path(), "") + "\n";
+    if (entry.path().extension() == ".s") text = text.value_or("") + ReadFileOr(entry.path(), "") + "\n";
   return text;
 }
 
@@ -290,7 +292,10 @@ CompileResult Compiler::CompileUncached(const std::string& source, const Task& t
         result.message += ": " + line;
     }
     if (!first && !parsed.unparsed.empty()) result.message += ": " + parsed.unparsed.front();
-  } else if (const std::string directive = AssemblerFileDirective(ReadAssemblyOutputs(work)); !directive.empty()) {
+  } else if (const std::optional<std::string> assembly = ReadAssemblyOutputs(work); !assembly) {
+    result.message = "the compiler left no assembly output to check (-save-temps=obj)";
+    return result;  // internal_error, not cached
+  } else if (const std::string directive = AssemblerFileDirective(*assembly); !directive.empty()) {
     // The assembler sees the toolchain's files (/usr/lib holds compiled libraries): a kernel
     // is the source the policy wrote, not bytes or machine code the assembler pulled in.
     result.status = Status::kRejected;
