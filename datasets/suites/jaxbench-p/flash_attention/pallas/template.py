@@ -3,8 +3,19 @@
 # (the starter's, "r128") or a fixed fraction of the sequence ("s4": S / 4, "s2": S / 2; 1024 and
 # 2048 rows at the full S = 4096): a number that follows the task's sizes in one way at every size set, so
 # the full-size program is proven the checked one and its estimate is paid (docs/pallas.md).
-#   BLOCK_Q   query rows per grid step ("r128" or "s4")
-#   BLOCK_K   key/value rows per grid step, the online softmax's step ("r128", "s4" or "s2")
+#   BLOCK_Q   query rows per grid step ("r128", "s4" or "s2")
+#   BLOCK_K   key/value rows per grid step, the online softmax's step ("r128" or "s2")
+#   CAUSAL    how the key blocks after a query block's last row (all masked) are skipped:
+#             "when"     every (query, key) block pair is a grid step and a pl.when skips the
+#                        hidden pairs' compute (the starter's): their steps are still paid, and the
+#                        TPU's static schedule holds the skipped body too
+#             "triangle" the grid walks only the visible pairs, row by row: a step's query and key
+#                        block are sums of comparisons of its step number, in the index maps and
+#                        the kernel alike. The pair count follows the sizes in one way (so the
+#                        full-size program is proven the checked one) only when both blocks are
+#                        fractions of S; with a 128-row block the grid stays whole and a hidden
+#                        pair's key/value index map names block 0, the block the next query row
+#                        starts with, so a hidden pair fetches nothing.
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
@@ -12,15 +23,53 @@ from jax.experimental.pallas import tpu as pltpu
 
 
 def _block(S, choice):
-    return 128 if choice == "r128" else S // (4 if choice == "s4" else 2)
+    return 128 if choice == "r128" else S // {"s4": 4, "s2": 2}[choice]
 
 
-def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale):
-    # Grid (b, h, qi, ki), ki innermost: one (bq, D) query block against one (bk, D) key/value
-    # block, online softmax state (running max m, running sum l, unnormalized output acc) kept in
-    # VMEM scratch across the key blocks; the output block is written on the last key block.
-    qi, ki = pl.program_id(2), pl.program_id(3)
+def _visible(qi, ki, bq, bk):
+    # The key block ki has a key at or before query block qi's last row.
+    return ki * bk <= qi * bq + bq - 1
+
+
+class _Pairs:
+    """The visible (query block, key block) pairs in row order, as step t of one grid axis: the
+    row, its key block and whether t is the row's last, each a sum of comparisons of t (scalar
+    integer ops an index map and the kernel both run)."""
+
+    def __init__(self, S, bq, bk):
+        self.counts = [min(S // bk, (r * bq + bq - 1) // bk + 1) for r in range(S // bq)]
+        self.starts = [sum(self.counts[:r]) for r in range(len(self.counts))]
+        self.total = sum(self.counts)
+
+    def at_row(self, t, values):
+        # values[row(t)], written as values[0] + the increments of the rows t has reached
+        out = jnp.int32(values[0])
+        for r in range(1, len(values)):
+            out = out + (t >= self.starts[r]).astype(jnp.int32) * (values[r] - values[r - 1])
+        return out
+
+    def row(self, t):
+        return self.at_row(t, list(range(len(self.counts))))
+
+    def key(self, t):
+        return t - self.at_row(t, self.starts)
+
+    def last(self, t):
+        return self.key(t) == self.at_row(t, self.counts) - 1
+
+
+def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale, pairs):
+    # Grid (b, h, qi, ki), or (b, h, pair) for "triangle": one (bq, D) query block against one
+    # (bk, D) key/value block, online softmax state (running max m, running sum l, unnormalized
+    # output acc) kept in VMEM scratch across the key blocks; the output block is written on the
+    # row's last key block.
     bq, bk = q_ref.shape[0], k_ref.shape[0]
+    if pairs is None:
+        qi, ki = pl.program_id(2), pl.program_id(3)
+        last = ki == pl.num_programs(3) - 1
+    else:
+        t = pl.program_id(2)
+        qi, ki, last = pairs.row(t), pairs.key(t), pairs.last(t)
 
     @pl.when(ki == 0)
     def _():
@@ -28,9 +77,7 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale
         l_ref[...] = jnp.zeros_like(l_ref)
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    # Causal: a key block that starts after this query block's last row contributes nothing.
-    @pl.when(ki * bk <= qi * bq + bq - 1)
-    def _():
+    def online_softmax_step():
         s = jax.lax.dot_general(q_ref[...], k_ref[...], (((1,), (1,)), ((), ())),
                                 preferred_element_type=jnp.float32) * scale
         row = qi * bq + jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 0)
@@ -46,7 +93,13 @@ def _attention_block(q_ref, k_ref, v_ref, o_ref, m_ref, l_ref, acc_ref, *, scale
                                                       preferred_element_type=jnp.float32)
         m_ref[...] = m_new
 
-    @pl.when(ki == pl.num_programs(3) - 1)
+    if pairs is None:
+        # Causal: a key block that starts after this query block's last row contributes nothing.
+        pl.when(_visible(qi, ki, bq, bk))(online_softmax_step)
+    else:
+        online_softmax_step()  # every pair the grid walks is visible
+
+    @pl.when(last)
     def _():
         o_ref[...] = (acc_ref[...] / l_ref[...]).astype(o_ref.dtype)
 
@@ -56,13 +109,25 @@ def kernel(q, k, v):
     bq, bk = _block(S, BLOCK_Q), _block(S, BLOCK_K)
     scale = 1.0 / (float(D) ** 0.5)
     sq = pl.Squeezed()
+    pairs = _Pairs(S, bq, bk) if CAUSAL == "triangle" and "r128" not in (BLOCK_Q, BLOCK_K) else None
 
-    q_spec = pl.BlockSpec((sq, sq, bq, D), lambda b, h, i, j: (b, h, i, 0))
-    kv_spec = pl.BlockSpec((sq, sq, bk, D), lambda b, h, i, j: (b, h, j, 0))
-    body = lambda *refs: _attention_block(*refs, scale=scale)
+    if pairs is not None:
+        grid = (B, H, pairs.total)
+        q_map = lambda b, h, t: (b, h, pairs.row(t), 0)
+        kv_map = lambda b, h, t: (b, h, pairs.key(t), 0)
+    else:
+        grid = (B, H, S // bq, S // bk)
+        q_map = lambda b, h, i, j: (b, h, i, 0)
+        if CAUSAL == "when":
+            kv_map = lambda b, h, i, j: (b, h, j, 0)
+        else:
+            kv_map = lambda b, h, i, j: (b, h, jnp.where(_visible(i, j, bq, bk), j, 0), 0)
+    q_spec = pl.BlockSpec((sq, sq, bq, D), q_map)
+    kv_spec = pl.BlockSpec((sq, sq, bk, D), kv_map)
+    body = lambda *refs: _attention_block(*refs, scale=scale, pairs=pairs)
     return pl.pallas_call(
         body,
-        grid=(B, H, S // bq, S // bk),
+        grid=grid,
         in_specs=[q_spec, kv_spec, kv_spec],
         out_specs=q_spec,
         out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
