@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 
@@ -54,11 +55,43 @@ class _Data:
     # NaN aside, but they are constants in disguise): a decision on it is followed like one on a
     # number, so what it is compared with counts as an ingredient too.
     constant: bool = False
+    # The operations the judge does not evaluate that a number or position passed through on its way
+    # here (a loop, a cond, a ref, a bitcast): named when a decision on the value is not covered.
+    through: frozenset = frozenset()
+
+
+class _Ref:
+    """A ref of the kernel (an operand's block, a scratch buffer, a run_scoped one): what was stored
+    to it is what loads from it give (store-to-load forwarding is what a compiler does), so a load
+    carries the provenance of every value stored to the ref anywhere in the kernel. Addresses do not
+    count (an address picks a value; it is not combined into it)."""
+
+    def __init__(self, holds_data: bool):
+        self.taint = frozenset()
+        self.through = frozenset()
+        self.constant = not holds_data  # a scratch ref stored only constants holds a constant
+        self.stale = False  # loaded, then stored something new: the kernel is evaluated again
+        self._loaded = None
+
+    def load(self) -> "_Data":
+        self._loaded = True
+        return _tainted(self.taint, self.constant, self.through) if self.taint or self.constant else UNKNOWN
+
+    def store(self, taint, constant: bool, through) -> None:
+        taint, through = self.taint | taint, self.through | through
+        constant = self.constant and constant
+        if (taint, constant) != (self.taint, self.constant) and self._loaded:
+            self.stale = True
+        self.taint, self.constant, self.through = taint, constant, through
 
 
 UNKNOWN = _Data()
 TOO_LARGE = _TooLarge()
 MAX_TAINT = 64
+# Walks of a kernel body (or a loop body) until what its refs (its carries) hold stops growing:
+# a value stored after it was loaded, or carried into the next trip, reaches the loads of the
+# next walk. Taints only grow, so this ends; past the cap everything is joined (fail closed).
+MAX_PASSES = 4
 # Operations that combine a number into data by scaling it (no size can move a decision between two
 # values scaled alike: an attention score times 1/sqrt(D)).
 _SCALING = {"mul", "div", "dot_general", "integer_pow", "convert_element_type", "broadcast_in_dim", "reshape",
@@ -82,6 +115,8 @@ _BITWISE = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bi
             "xor": (np.logical_xor, np.bitwise_xor)}
 _SHIFTS = {"shift_left": np.left_shift, "shift_right_arithmetic": np.right_shift,
            "shift_right_logical": np.right_shift}
+_REDUCE = {"reduce_max": np.max, "reduce_min": np.min, "reduce_sum": np.sum, "reduce_prod": np.prod,
+           "reduce_and": np.all, "reduce_or": np.any}
 # Higher-order primitives whose single body receives the operands as they are.
 _CALLS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 
@@ -101,6 +136,7 @@ class Facts:
     scopes: dict = dataclasses.field(default_factory=dict)  # scope key -> _Scope
     numbers: dict = dataclasses.field(default_factory=dict)  # key -> (scope key, folded scalar)
     mixed: dict = dataclasses.field(default_factory=dict)  # key -> what the known operands hold
+    through: dict = dataclasses.field(default_factory=dict)  # key -> operations not evaluated on the way
     too_large: dict = dataclasses.field(default_factory=dict)  # key -> why
 
 
@@ -125,21 +161,49 @@ def _known(v) -> bool:
     return isinstance(v, np.ndarray)
 
 
-def _tainted(taint, constant: bool = False) -> _Data:
+def _tainted(taint, constant: bool = False, through=frozenset()) -> _Data:
     taint = frozenset(taint)
     if len(taint) > MAX_TAINT:  # a digest keeps it comparable across the size sets
         import hashlib
         taint = frozenset({("digest", hashlib.sha256(repr(sorted(taint, key=repr)).encode()).hexdigest())})
-    return _Data(taint, constant)
+    return _Data(taint, constant, frozenset(through))
 
 
 def _carried(value, where: str) -> _Data:
-    """A loop's carry: what it starts as is combined into every value it takes."""
+    """A loop's carry: what it starts as is combined into every value it takes (a number it starts
+    as is a constant in disguise until data is combined into it)."""
     if isinstance(value, _Data):
         return value
     if _known(value):
-        return _tainted({(where, _summary(value))})
+        return _tainted({(where, _summary(value))}, constant=True, through={where})
     return UNKNOWN
+
+
+def _provenance(value, where: str, k: int) -> frozenset:
+    """The numbers and positions a value follows: a known value is one itself, data carries its taint."""
+    if isinstance(value, (_Data, _Ref)):
+        return value.taint
+    if _known(value):
+        return frozenset({(where, k, _summary(value))})
+    return frozenset()
+
+
+def _derived(args, where: str, through: str = None):
+    """The value of an operation the judge does not evaluate: it follows every number and position
+    any of its inputs follows (fail closed: a decision on it is one the sizes may steer), and is a
+    constant in disguise when no input holds data."""
+    if any(a is TOO_LARGE for a in args):
+        return TOO_LARGE
+    taint = frozenset().union(*(_provenance(a, where, k) for k, a in enumerate(args)))
+    if not taint:
+        return UNKNOWN
+    constant = all(_known(a) or (isinstance(a, (_Data, _Ref)) and a.constant) for a in args)
+    passed = frozenset().union(*(a.through for a in args if isinstance(a, (_Data, _Ref))))
+    return _tainted(taint, constant, passed | {through or where})
+
+
+def _is_ref(var) -> bool:
+    return type(getattr(var, "aval", None)).__name__ == "AbstractRef"
 
 
 def _uniform(array: np.ndarray) -> bool:
@@ -176,10 +240,10 @@ class _Evaluator:
 
     def jaxpr(self, jaxpr, consts, args, ctx: _Ctx, path: str) -> list:
         env = {}
-        for var, value in zip(jaxpr.constvars, consts):
-            env[id(var)] = value
-        for var, value in zip(jaxpr.invars, args):
-            env[id(var)] = value
+        for var, value in (*zip(jaxpr.constvars, consts), *zip(jaxpr.invars, args)):
+            # A ref the caller did not follow (a run_scoped buffer, a body the judge does not walk
+            # with its operands) is followed from here on.
+            env[id(var)] = value if isinstance(value, _Ref) or not _is_ref(var) else _Ref(holds_data=True)
 
         def read(var):
             if type(var).__name__ == "Literal":
@@ -202,11 +266,16 @@ class _Evaluator:
         if name == "cond":
             return self.cond(eqn, args, ctx, where)
         if name == "scan":
-            self.scan(eqn, args, ctx, where)
-            return [UNKNOWN] * len(outs)
+            return self.scan(eqn, args, ctx, where)
         if name == "while":
-            self.while_loop(eqn, args, ctx, where)
-            return [UNKNOWN] * len(outs)
+            return self.while_loop(eqn, args, ctx, where)
+        # Scoped buffers: the body closes over the operands (its constvars) and gets new refs.
+        if name == "run_scoped" and hasattr(eqn.params.get("jaxpr"), "constvars"):
+            inner = eqn.params["jaxpr"]
+            scoped = [_Ref(holds_data=False) for _ in inner.invars]
+            consts = list(args) + [UNKNOWN] * (len(inner.constvars) - len(args))
+            results = self.jaxpr(inner, consts, scoped, ctx, f"{where} body")
+            return results + [UNKNOWN] * (len(outs) - len(results))
         for key in _CALLS:
             body = eqn.params.get(key)
             if body is not None and hasattr(getattr(body, "jaxpr", body), "eqns") and len(eqn.params) and \
@@ -214,31 +283,45 @@ class _Evaluator:
                 inner = getattr(body, "jaxpr", body)
                 consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
                 return self.jaxpr(inner, consts, args, ctx, where)
+        if any(isinstance(a, _Ref) for a in args):
+            if any(hasattr(getattr(p, "jaxpr", p), "eqns") for p in eqn.params.values()):
+                self._bodies(eqn, ctx, where, args)
+            return self.ref_operation(eqn, args, where)
         if len(outs) != 1:
-            self._bodies(eqn, ctx, where, None)
-            return [UNKNOWN] * len(outs)
+            self._bodies(eqn, ctx, where, args)
+            return [_derived(args, where, name)] * len(outs)
         try:
             value = self.compute(eqn, args, ctx, where)
         except (ValueError, TypeError, OverflowError, FloatingPointError, IndexError):
-            value = UNKNOWN
+            value = _derived(args, where, name)
         if _known(value):
             aval = outs[0].aval
             with np.errstate(all="ignore"):
                 value = value.astype(_dtype(aval), copy=False)
             from_decision = eqn.primitive.name == "convert_element_type" and args[0].dtype == np.bool_
-            if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and _uniform(value):
+            # A reduction's result is an aggregate over a size-dependent extent (a sum over an iota
+            # is a polynomial in the sizes): evaluated for the decisions it reaches, but not a
+            # number of the program's text that program_identity's readings could follow.
+            if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and name not in _REDUCE and \
+                    _uniform(value):
                 self.facts.numbers[where] = (ctx.scope_key, value.reshape(-1)[0].item())
         return [value]
 
     def _bodies(self, eqn, ctx: _Ctx, where: str, args) -> None:
         """The bodies of a primitive whose values are not followed: their decisions on numbers
-        alone are still evaluated (their inputs count as data)."""
+        alone are still evaluated (their inputs count as data, and follow everything the
+        primitive's operands follow). An open body that closes over the operands (run_scoped) gets
+        them as they are, refs included."""
+        derived = _derived(args, where, eqn.primitive.name)
         for key, param in eqn.params.items():
             for k, body in enumerate(param if isinstance(param, (tuple, list)) else (param,)):
                 inner = getattr(body, "jaxpr", body)
                 if hasattr(inner, "eqns") and hasattr(inner, "invars"):
-                    consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
-                    self.jaxpr(inner, consts, [UNKNOWN] * len(inner.invars), ctx, f"{where} {key}[{k}]")
+                    if hasattr(body, "consts"):
+                        consts = [self._const(c, ctx.axes) for c in body.consts]
+                    else:
+                        consts = list(args) if len(args) == len(inner.constvars) else [derived] * len(inner.constvars)
+                    self.jaxpr(inner, consts, [derived] * len(inner.invars), ctx, f"{where} {key}[{k}]")
 
     def pallas_call(self, eqn, where: str) -> None:
         mapping = eqn.params.get("grid_mapping")
@@ -274,7 +357,15 @@ class _Evaluator:
             body = eqn.params["jaxpr"]
             inner = getattr(body, "jaxpr", body)
             consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
-            self.jaxpr(inner, consts, [UNKNOWN] * len(inner.invars), ctx, f"{where} body")
+            # The operands' blocks hold data; scratch buffers hold what the kernel stores.
+            scratch = int(getattr(mapping, "num_scratch_operands", 0) or 0)
+            refs = [_Ref(holds_data=k < len(inner.invars) - scratch) for k in range(len(inner.invars))]
+            for _ in range(MAX_PASSES):
+                for ref in refs:
+                    ref.stale = False
+                self.jaxpr(inner, consts, refs, ctx, f"{where} body")
+                if not any(ref.stale for ref in refs):
+                    break
         finally:
             too_large, self.facts.too_large = self.facts.too_large, outer_too_large
         axis = max(range(len(ranges)), key=lambda a: ranges[a][1] - ranges[a][0], default=None)
@@ -300,10 +391,16 @@ class _Evaluator:
         return merged
 
     def cond(self, eqn, args, ctx: _Ctx, where: str) -> list:
+        """Each branch is walked where it is taken; the results are the taken branch's where the
+        index is known (per grid position), else they follow everything any branch's result
+        follows, and the index."""
         index, operands = args[0], args[1:]
         branches = eqn.params["branches"]
         if _known(index):
             self.decide(where, np.clip(index, 0, len(branches) - 1), ctx, len(branches))
+        elif isinstance(index, _Data) and index.taint:
+            self._mixed(where, index.taint, index.through)
+        results = []
         for b, branch in enumerate(branches):
             reach = ctx.reach
             if _known(index):
@@ -311,21 +408,75 @@ class _Evaluator:
                 reach = taken if reach is None else (reach & taken)
             inner = dataclasses.replace(ctx, reach=reach)
             consts = [self._const(c, ctx.axes) for c in branch.consts]
-            self.jaxpr(branch.jaxpr, consts, list(operands), inner, f"{where} branch {b}")
-        return [UNKNOWN] * len(eqn.outvars)
+            results.append(self.jaxpr(branch.jaxpr, consts, list(operands), inner, f"{where} branch {b}"))
+        outs = []
+        for j, var in enumerate(eqn.outvars):
+            cases = [r[j] for r in results]
+            if _known(index) and all(_known(c) for c in cases):
+                try:
+                    choice = np.clip(index, 0, len(branches) - 1)
+                    ndim = max(c.ndim for c in cases + [choice])
+                    lifted = [c.reshape(c.shape[:ctx.axes] + (1,) * (ndim - c.ndim) + c.shape[ctx.axes:])
+                              for c in cases]
+                    choice = choice.reshape(choice.shape + (1,) * (ndim - choice.ndim))
+                    shape = np.broadcast_shapes(choice.shape, *(c.shape for c in lifted))
+                    if _size(shape) <= ELEMENT_BUDGET:
+                        outs.append(np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(c, shape) for c in lifted])
+                                    .astype(_dtype(var.aval), copy=False))
+                        continue
+                except (ValueError, TypeError, IndexError):
+                    pass
+            outs.append(_derived(cases + ([] if _known(index) else [index]), f"{where} result {j}", where))
+        return outs
 
-    def while_loop(self, eqn, args, ctx: _Ctx, where: str) -> None:
+    def _grow(self, carries: list, outs: list, where: str) -> bool:
+        """Joins what a loop body's carried outputs follow into its carries; whether any grew."""
+        grown = False
+        for j, out in enumerate(outs):
+            current = carries[j]
+            if _known(current) or current is TOO_LARGE:
+                continue  # a counter (a position of its own) or already given up
+            joined = _derived([current, out], f"{where} carry {j}", where)
+            if joined is TOO_LARGE or (isinstance(joined, _Data) and (
+                    not joined.taint <= current.taint or (current.constant and not joined.constant))):
+                grown = True
+                carries[j] = joined if joined is TOO_LARGE else _tainted(
+                    current.taint | joined.taint, current.constant and joined.constant, current.through | joined.through)
+        return grown
+
+    def _loop_results(self, carries: list, changes: list, trips: frozenset, where: str) -> list:
+        """A loop's carried results: what the carries follow; one that holds no data and changes
+        each trip is a number folded from the trip count too (`c + 2` run K/256 times)."""
+        results = []
+        for carry, changed in zip(carries, changes):
+            if isinstance(carry, _Data) and carry.constant and changed and trips:
+                carry = _tainted(carry.taint | trips, True, carry.through | {where})
+            results.append(carry)
+        return results
+
+    def while_loop(self, eqn, args, ctx: _Ctx, where: str) -> list:
+        """A run-time loop: its carries are walked until what they follow stops growing; its
+        results follow that, and the numbers its condition reads (they set the trip count)."""
         params = eqn.params
         cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
         carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[cond_n + body_n:])]
-        for label, body, consts in (("cond", params["cond_jaxpr"], args[:cond_n]),
-                                    ("body", params["body_jaxpr"], args[cond_n:cond_n + body_n])):
-            self.jaxpr(body.jaxpr, [self._const(c, ctx.axes) for c in body.consts], list(consts) + carries, ctx,
-                       f"{where} {label}")
+        cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+        for _ in range(MAX_PASSES):
+            self.jaxpr(cond.jaxpr, [self._const(c, ctx.axes) for c in cond.consts], list(args[:cond_n]) + carries,
+                       ctx, f"{where} cond")
+            outs = self.jaxpr(body.jaxpr, [self._const(c, ctx.axes) for c in body.consts],
+                              list(args[cond_n:cond_n + body_n]) + carries, ctx, f"{where} body")
+            if not self._grow(carries, outs, where):
+                break
+        trips = _derived(list(args[:cond_n]) + carries, f"{where} trip count", where)
+        trips = trips.taint if isinstance(trips, _Data) else frozenset({(where, "trip count")})
+        changes = [o is not i for o, i in zip(body.jaxpr.outvars, body.jaxpr.invars[body_n:])]
+        return self._loop_results(carries, changes, trips, where)
 
-    def scan(self, eqn, args, ctx: _Ctx, where: str) -> None:
+    def scan(self, eqn, args, ctx: _Ctx, where: str) -> list:
         """A static loop (fori_loop's form): a counter carried from a known start and stepped by one
-        is a position of its own (a new axis, its trip count long); the other carries are data."""
+        is a position of its own (a new axis, its trip count long); the other carries are followed
+        (walked until what they follow stops growing); a counter's result is its last value."""
         params = eqn.params
         body = params["jaxpr"]
         consts_n, carry_n, length = params["num_consts"], params["num_carry"], params["length"]
@@ -342,18 +493,76 @@ class _Evaluator:
                 counters.append((j, int(start.reshape(-1)[0])))
         expand = (lambda v: np.expand_dims(v, ctx.axes) if _known(v) else v) if counters else (lambda v: v)
         axes = ctx.axes + (1 if counters else 0)
-        values = [expand(v) for v in args[:consts_n]] + \
-            [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[consts_n:consts_n + carry_n])] + \
-            [v if isinstance(v, _Data) else UNKNOWN for v in args[consts_n + carry_n:]]
-        values += [UNKNOWN] * (len(inner.invars) - len(values))
-        if counters and length <= ELEMENT_BUDGET:
+        carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[consts_n:consts_n + carry_n])]
+        xs = [v if isinstance(v, _Data) else _derived([v], f"{where} xs {k}", where)
+              for k, v in enumerate(args[consts_n + carry_n:])]
+        counted = counters and length <= ELEMENT_BUDGET
+        if counted:
             for j, start in counters:
                 shape = [1] * axes
                 shape[ctx.axes] = length
-                values[consts_n + j] = np.arange(start, start + length, dtype=np.int32).reshape(shape)
+                carries[j] = np.arange(start, start + length, dtype=np.int32).reshape(shape)
         reach = expand(ctx.reach) if ctx.reach is not None else None
-        self.jaxpr(inner, [self._const(c, axes) for c in body.consts], values,
-                   dataclasses.replace(ctx, axes=axes, reach=reach), f"{where} body")
+        loop_ctx = dataclasses.replace(ctx, axes=axes, reach=reach)
+        consts = [self._const(c, axes) for c in body.consts]
+        outs = []
+        for _ in range(MAX_PASSES):
+            values = [expand(v) for v in args[:consts_n]] + carries + xs
+            values += [UNKNOWN] * (len(inner.invars) - len(values))
+            outs = self.jaxpr(inner, consts, values, loop_ctx, f"{where} body")
+            if not self._grow(carries, outs[:carry_n], where):
+                break
+        results = list(carries)
+        for j, start in counters:
+            results[j] = np.full((1,) * ctx.axes, start + length, np.dtype(_dtype(eqn.outvars[j].aval))) if counted \
+                else _derived([args[consts_n + j]], f"{where} carry {j}", where)
+        changes = [o is not i for o, i in zip(inner.outvars[:carry_n], inner.invars[consts_n:consts_n + carry_n])]
+        results = self._loop_results(results, changes, frozenset({(where, "trip count", length)}), where)
+        ys = [_derived([o], f"{where} ys {k}", where) for k, o in enumerate(outs[carry_n:])]
+        return results + ys + [UNKNOWN] * (len(eqn.outvars) - len(results) - len(ys))
+
+    def ref_operation(self, eqn, args, where: str) -> list:
+        """An operation on refs: loads give what was stored (see _Ref); a store, an update or a
+        copy between refs adds what its value follows to the ref."""
+        name, outs = eqn.primitive.name, eqn.outvars
+        ref = args[0] if isinstance(args[0], _Ref) else None
+        kept = not all(type(v).__name__ == "DropVar" for v in outs)
+        if name == "get" and ref is not None:
+            return [ref.load()]
+        if name == "masked_load" and ref is not None:
+            _, _, _, other = eqn.params["args_tree"].unflatten(args)
+            value = ref.load()
+            return [value if other is None else _derived([value, other], where, name)]
+        stored = None
+        if name in ("swap", "addupdate") and ref is not None and len(args) > 1:
+            stored = args[1]
+        elif name == "masked_swap" and ref is not None:
+            stored = eqn.params["args_tree"].unflatten(args)[2]
+        if stored is not None:
+            old = ref.load() if kept and name != "addupdate" else UNKNOWN
+            if stored is TOO_LARGE:
+                ref.store(frozenset({(where, "too large")}), False, frozenset({name}))
+                self.facts.too_large[where] = "it stores a value that follows the grid positions over more " \
+                                              "elements than the judge evaluates"
+            else:
+                ref.store(_provenance(stored, where, 1), _known(stored) or getattr(stored, "constant", False),
+                          getattr(stored, "through", frozenset()) | {f"a ref ({name}, then loaded)"})
+            return [old] * len(outs)
+        # A copy, a semaphore, anything else on refs: every ref it touches may now hold what any of
+        # them held (fail closed); its addresses and counts are not combined into the values.
+        refs = [a for a in args if isinstance(a, _Ref)]
+        taint = frozenset().union(*(r.taint for r in refs))
+        constant = all(r.constant for r in refs)
+        through = frozenset().union(*(r.through for r in refs)) | {name}
+        for r in refs:
+            r.store(taint, constant, through)
+        value = _tainted(taint, constant, through) if taint else UNKNOWN
+        return [value] * len(outs)
+
+    def _mixed(self, where: str, taint, through) -> None:
+        self.facts.mixed[where] = tuple(sorted(map(repr, taint)))
+        if through:
+            self.facts.through[where] = tuple(sorted(through))
 
     # ---- one operation -------------------------------------------------------------------------
 
@@ -384,7 +593,7 @@ class _Evaluator:
             decision = False  # a quotient of reals is a scaling, not a choice
         known = [a for a in args if _known(a)]
         if any(a is TOO_LARGE for a in args):
-            if decision:
+            if decision or (name == "select_n" and args[0] is TOO_LARGE):
                 self.facts.too_large[where] = "it follows the grid positions over more elements than the judge evaluates"
             return TOO_LARGE
         if len(known) < len(args):
@@ -396,16 +605,22 @@ class _Evaluator:
             # an ingredient of the value (`x*0 + K`, which the compiler may fold); and data that is
             # a constant in disguise is compared like a number.
             constant = bool(data) and all(a.constant for a in data)
-            ingredients = set() if (name in _SCALING or decision) and not (decision and constant) else \
+            through = frozenset().union(*(a.through for a in data))
+            # A constant in disguise scaled by a number is that number in disguise (`(x*0.0 + 1) * K`).
+            ingredients = set() if (name in _SCALING or decision) and not constant else \
                 {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
             annihilated = _annihilated(name, args, eqn, ctx.axes)
             if annihilated is not None:
                 return annihilated
             if decision and name != "select_n" and (taint or ingredients):
-                self.facts.mixed[where] = tuple(sorted(map(repr, taint | ingredients)))
+                self._mixed(where, taint | ingredients, through)
+            elif name == "select_n" and isinstance(args[0], _Data) and args[0].taint:
+                # A select on a predicate that follows the sizes through data or an operation the
+                # judge does not evaluate is that predicate's decision, made again.
+                self._mixed(where, args[0].taint, args[0].through)
             zeroed = (name == "mul" and any(_known(a) and _uniform(a) and a.reshape(-1)[0] == 0 for a in args)) or \
                 (name in ("sub", "xor") and len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1])
-            return _tainted(taint | ingredients, constant=zeroed or constant)
+            return _tainted(taint | ingredients, constant=zeroed or constant, through=through)
         if name not in ("broadcast_in_dim", "reshape", "squeeze", "expand_dims"):
             # A rank-0 operand of an elementwise operation broadcasts (after the position axes).
             ndim = ctx.axes + _rank(out_aval)
@@ -416,6 +631,8 @@ class _Evaluator:
             return TOO_LARGE
         with np.errstate(all="ignore"):
             value = self._apply(eqn, args, ctx, where)
+        if value is UNKNOWN:  # an operation the judge does not evaluate: its result follows its inputs
+            return _derived(args, where, name)
         return np.asarray(value) if isinstance(value, np.generic) else value  # numpy hands 0-d results back as scalars
 
     def _apply(self, eqn, args, ctx: _Ctx, where: str):
@@ -483,6 +700,14 @@ class _Evaluator:
             for k, d in enumerate(params["broadcast_dimensions"]):
                 layout[ctx.axes + d] = x.shape[ctx.axes + k]
             return x.reshape(layout)
+        if name == "bitcast_convert_type" and np.dtype(params["new_dtype"]).itemsize == args[0].dtype.itemsize:
+            return args[0].view(np.dtype(params["new_dtype"]))
+        if name in _REDUCE:
+            x = args[0]
+            whole = np.broadcast_to(x, x.shape[:ctx.axes] + tuple(eqn.invars[0].aval.shape))
+            if whole.size > ELEMENT_BUDGET:
+                return TOO_LARGE
+            return _REDUCE[name](whole, axis=tuple(ctx.axes + int(a) for a in params["axes"]))
         if name in ("reshape", "squeeze", "expand_dims"):
             x = args[0]
             lead = x.shape[:ctx.axes]
@@ -600,7 +825,16 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
         problems.append(f"{key}: a decision the judge could not evaluate ({why})")
     for key in sorted(set().union(*(f.mixed for f in facts.values()))):
         summaries = [f.mixed.get(key) for f in facts.values()]
-        if any(s is None for s in summaries) or len(set(summaries)) > 1:
+        if not (any(s is None for s in summaries) or len(set(summaries)) > 1):
+            continue
+        through = sorted({re.sub(r" (carry|xs|ys|result) \d+$", "", t.rsplit(" / ", 1)[-1])
+                          for f in facts.values() for t in f.through.get(key, ())})
+        if through:
+            problems.append(f"{key}: a decision on a value that follows the sizes or grid positions through "
+                            f"{', '.join(through)} (which the judge does not evaluate, and a compiler may fold) "
+                            f"cannot be evaluated at every size set, so the full size's choices are not known to be "
+                            f"the checked ones")
+        else:
             problems.append(f"{key}: a decision between data and a number or position that changes with the sizes "
                             f"cannot be evaluated without the data, so the full size's choices are not known to be "
                             f"the checked ones")

@@ -112,6 +112,99 @@ def first_and_last_steps(x):
                           scratch_shapes=[pltpu.VMEM((8, 128), jnp.float32)])(x)
 
 
+# A number that follows the sizes (C/128: 4 and 5 where checked, 64 at the full size) passed
+# through an operation the judge does not evaluate, which a compiler folds back to the number: the
+# decision on it must not be taken for a run-time one.
+def _blocks(x_ref):
+    return pl.program_id(0) * 0 + x_ref.shape[1] // 128
+
+
+def _laundered_kernel(launder, scratch=()):
+    def body(x_ref, y_ref, *scratch_refs):
+        live = launder(_blocks(x_ref), *scratch_refs) < 16
+        y_ref[...] = jnp.where(live, x_ref[...] * 2.0, 0.0)
+
+    def kernel(x):
+        r, c = x.shape
+        block = pl.BlockSpec((8, c), lambda i: (i, 0))
+        return pl.pallas_call(body, grid=(r // 8,), in_specs=[block], out_specs=block,
+                              out_shape=jax.ShapeDtypeStruct((r, c), x.dtype), scratch_shapes=list(scratch))(x)
+    return kernel
+
+
+def _through_smem(n, slot_ref):
+    slot_ref[0] = n
+    return slot_ref[0]
+
+
+def _through_run_scoped(n):
+    from jax.experimental.pallas import tpu as pltpu
+
+    def scoped(slot_ref):
+        slot_ref[0] = n
+        return slot_ref[0]
+    return pl.run_scoped(scoped, pltpu.SMEM((1,), jnp.int32))
+
+
+LAUNDERED = {
+    "a loop that hands its carry back": lambda n: jax.lax.fori_loop(0, 2, lambda t, c: c + 0, n),
+    "a run-time loop that adds to its carry (the trip count follows the sizes)":
+        lambda n: jax.lax.fori_loop(0, n // 4, lambda t, c: c + 4, 0) + n * 0,
+    "a cond whose branches both give the number": lambda n: jax.lax.cond(n * 0 == 0, lambda: n, lambda: n + 0),
+    "a bitcast there and back": lambda n: jax.lax.bitcast_convert_type(jax.lax.bitcast_convert_type(n, jnp.float32),
+                                                                       jnp.int32),
+    "a reduction of a splat": lambda n: jnp.max(jnp.full((8, 128), n, jnp.int32)),
+    "an operation the judge does not evaluate": lambda n: jax.lax.cummax(jnp.full((8, 128), n, jnp.int32), 0)[7, 0],
+    "a while loop": lambda n: jax.lax.while_loop(lambda c: c[0] < 1, lambda c: (c[0] + 1, c[1] + 0), (0, n))[1],
+}
+
+
+def _static_trip_count(x_ref, y_ref):
+    # A static loop of C/128 trips adding 4 to a number: 16 and 20 where checked, 256 at the full
+    # size, where the work is skipped (no operation the judge evaluates gives the loop's result).
+    total = jax.lax.fori_loop(0, x_ref.shape[1] // 128, lambda t, c: c + 4, pl.program_id(0) * 0)
+    y_ref[...] = jnp.where(total < 64, x_ref[...] * 2.0, 0.0)
+
+
+def _index_map_through_loop(x):
+    """Rows read through where(laundered(C/128) < 16, i, 0): every block where checked, block 0
+    for every step at the full size."""
+    r, c = x.shape
+    blocks = c // 128
+
+    def row(i):
+        return jnp.where(jax.lax.fori_loop(0, 2, lambda t, v: v + 0, i * 0 + blocks) < 16, i, 0)
+    return pl.pallas_call(lambda x_ref, y_ref: y_ref.__setitem__(..., x_ref[...]), grid=(r // 8,),
+                          in_specs=[pl.BlockSpec((8, c), lambda i: (row(i), 0))],
+                          out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+
+
+def _online_softmax_in_a_loop(x):
+    """Honest: a running max and sum carried through a fori_loop over column blocks (C/128 trips,
+    a number that follows the sizes), decided on after the loop; data compared with data."""
+    r, c = x.shape
+
+    def body(x_ref, y_ref, m_ref):
+        m_ref[...] = jnp.full_like(m_ref, -jnp.inf)
+
+        def step(k, carry):
+            m, s = carry
+            block = x_ref[:, pl.ds(pl.multiple_of(k * 128, 128), 128)]
+            m_new = jnp.maximum(m, jnp.max(block, axis=1, keepdims=True))
+            return m_new, s * jnp.exp(m - m_new) + jnp.sum(jnp.exp(block - m_new), axis=1, keepdims=True)
+
+        m, s = jax.lax.fori_loop(0, c // 128, step, (m_ref[...], jnp.zeros((8, 1), jnp.float32)))
+        m_ref[...] = jnp.maximum(m_ref[...], m)
+        y_ref[...] = jnp.where(s > 0.0, x_ref[...] - m - jnp.log(s), 0.0)
+
+    from jax.experimental.pallas import tpu as pltpu
+    block = pl.BlockSpec((8, c), lambda i: (i, 0))
+    return pl.pallas_call(body, grid=(r // 8,), in_specs=[block], out_specs=block,
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype),
+                          scratch_shapes=[pltpu.VMEM((8, 1), jnp.float32)])(x)
+
+
 def compare(fn):
     programs = {name: jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((s["R"], s["C"]), jnp.float32))
                 for name, s in SIZES.items()}
@@ -153,6 +246,30 @@ class DecisionCoverageTest(unittest.TestCase):
                                   out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
                                   out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
         identity = compare(clamped_at_3)
+        self.assertTrue(identity.proven, identity.unproven)
+
+    def test_a_number_laundered_through_what_the_judge_does_not_evaluate_is_not_proven(self):
+        for how, launder in LAUNDERED.items():
+            with self.subTest(how):
+                identity = compare(_laundered_kernel(launder))
+                self.assertFalse(identity.proven, how)
+                self.assertTrue(any("through" in r or "which no checked size decided" in r for r in identity.unproven),
+                                identity.unproven)
+
+    def test_a_static_loops_result_follows_its_trip_count(self):
+        self.assertUnproven(compare(_rows_kernel(_static_trip_count)), "lt", "through scan")
+
+    def test_a_number_stored_to_a_ref_and_loaded_is_not_proven(self):
+        from jax.experimental.pallas import tpu as pltpu
+        self.assertUnproven(compare(_laundered_kernel(_through_smem, [pltpu.SMEM((1,), jnp.int32)])),
+                            "lt", "through a ref (swap, then loaded)")
+        self.assertUnproven(compare(_laundered_kernel(_through_run_scoped)), "lt", "through a ref")
+
+    def test_a_number_laundered_in_an_index_map_is_not_proven(self):
+        self.assertUnproven(compare(_index_map_through_loop), "index map", "through scan")
+
+    def test_a_loop_over_data_decided_on_after_it_is_proven(self):
+        identity = compare(_online_softmax_in_a_loop)
         self.assertTrue(identity.proven, identity.unproven)
 
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
