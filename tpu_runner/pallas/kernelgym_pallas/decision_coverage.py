@@ -128,6 +128,9 @@ class _Scope:
     grid: tuple
     static: bool = True  # every grid extent a number (else program_id is not evaluated)
     decisions: dict = dataclasses.field(default_factory=dict)  # key -> int64 array over the grid
+    # key -> (the decisions it joins, in order; their outcome counts; the set of their outcome
+    # tuples, as mixed-radix codes, taken anywhere on the grid where the combination is reached)
+    combinations: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -218,6 +221,75 @@ def _size(shape) -> int:
 class _Evaluator:
     def __init__(self):
         self.facts = Facts()
+        # Known values that follow decision outcomes: id -> (the value, {decision: (its per-element
+        # outcome codes, how many outcomes it has)}). Two decisions that each go both ways where
+        # checked can join, by arithmetic that decides nothing (`(i >= 2) * (i != 2)`), into a
+        # value that only the full size sets; such a join is a decision of its own, whose outcome
+        # is the tuple of the joined decisions' outcomes.
+        self._outcomes = {}
+        self._last_decision = None  # (key, codes, count) of the latest decision recorded
+
+    def _mark(self, value, sources: frozenset):
+        if _known(value):
+            self._outcomes[id(value)] = (value, sources)
+        return value
+
+    def _sources(self, value):
+        entry = self._outcomes.get(id(value)) if _known(value) else None
+        return entry[1] if entry is not None and entry[0] is value else None
+
+    def _combination(self, eqn, args, value, ctx: "_Ctx", where: str, own=None) -> None:
+        """Marks a known result with the decisions whose outcomes it follows (per element: a
+        boolean decision's value, a select's or cond's choice, and what its operands follow), and
+        records it where it joins two decisions or more. `own`: this operation's own decision
+        (codes, count), for a cond."""
+        name = eqn.primitive.name
+        if not args or not _known(value):
+            return
+        if value.dtype == np.bool_ and (name in _COMPARE or name in ("and", "or", "xor", "not")):
+            # A boolean decision's value is its outcome, whatever it compared.
+            self._mark(value, {where: (value, 2)})
+            return
+        joined = {}
+        for source in (self._sources(a) for a in args):
+            joined.update(source or {})
+        if own is None and self._last_decision is not None and self._last_decision[0] == where:
+            own = self._last_decision[1:]
+        if own is not None:
+            joined[where] = own
+        if not joined:
+            return
+        self._mark(value, joined)
+        if len(joined) >= 2:
+            self._record_combination(where, joined, ctx)
+
+    def _record_combination(self, where: str, joined: dict, ctx: "_Ctx") -> None:
+        """The tuples of outcomes a combination joins, element by element where it is reached."""
+        keys = sorted(joined)
+        if len(keys) > MAX_COMBINED:
+            self.facts.too_large[where] = f"it combines {len(keys)} decisions, more than {MAX_COMBINED}"
+            return
+        arrays = [np.asarray(joined[k][0]).astype(np.int64) for k in keys]
+        ndim = max(a.ndim for a in arrays)
+        arrays = [a.reshape(a.shape[:ctx.axes] + (1,) * (ndim - a.ndim) + a.shape[ctx.axes:]) for a in arrays]
+        try:
+            total, radix = np.zeros(np.broadcast_shapes(*(a.shape for a in arrays)), np.int64), 1
+            for a, k in zip(arrays, keys):
+                total = total + np.clip(a, 0, joined[k][1] - 1) * radix
+                radix *= max(int(joined[k][1]), 1)
+            if ctx.reach is not None:
+                reach = ctx.reach.reshape(ctx.reach.shape + (1,) * (total.ndim - ctx.reach.ndim))
+                shape = np.broadcast_shapes(reach.shape, total.shape)
+                total = np.broadcast_to(total, shape)[np.broadcast_to(reach, shape)]
+        except ValueError:
+            self.facts.too_large[where] = "its decisions' outcomes could not be joined element by element"
+            return
+        counts = tuple(int(joined[k][1]) for k in keys)
+        entry = ctx.scope.combinations.setdefault(where, (tuple(keys), counts, set()))
+        if entry[0] != tuple(keys):
+            self.facts.too_large[where] = "it joins different decisions on different walks"
+            return
+        entry[2].update(np.unique(total).tolist())
 
     # ---- walking -------------------------------------------------------------------------------
 
@@ -247,7 +319,7 @@ class _Evaluator:
 
         def read(var):
             if type(var).__name__ == "Literal":
-                return self._const(var.val, ctx.axes)
+                return self._mark(self._const(var.val, ctx.axes), frozenset())
             return env.get(id(var), UNKNOWN)
 
         for n, eqn in enumerate(jaxpr.eqns):
@@ -305,6 +377,7 @@ class _Evaluator:
             if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and name not in _REDUCE and \
                     _uniform(value):
                 self.facts.numbers[where] = (ctx.scope_key, value.reshape(-1)[0].item())
+            self._combination(eqn, args, value, ctx, where)
         return [value]
 
     def _bodies(self, eqn, ctx: _Ctx, where: str, args) -> None:
@@ -336,7 +409,7 @@ class _Evaluator:
     def _kernel(self, eqn, where: str, scope: _Scope, ranges: list) -> dict:
         """The decisions of a kernel (index maps and body) at the grid positions in `ranges`; where a
         value would hold more than the budget, the longest range is halved and each half evaluated."""
-        part = _Scope(grid=scope.grid, static=scope.static)
+        part = _Scope(grid=scope.grid, static=scope.static, combinations=scope.combinations)  # a union: shared
         outer_too_large, self.facts.too_large = self.facts.too_large, {}
         try:
             positions = []
@@ -421,8 +494,10 @@ class _Evaluator:
                     choice = choice.reshape(choice.shape + (1,) * (ndim - choice.ndim))
                     shape = np.broadcast_shapes(choice.shape, *(c.shape for c in lifted))
                     if _size(shape) <= ELEMENT_BUDGET:
-                        outs.append(np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(c, shape) for c in lifted])
-                                    .astype(_dtype(var.aval), copy=False))
+                        chosen = np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(c, shape) for c in lifted]) \
+                            .astype(_dtype(var.aval), copy=False)
+                        self._combination(eqn, [index] + cases, chosen, ctx, where, own=(choice, len(branches)))
+                        outs.append(chosen)
                         continue
                 except (ValueError, TypeError, IndexError):
                     pass
@@ -734,6 +809,11 @@ class _Evaluator:
             bits = bits | (hit.astype(np.int64) << code)
         previous = ctx.scope.decisions.get(where)
         ctx.scope.decisions[where] = bits if previous is None else (previous | bits)
+        self._last_decision = (where, codes, count)
+
+
+COMBINED = "(decisions combined)"
+MAX_COMBINED = 16  # decisions one combination may join (its outcome is their outcomes' tuple)
 
 
 def _annihilated(name: str, args: list, eqn, axes: int):
@@ -790,6 +870,35 @@ def _outcome_names(key: str, bits: int) -> str:
     else:
         names = ("a negative quotient", "a zero quotient", "a positive quotient")
     return " and ".join(names[c] if c < len(names) else str(c) for c in codes)
+
+
+def _combination_problems(scope_key: str, full: _Scope, checked: list) -> list[str]:
+    """Each decision alone may take only outcomes it took where checked, yet arithmetic that decides
+    nothing can join two of them (`(i >= 2) * (i != 2)`) into a value set only at the full size: a
+    combination's tuple of outcomes, taken anywhere on the full-size grid, must have been taken
+    somewhere on a checked grid."""
+    problems = []
+    for key, (keys, counts, taken) in sorted(full.combinations.items()):
+        seen = set()
+        for scope in checked:
+            entry = scope.combinations.get(key)
+            if entry is not None and entry[0] == keys:
+                seen |= entry[2]
+        new = sorted(taken - seen)
+        if not new:
+            continue
+
+        def named(code: int) -> str:
+            parts = []
+            for k, count in zip(keys, counts):
+                outcome, code = code % count, code // count
+                parts.append(f"{k[len(scope_key) + 1:] if k.startswith(scope_key + ' ') else k} "
+                             f"{_outcome_names(k, 1 << outcome)}")
+            return "(" + ", ".join(parts) + ")"
+        problems.append(f"{key} {COMBINED}: at the full size it joins the outcomes {named(new[0])}, which no checked "
+                        f"size joined" + (f" ({len(new)} such tuples)" if len(new) > 1 else "") +
+                        " (each decision alone took its outcome where checked, but not together)")
+    return problems
 
 
 def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
@@ -868,6 +977,7 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
             if new:
                 problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked size "
                                 f"decided (checked: {_outcome_names(key, seen) or 'never reached'})")
+        problems += _combination_problems(scope_key, scope, others)
     keys = sorted(folded)
     combinations = [tuple(folded[k][s] for k in keys) for s in range(len(checked) + 1)]
     # Covered: one checked size made every choice the full size makes (a decision over many elements

@@ -205,6 +205,47 @@ def _online_softmax_in_a_loop(x):
                           scratch_shapes=[pltpu.VMEM((8, 1), jnp.float32)])(x)
 
 
+def _rows_through(index_map):
+    def kernel(x):
+        r, c = x.shape
+        return pl.pallas_call(lambda x_ref, y_ref: y_ref.__setitem__(..., x_ref[...]), grid=(r // 8,),
+                              in_specs=[pl.BlockSpec((8, c), lambda i: (index_map(i), 0))],
+                              out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+    return kernel
+
+
+# Two decisions on the position, each going both ways on the checked grids (4 and 8 row steps: i >= 7
+# is true at i = 7, i != 7 everywhere else), joined by arithmetic into a flag set only from i = 8: on
+# no checked step, on 504 of the full size's 512, where every step then reads block 0.
+def _product_flag(i):
+    return i * (1 - (i >= 7).astype(jnp.int32) * (i != 7).astype(jnp.int32))
+
+
+def _nested_select_flag(i):
+    return jnp.where(i >= 7, jnp.where(i != 7, 0, i), i)
+
+
+def _cond_flag(i):
+    return jax.lax.cond(i >= 7, lambda: jnp.where(i != 7, 0, 1), lambda: 1) * i
+
+
+def weighted_first_and_last(x):
+    """Honest: the first and last steps of a C/128-step axis weighted by arithmetic on both
+    decisions; every joint outcome (first, last, neither) is taken where checked (4 and 5 steps)."""
+    r, c = x.shape
+
+    def body(x_ref, y_ref):
+        k = pl.program_id(1)
+        weight = (k == 0).astype(jnp.float32) + (k == pl.num_programs(1) - 1).astype(jnp.float32)
+        y_ref[...] = x_ref[...] * (1.0 + weight)
+
+    return pl.pallas_call(body, grid=(r // 8, c // 128),
+                          in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, k))],
+                          out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, k)),
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
+
+
 def compare(fn):
     programs = {name: jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((s["R"], s["C"]), jnp.float32))
                 for name, s in SIZES.items()}
@@ -270,6 +311,17 @@ class DecisionCoverageTest(unittest.TestCase):
 
     def test_a_loop_over_data_decided_on_after_it_is_proven(self):
         identity = compare(_online_softmax_in_a_loop)
+        self.assertTrue(identity.proven, identity.unproven)
+
+    def test_decisions_joined_by_arithmetic_into_a_new_tuple_are_not_proven(self):
+        for how, index_map in (("product", _product_flag), ("nested selects", _nested_select_flag),
+                               ("cond", _cond_flag)):
+            with self.subTest(how):
+                self.assertUnproven(compare(_rows_through(index_map)), "(decisions combined)", "ge", "true",
+                                    "ne", "which no checked size joined")
+
+    def test_decisions_joined_into_tuples_taken_where_checked_are_proven(self):
+        identity = compare(weighted_first_and_last)
         self.assertTrue(identity.proven, identity.unproven)
 
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
