@@ -13,6 +13,15 @@ and a single-step grid overlaps nothing at all:
 
 With one step this is fetch + compute + write-back, not the larger of the two.
 
+A block given a single buffer (`pipeline_mode=pl.Buffered(1)`) has no second slot to fetch into
+while a step computes: its next fetch waits for the step to finish with the buffer, and its
+write-back must land before the next step writes it. Its steady copies are serial with compute:
+
+    steady step = max(compute a step + single-buffered bytes a step / bandwidth,
+                      double-buffered bytes a step / bandwidth)
+
+(a single-buffered block whose index never changes is fetched once and costs nothing more).
+
 The blocks each step copies come from evaluating every block's index map over the whole grid (in
 the grid's order, the last axis fastest), as the pipeline does. Where that is not possible (a grid
 larger than `MAX_GRID_POINTS`, index maps that read scalar-prefetch operands, a grid known only
@@ -35,6 +44,7 @@ class BlockTraffic:
     total_in: float = 0.0     # bytes fetched over the whole grid
     total_out: float = 0.0    # bytes written back over the whole grid
     exact: bool = True        # False: every block counted at every step
+    serial: float = 0.0       # bytes of single-buffered blocks after the first fetch / before the last write-back
 
     @property
     def total(self) -> float:
@@ -44,7 +54,11 @@ class BlockTraffic:
         """The bytes moved while a step computes (what is not the first fetch or last write-back)."""
         if self.steps <= 1:
             return 0.0
-        return max(0.0, self.total - self.first_in - self.last_out) / (self.steps - 1)
+        return max(0.0, self.total - self.first_in - self.last_out - self.serial) / (self.steps - 1)
+
+    def serial_bytes_per_step(self) -> float:
+        """The bytes of single-buffered blocks each step moves with nothing to overlap them."""
+        return self.serial / (self.steps - 1) if self.steps > 1 else 0.0
 
 
 def _aval_bytes(aval) -> float:
@@ -61,6 +75,11 @@ def _pipelined(block_mapping) -> bool:
     block = getattr(block_mapping, "transformed_block_aval", None) or getattr(block_mapping, "block_aval", None)
     space = str(getattr(block, "memory_space", "")).lower()
     return not any(word in space for word in ("any", "hbm", "smem", "semaphore"))
+
+
+def _single_buffered(block_mapping) -> bool:
+    mode = getattr(block_mapping, "pipeline_mode", None)
+    return getattr(mode, "buffer_count", 2) == 1
 
 
 def _fetches(block_mapping, indices) -> int | None:
@@ -107,6 +126,8 @@ def block_traffic(grid_mapping) -> BlockTraffic:
         else:
             traffic.last_out += size
             traffic.total_out += size * fetches
+        if _single_buffered(bm) and fetches:
+            traffic.serial += size * (fetches - 1)
     return traffic
 
 
@@ -115,5 +136,6 @@ def pipeline_seconds(compute_seconds: float, traffic: BlockTraffic, bytes_per_s:
     steps = max(1, traffic.steps)
     step = compute_seconds / steps
     steady = traffic.steady_bytes_per_step() / bytes_per_s
-    return (traffic.first_in / bytes_per_s + (steps - 1) * max(step, steady) + step
+    serial = traffic.serial_bytes_per_step() / bytes_per_s
+    return (traffic.first_in / bytes_per_s + (steps - 1) * max(step + serial, steady) + step
             + traffic.last_out / bytes_per_s)
