@@ -24,10 +24,18 @@ alone, without data. Then:
   readings: `1 - (n-2)*(n-3)` is 1 where checked and -869 at the full size, with no decision.
 * a decision that mixes data with a number or position that changes with the sizes
   (`x[0]*0 + K < 4096`) cannot be evaluated: the estimate is not trusted, with the reason named.
+* fail closed, a number or position passed through an operation the judge does not evaluate
+  (a loop's carry, a cond's result, a ref stored and loaded, an unknown primitive) stays derived:
+  the result follows everything its inputs follow, and a decision on it whose provenance differs
+  between the size sets is not trusted, naming the operation (a compiler may fold it back).
+* decisions joined by arithmetic or selects (`(i >= 2) * (i != 2)`) are a decision of their own:
+  every tuple of their outcomes the full size joins must have been joined where checked.
 
 What it does not cover (docs/pallas.md): non-linear arithmetic on grid positions that reaches the
 data without a decision (a polynomial in program_id that vanishes on the checked grids), values
-from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
+from data (a scalar-prefetched table) compared with constants, addresses derived from the sizes,
+decisions that share a grid step without being joined into one value, and dynamic (while) loop
+counters.
 """
 from __future__ import annotations
 
