@@ -367,6 +367,8 @@ class _Evaluator:
             if any(hasattr(getattr(p, "jaxpr", p), "eqns") for p in eqn.params.values()):
                 self._bodies(eqn, ctx, where, args)
             return self.ref_operation(eqn, args, where)
+        if name == "optimization_barrier":  # the values pass as they are
+            return list(args)
         if len(outs) != 1:
             self._bodies(eqn, ctx, where, args)
             return [_derived(args, where, name)] * len(outs)
@@ -795,6 +797,25 @@ class _Evaluator:
             x = args[0]
             lead = x.shape[:ctx.axes]
             return np.broadcast_to(x, lead + tuple(eqn.invars[0].aval.shape)).reshape(lead + tuple(out_aval.shape))
+        # Moves of values the compiler sees through (evaluated, so that honest index arithmetic
+        # stays known rather than derived): each operand at its whole shape after the position axes.
+        whole = [np.broadcast_to(a, a.shape[:ctx.axes] + tuple(v.aval.shape)) for a, v in zip(args, eqn.invars)]
+        lead = ctx.axes
+        if name == "multiple_of":  # a hint to the compiler; the value is its operand
+            return args[0]
+        if name == "transpose":
+            return whole[0].transpose(tuple(range(lead)) + tuple(lead + int(p) for p in params["permutation"]))
+        if name == "rev":
+            return np.flip(whole[0], axis=tuple(lead + int(d) for d in params["dimensions"]))
+        if name == "slice":
+            strides = params.get("strides") or (1,) * len(params["start_indices"])
+            picks = tuple(slice(int(a), int(b), int(c)) for a, b, c in
+                          zip(params["start_indices"], params["limit_indices"], strides))
+            return whole[0][(slice(None),) * lead + picks]
+        if name == "concatenate":
+            common = np.broadcast_shapes(*(w.shape[:lead] for w in whole))
+            return np.concatenate([np.broadcast_to(w, common + w.shape[lead:]) for w in whole],
+                                  axis=lead + int(params["dimension"]))
         return UNKNOWN
 
     def decide(self, where: str, codes: np.ndarray, ctx: _Ctx, count: int) -> None:

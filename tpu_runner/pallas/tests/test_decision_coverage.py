@@ -246,6 +246,28 @@ def weighted_first_and_last(x):
                           out_shape=jax.ShapeDtypeStruct((r, c), x.dtype))(x)
 
 
+def _rows_moved(x_ref, y_ref, bound=None):
+    # Index arithmetic through moves the compiler sees through (multiple_of, transpose, slices,
+    # concatenate, rev, an optimization barrier): evaluated, not taken for data.
+    start = pl.multiple_of(pl.program_id(0) * 8, 8)
+    rows = jnp.transpose(start + jax.lax.broadcasted_iota(jnp.int32, (128, 8), 1))
+    rows = jnp.concatenate([rows[:, :64], rows[:, 64:]], axis=1)[:, ::-1]
+    rows, = jax.lax.optimization_barrier((rows,))
+    cols = jax.lax.broadcasted_iota(jnp.int32, (8, 128), 1)
+    keep = cols <= rows if bound is None else rows < bound
+    y_ref[...] = jnp.where(keep, x_ref[:, :128], 0.0)
+
+
+def _rows_moved_kernel(bound=None):
+    def kernel(x):
+        r, c = x.shape
+        return pl.pallas_call(functools.partial(_rows_moved, bound=bound), grid=(r // 8,),
+                              in_specs=[pl.BlockSpec((8, c), lambda i: (i, 0))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((r, 128), x.dtype))(x)
+    return kernel
+
+
 def compare(fn):
     programs = {name: jax.make_jaxpr(fn)(jax.ShapeDtypeStruct((s["R"], s["C"]), jnp.float32))
                 for name, s in SIZES.items()}
@@ -323,6 +345,13 @@ class DecisionCoverageTest(unittest.TestCase):
     def test_decisions_joined_into_tuples_taken_where_checked_are_proven(self):
         identity = compare(weighted_first_and_last)
         self.assertTrue(identity.proven, identity.unproven)
+
+    def test_index_arithmetic_through_moves_is_evaluated(self):
+        # A causal mask built through transposes, slices and a barrier stays proven; the same rows
+        # compared with 64 (true on every checked step, false from the ninth) are caught exactly.
+        identity = compare(_rows_moved_kernel())
+        self.assertTrue(identity.proven, identity.unproven)
+        self.assertUnproven(compare(_rows_moved_kernel(bound=64)), "lt", "decides false", "checked: true")
 
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
         identity = compare(first_and_last_steps)
