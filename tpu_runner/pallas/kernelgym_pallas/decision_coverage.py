@@ -871,8 +871,10 @@ def _literal_one(var) -> bool:
 
 def _summary(array: np.ndarray):
     """What a known operand of a decision holds, to compare across size sets."""
-    if array.size > 4096:
-        return ("values", array.shape)
+    if array.size > 4096:  # a digest: two size sets whose arrays differ must not summarise alike
+        import hashlib
+        return ("values", array.shape, str(array.dtype),
+                hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:32])
     return tuple(np.unique(array).tolist())
 
 

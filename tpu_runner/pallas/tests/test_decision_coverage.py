@@ -159,6 +159,15 @@ LAUNDERED = {
 }
 
 
+def _block_of_the_number(x_ref, y_ref):
+    # C/128 spread over a (64, 128) block (no grid position in it: the block's shape is the same at
+    # every size set, only its values differ) and passed through an operation the judge does not
+    # evaluate: what it follows must tell the size sets apart by value, not by shape.
+    block = jax.lax.broadcasted_iota(jnp.int32, (64, 128), 0) * 0 + \
+        jax.lax.broadcasted_iota(jnp.int32, (64, 128), 1) * 0 + x_ref.shape[1] // 128
+    y_ref[...] = jnp.where(jax.lax.cummax(block, 0)[63, 0] < 16, x_ref[...] * 2.0, 0.0)
+
+
 def _static_trip_count(x_ref, y_ref):
     # A static loop of C/128 trips adding 4 to a number: 16 and 20 where checked, 256 at the full
     # size, where the work is skipped (no operation the judge evaluates gives the loop's result).
@@ -318,6 +327,9 @@ class DecisionCoverageTest(unittest.TestCase):
                 self.assertFalse(identity.proven, how)
                 self.assertTrue(any("through" in r or "which no checked size decided" in r for r in identity.unproven),
                                 identity.unproven)
+
+    def test_a_block_of_the_number_laundered_is_told_apart_by_its_values(self):
+        self.assertUnproven(compare(_rows_kernel(_block_of_the_number)), "lt", "through cummax")
 
     def test_a_static_loops_result_follows_its_trip_count(self):
         self.assertUnproven(compare(_rows_kernel(_static_trip_count)), "lt", "through scan")
