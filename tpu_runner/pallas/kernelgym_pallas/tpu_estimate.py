@@ -270,6 +270,21 @@ def for_op(table: dict, op_name: str, op_names) -> object | None:
     return None if key is None else table[key]
 
 
+def for_op_or_twin(table: dict, op_name: str, op_names, twins: dict) -> object | None:
+    """for_op, or where there is none, the entry of one of `op_name`'s twins (same_code_ops: ops
+    whose HLO text, Mosaic's serialized kernel included, is the same but for names and metadata).
+    libtpu compiles such ops once and dumps the program under one of their names: two pallas_calls
+    of one kernel on arrays of one shape (mla_attention's k and v up-projections) left the second
+    without a schedule, unpriced and the estimate untrusted."""
+    entry = for_op(table, op_name, op_names)
+    for twin in twins.get(op_name, []):
+        if entry is not None:
+            break
+        if twin != op_name:
+            entry = for_op(table, twin, op_names)
+    return entry
+
+
 # ---- the profile files ------------------------------------------------------------------------
 
 _ESTIMATE = re.compile(r'hlo_op_estimate\s*\{[^{}]*?hlo_op_name:\s*"([^"]*)"[^{}]*?estimated_cycles:\s*(\d+)', re.S)
@@ -893,6 +908,8 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                        f"not pair up by their operands (or pair up in more than one way): the grids cannot be assigned")
     clock, bandwidth = CLOCK_HZ[name], HBM_BYTES_PER_S[name]
     kernel_names = {k.name for k in hlo_kernels}
+    # Ops compiled to the same code: libtpu dumps one program for all of them.
+    twins = same_code_ops(hlo_text)
     profiles: list[KernelProfile] = []
     mosaic_cycles, mosaic_seconds = 0, 0.0
     for k, f in zip(hlo_kernels, matched):
@@ -908,14 +925,16 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         steps = _points(f.grid) if static_grid else 0
         share = None
         if mode == "profile":
-            if k.name not in cycles:
+            c = for_op_or_twin(cycles, k.name, kernel_names, twins)
+            if c is None:
                 reasons.append(f"no static profile was written for Mosaic kernel {k.name}")
-            c = int(cycles.get(k.name, 0))
+            c = int(c or 0)
             per_step = c / steps if steps else None
             moved = k.bytes
             traffic = None
         else:
-            schedule, use = for_op(schedules, k.name, kernel_names), for_op(bundles, k.name, kernel_names)
+            schedule = for_op_or_twin(schedules, k.name, kernel_names, twins)
+            use = for_op_or_twin(bundles, k.name, kernel_names, twins)
             stall = manual_bytes = 0.0
             if schedule is None:
                 reasons.append(f"no final schedule was dumped for Mosaic kernel {k.name}")
@@ -981,7 +1000,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     # How often each op's schedule runs: per trip of the loops around it (an op in a loop with a
     # static trip count, else once), and for every op compiled to the same code (same_code_ops),
     # whose program libtpu dumped once under this op's name.
-    twins = same_code_ops(hlo_text) if mode == "bundles" else {}
+    twins = twins if mode == "bundles" else {}
     runs = {op: sum(loops.runs_of_instruction(n) or 1 for n in twins.get(op, [op])
                     if n == op or n not in schedules) for op in xla_ops}
     if mode == "profile":

@@ -290,6 +290,40 @@ class OpsSharingOneProgram(unittest.TestCase):
         self.assertAlmostEqual(est.xla_floor_seconds, 4 * 1000 / tpu_estimate.CLOCK_HZ["v6e"], delta=1e-12)
         self.assertEqual(est.xla_llo_cycles, 4000)
 
+    # Two Mosaic calls of one kernel on arrays of one shape, a third of another kernel.
+    MOSAIC = ("HloModule m\n\n"
+              "ENTRY %main (x: bf16[512,256], y: bf16[512,256]) -> bf16[512,256] {\n"
+              "  %x = bf16[512,256]{1,0} parameter(0)\n"
+              "  %y = bf16[512,256]{1,0} parameter(1)\n"
+              "  %custom-call.1 = bf16[512,256]{1,0} custom-call(%x), custom_call_target=\"tpu_custom_call\", "
+              "backend_config={\"custom_call_config\": {\"body\": \"TUxJUgAB\"}}, metadata={op_name=\"k\"}\n"
+              "  %custom-call.2 = bf16[512,256]{1,0} custom-call(%y), custom_call_target=\"tpu_custom_call\", "
+              "backend_config={\"custom_call_config\": {\"body\": \"TUxJUgAB\"}}, metadata={op_name=\"v\"}\n"
+              "  ROOT %custom-call.3 = bf16[512,256]{1,0} custom-call(%custom-call.1, %custom-call.2), "
+              "custom_call_target=\"tpu_custom_call\", backend_config={\"custom_call_config\": {\"body\": \"TUxJUgAC\"}}\n}\n")
+
+    def _mosaic_estimate(self, dumped):
+        import types
+        from kernelgym_pallas import tpu_target
+        bundles = "".join(f"   0x{i:x}   :  {{ %s{i}_s1 = smov {i} }}\n" for i in range(1000))
+        compiled = tpu_target.Compiled(types.SimpleNamespace(as_text=lambda: self.MOSAIC), {"optimal_seconds": 1e-9},
+                                       {}, 0.0)
+        with tempfile.TemporaryDirectory() as folder:
+            for op in dumped:
+                (pathlib.Path(folder) / f"12-{op}-02-final_bundles.txt").write_text(bundles)
+            return tpu_estimate.estimate(target=types.SimpleNamespace(name="v6e"), dump_dir=folder, compiled=compiled)
+
+    def test_mosaic_kernels_of_one_program_share_its_schedule(self):
+        # libtpu dumped custom-call.1's program only: custom-call.2 is the same kernel on an array
+        # of the same shape, so the schedule is its own too (it was unpriced, the estimate untrusted).
+        est = self._mosaic_estimate(["custom-call.1", "custom-call.3"])
+        self.assertFalse([r for r in est.reasons if "no final schedule" in r], est.reasons)
+        self.assertEqual([k.bundles_per_step for k in est.kernels], [1000.0] * 3)
+        # Another kernel's schedule is never borrowed: custom-call.3's text differs (its body).
+        est = self._mosaic_estimate(["custom-call.1", "custom-call.2"])
+        self.assertEqual([r for r in est.reasons if "no final schedule" in r],
+                         ["no final schedule was dumped for Mosaic kernel custom-call.3"])
+
 
 class Environment(unittest.TestCase):
     def test_flags_and_log_bounds(self):
@@ -480,6 +514,31 @@ class DevicelessCompiles(unittest.TestCase):
         # A candidate's program with the same loop stays untrusted: its kernel counted once.
         self.assertFalse(two_as_candidate.trusted)
         self.assertLess(two_as_candidate.kernels[0].estimated_cycles, two.kernels[0].estimated_cycles)
+
+    def test_two_calls_of_one_kernel_are_both_priced(self):
+        # Two pallas_calls of one kernel on arrays of one shape (mla_attention's k and v
+        # up-projections) compile to one program, which libtpu dumps once: the second call was
+        # unpriced and the estimate untrusted.
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+
+        def body(x, o):
+            o[...] = x[...] * 2.0
+
+        def call(x):
+            spec = pl.BlockSpec((256, 512), lambda i: (i, 0))
+            return pl.pallas_call(body, grid=(8,), in_specs=[spec], out_specs=spec,
+                                  out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+        # For v5e, where libtpu dumps the one program once (for v6e, with these flags, twice).
+        from kernelgym_pallas import tpu_target
+        v5e = tpu_target.open_target("v5e")
+        specs = [jax.ShapeDtypeStruct((2048, 512), jnp.float32)] * 2
+        one = tpu_estimate.estimate(call, specs[:1], v5e, self.dump)
+        two = tpu_estimate.estimate(lambda a, b: (call(a), call(b)), specs, v5e, self.dump)
+        self.assertTrue(two.trusted, two.reasons)
+        self.assertEqual([k.estimated_cycles for k in two.kernels], [one.kernels[0].estimated_cycles] * 2)
 
     def test_a_long_kernel_name_keeps_its_schedule(self):
         # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
