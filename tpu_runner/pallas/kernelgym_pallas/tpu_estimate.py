@@ -819,31 +819,82 @@ def fresh(fn):
     return call
 
 
+# The most partial pairings _match tries before it gives up (and pairs nothing).
+PAIRING_SEARCH_LIMIT = 100_000
+
+
 def _match(hlo_kernels, facts, independent=frozenset()) -> list:
-    """The traced pallas_call of each compiled Mosaic kernel: in order, when the counts agree and
-    every pair's operand bytes agree (XLA keeps the order of calls that depend on each other), and
-    no compiled kernel's bytes would pair it just as well with another, different call that XLA was
-    free to run before or after it (`independent`: kernel_order.independent_pairs)."""
-    if len(hlo_kernels) != len(facts):
-        return [None] * len(hlo_kernels)
-    pairs = list(zip(hlo_kernels, facts))
+    """The traced pallas_call of each compiled Mosaic kernel, or None for every kernel.
+
+    XLA compiles each call to one kernel and keeps the order of calls that depend on each other
+    (the compiled kernels come in an order the data allow), but may run independent calls in any
+    order (`independent`: kernel_order.independent_pairs). Every assignment of calls to kernels
+    that keeps those orders and whose operand bytes agree pair by pair is considered: the kernels
+    are paired when all of them give each kernel a call of the same kind (the same kernel, grid,
+    blocks and work: which of two such calls is which changes no price). An assignment with a call
+    of another kind anywhere (a compiled kernel whose bytes would pair it just as well with
+    another, different call that XLA was free to run before or after it) pairs nothing. Before,
+    the kernels had to come in the traced order: a program whose independent calls XLA reordered
+    (mla_attention's starter: its k_pe down-projection compiled first) paired nothing."""
+    n = len(hlo_kernels)
+    if n != len(facts):
+        return [None] * n
 
     # Within 1% either way: the compiled call may take an operand the trace had twice once (2p's
     # splash attention: 2 MiB fewer of 2.16 GB), or extra outputs of its own.
     def fits(k, f):
         return f.operand_bytes <= 0 or abs(k.bytes - f.operand_bytes) <= max(0.01 * f.operand_bytes, 1 << 16)
 
-    if not all(fits(k, f) for k, f in pairs):
-        return [None] * len(hlo_kernels)
-    # XLA may reorder independent calls: a compiled kernel that the bytes would also pair with
-    # another, different pallas_call could be either, so none is assigned.
     def kind(f):
         return (f.name, tuple(f.grid), f.step_bytes, f.mxu_flops, f.unconditional)
 
-    if any(fits(k, other) and kind(other) != kind(f) and frozenset({i, j}) in independent
-           for i, (k, f) in enumerate(pairs) for j, other in enumerate(facts) if j != i):
-        return [None] * len(hlo_kernels)
-    return list(facts)
+    # The calls each call depends on (they come before it in the trace, and in the compiled order).
+    before = [frozenset(i for i in range(j) if frozenset({i, j}) not in independent) for j in range(n)]
+    after = [frozenset(j for j in range(n) if i in before[j]) for i in range(n)]
+    # Calls of one kind and operand bytes with the same calls before and after them, and
+    # independent of each other, can trade places in any assignment without changing it: only the
+    # first is tried (ten such calls would otherwise be tried in 10! orders).
+    twin_of = list(range(n))
+    for j in range(n):
+        for i in range(j):
+            if twin_of[i] == i and kind(facts[i]) == kind(facts[j]) and \
+                    facts[i].operand_bytes == facts[j].operand_bytes and before[i] == before[j] \
+                    and after[i] == after[j] and i not in before[j]:
+                twin_of[j] = i
+                break
+    kinds: set = set()          # the kind sequences of the complete assignments found
+    first: list[int] = []       # one complete assignment (call index per compiled kernel)
+    budget = [PAIRING_SEARCH_LIMIT]
+
+    def search(chosen: list[int], used: set) -> bool:
+        # False stops the search: a second kind sequence, or the budget spent.
+        budget[0] -= 1
+        if budget[0] < 0:
+            return False
+        p = len(chosen)
+        if p == n:
+            kinds.add(tuple(kind(facts[j]) for j in chosen))
+            if not first:
+                first.extend(chosen)
+            return len(kinds) < 2
+        tried = set()
+        for j in range(n):
+            if j in used or not before[j] <= used or twin_of[j] in tried or not fits(hlo_kernels[p], facts[j]):
+                continue
+            tried.add(twin_of[j])
+            chosen.append(j)
+            used.add(j)
+            going = search(chosen, used)
+            chosen.pop()
+            used.discard(j)
+            if not going:
+                return False
+        return True
+
+    search([], set())
+    if budget[0] < 0 or len(kinds) != 1:
+        return [None] * n
+    return [facts[j] for j in first]
 
 
 def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, closed_jaxpr=None,
