@@ -71,6 +71,7 @@ class Checked:
     message: object      # the judge's last message (protocol.Result, or the tracer's failure)
     lines: list[str]     # per trial and output: how many elements were outside tolerance
     seconds: float
+    reference_estimate: object = None  # protocol.ReferenceEstimate, when the judge made one
 
 
 def check(task_dir: pathlib.Path, candidate: str, target: str = "v5e", layout: str = "kernelgym", seeds=(1, 2, 3),
@@ -98,11 +99,13 @@ def check(task_dir: pathlib.Path, candidate: str, target: str = "v5e", layout: s
         _send(judge, job)
         message = _read(judge, "judge")
         expected = {}
+        reference_estimate = None
         if isinstance(message, protocol.Specs):
             _send(tracer, protocol.TraceJob(candidate_path=str(tracer_dir / "candidate.py"),
                                             size_sets=message.size_sets,
                                             artifact_path=str(tracer_dir / "program.pkl")))
             message = _read(judge, "judge")
+            reference_estimate = getattr(message, "estimate", None)
             for t, trial in enumerate(message.trials):
                 for k, o in enumerate(trial.outputs):
                     expected[(t, k)] = (np.fromfile(judge_dir / o.file, dtype=o.dtype).reshape(o.shape), o,
@@ -131,7 +134,7 @@ def check(task_dir: pathlib.Path, candidate: str, target: str = "v5e", layout: s
                              f"{bad} of {want.size} outside tolerance, max abs error {err:.3g}")
         if status == "ok" and failures:
             status = "incorrect"
-        return Checked(status, message, lines, seconds)
+        return Checked(status, message, lines, seconds, reference_estimate)
 
 
 def main() -> int:
@@ -155,6 +158,12 @@ def main() -> int:
     facts = dataclasses.asdict(message)
     print(json.dumps({k: facts.get(k) for k in ("stage", "message", "tpu_compile", "estimate", "timing",
                                                  "stage_seconds")}, indent=1))
+    reference, candidate = checked.reference_estimate, getattr(message, "estimate", None)
+    if reference is not None and reference.estimated_us > 0:
+        line = f"reference estimate: {reference.estimated_us:.1f} us ({'trusted' if reference.trusted else 'untrusted'})"
+        if candidate is not None and candidate.estimated_us > 0:
+            line += f"; estimated speedup {reference.estimated_us / candidate.estimated_us:.3f}x"
+        print(line)
     print(f"verdict: {checked.status} ({checked.seconds:.2f} s for the job)")
     return 0 if checked.status == "ok" else 1
 

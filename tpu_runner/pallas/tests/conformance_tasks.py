@@ -160,6 +160,20 @@ class EveryPallasTask(unittest.TestCase):
                 problems.append(f"{task.task_id}: the ratios check/small {exps} are not multiplicatively independent")
         self.assertEqual(problems, [], "\n".join(problems))
 
+    def test_tpu_workloads_answer_in_their_originals_narrow_dtypes(self):
+        # jaxbench-p/* and models/* are TPU workloads in their originals' dtypes (docs/pallas.md
+        # "dtypes"): every floating output of their Pallas versions is bfloat16 (the last float32
+        # one, mla_attention, was converted with its 16 rounded intermediates derived).
+        problems = []
+        for task_dir in pallas_task_dirs():
+            task = task_spec.load_kernelgym_task(task_dir)
+            if task.task_id.split("/")[0] not in ("jaxbench-p", "models"):
+                continue
+            for spec in task.size_sets["small"].outputs:
+                if np.issubdtype(np.dtype(spec.dtype), np.floating) and np.dtype(spec.dtype).itemsize > 2:
+                    problems.append(f"{task.task_id}: output {spec.name} is {np.dtype(spec.dtype)}")
+        self.assertEqual(problems, [], "\n".join(problems))
+
     def test_the_starter_picks_the_same_blocks_at_every_size_set(self):
         problems = []
         for task_dir in pallas_task_dirs():

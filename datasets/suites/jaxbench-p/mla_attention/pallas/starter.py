@@ -5,8 +5,10 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-# A float32 task: a dot at DEFAULT precision is one bfloat16 pass on a TPU (docs/pallas.md).
-_EXACT = jax.lax.Precision.HIGHEST
+# bfloat16 inputs and output (3p's dtypes). Every dot feeds the MXU bfloat16 blocks and sums in
+# float32 (preferred_element_type), its result rounded to bfloat16 as the reference rounds it; the
+# RMSNorm statistics, RoPE's arithmetic, the scores and the softmax are float32.
+_F32 = jnp.float32
 
 # Head dims fixed by the task's weight shapes: w_uq [QL, H*(DN+DR)], w_uk/w_uv [KVL, H*DN|H*DV].
 DN, DR, DV = 64, 32, 64
@@ -20,8 +22,9 @@ def _tile(dim, preferred):
 # ---- projections: tiled matmul, optionally with a fused RMSNorm epilogue -------------------
 
 def _matmul_block(*refs, rms):
-    # Grid (i, j, k): y[i, j] = sum_k a[i, k] . b[k, j] in a float32 scratch over k. With `rms`
-    # the tile holds whole rows (bn = N) and gets y * rsqrt(mean(y^2) + 1e-6) * w at the end.
+    # Grid (i, j, k): y[i, j] = sum_k a[i, k] . b[k, j] in a float32 scratch over k, rounded to
+    # bfloat16 at the end. With `rms` the tile holds whole rows (bn = N) and the rounded y gets
+    # RMSNorm: statistics in float32, the normalized row rounded, then scaled by w in bfloat16.
     if rms:
         a_ref, b_ref, w_ref, y_ref, acc_ref = refs
     else:
@@ -32,13 +35,16 @@ def _matmul_block(*refs, rms):
     def _():
         acc_ref[...] = jnp.zeros_like(acc_ref)
 
-    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32, precision=_EXACT)
+    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], preferred_element_type=_F32)
 
     @pl.when(k == pl.num_programs(2) - 1)
     def _():
-        y = acc_ref[...]
+        y = acc_ref[...].astype(y_ref.dtype)
         if rms:
-            y = y * jax.lax.rsqrt(jnp.mean(y * y, axis=1, keepdims=True) + 1e-6) * w_ref[...]
+            yf = y.astype(_F32)
+            normed = (yf * jax.lax.rsqrt(jnp.mean(yf * yf, axis=1, keepdims=True) + 1e-6)).astype(y_ref.dtype)
+            # the product of two bfloat16 values is exact in float32: rounded once, as in bfloat16
+            y = normed.astype(_F32) * w_ref[...].astype(_F32)
         y_ref[...] = y.astype(y_ref.dtype)
 
 
@@ -46,8 +52,8 @@ def _matmul(a, b, norm_weight=None, whole_k=False):
     M, K = a.shape
     N = b.shape[1]
     rms = norm_weight is not None
-    # 256-row / 256-deep tiles; RMSNorm needs a row's whole N in one tile (N <= 1536 here, a
-    # 256 x 1536 float32 tile is 1.5 MiB). A contraction over a latent (QL, KVL <= 1536) is
+    # 256-row / 256-deep tiles; RMSNorm needs a row's whole N in one tile (N <= 1536 here, its
+    # 256 x 1536 float32 accumulator is 1.5 MiB). A contraction over a latent (QL, KVL <= 1536) is
     # whole: one rule at every size, whatever the latent's width.
     bm, bk = _tile(M, 256), (K if whole_k else _tile(K, 256))
     bn = N if rms else _tile(N, 256)
@@ -62,25 +68,28 @@ def _matmul(a, b, norm_weight=None, whole_k=False):
         grid=(M // bm, N // bn, K // bk),
         in_specs=in_specs,
         out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
-        out_shape=jax.ShapeDtypeStruct((M, N), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((bm, bn), jnp.float32)],
+        out_shape=jax.ShapeDtypeStruct((M, N), a.dtype),
+        scratch_shapes=[pltpu.VMEM((bm, bn), _F32)],
     )(*args)
 
 
 # ---- causal attention, all heads of a query block per grid step, RoPE in the kernel --------
 
 def _rope(x, cos, sin):
-    # half-split pairs (t, t + DR/2); cos/sin broadcast over the leading (head) dims
+    # half-split pairs (t, t + DR/2); cos/sin broadcast over the leading (head) dims; the rotation
+    # in float32 on the bfloat16 values, rounded once for the MXU
     half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
+    x1, x2 = x[..., :half].astype(_F32), x[..., half:].astype(_F32)
+    cos, sin = cos.astype(_F32), sin.astype(_F32)
+    return jnp.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1).astype(x.dtype)
 
 
 def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_ref, v_ref,
                      o_ref, m_ref, l_ref, acc_ref, *, scale):
     # Grid (qi, ki), ki innermost: the (H, bq, DN + DR) query block of every head against the
     # (H, bk, DN) keys, the shared (bk, DR) rope keys and the (H, bk, DV) values; online softmax
-    # state per head in scratch; the output block is written on the last key block.
+    # state per head in scratch (float32); the probabilities rounded to bfloat16 for P.V; the
+    # output block is written on the last key block.
     qi, ki = pl.program_id(0), pl.program_id(1)
     H, bq = q_ref.shape[0], q_ref.shape[1]
     bk = kn_ref.shape[1]
@@ -97,9 +106,9 @@ def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_
         q_nope = q[:, :, :DN]                                              # (H, bq, DN)
         q_pe = _rope(q[:, :, DN:], qcos_ref[...], qsin_ref[...])           # (H, bq, DR)
         k_pe = _rope(kpe_ref[...], kcos_ref[...], ksin_ref[...])           # (bk, DR)
-        s_nope = jnp.einsum("hqd,hkd->hqk", q_nope, kn_ref[...], preferred_element_type=jnp.float32, precision=_EXACT)
+        s_nope = jnp.einsum("hqd,hkd->hqk", q_nope, kn_ref[...], preferred_element_type=_F32)
         s_pe = jax.lax.dot_general(q_pe.reshape(H * bq, DR), k_pe, (((1,), (1,)), ((), ())),
-                                   preferred_element_type=jnp.float32, precision=_EXACT).reshape(H, bq, bk)
+                                   preferred_element_type=_F32).reshape(H, bq, bk)
         s = (s_nope + s_pe) * scale
         row = qi * bq + jax.lax.broadcasted_iota(jnp.int32, (H, bq, bk), 1)
         col = ki * bk + jax.lax.broadcasted_iota(jnp.int32, (H, bq, bk), 2)
@@ -109,8 +118,8 @@ def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_
         alpha = jnp.exp(m_old - m_new)
         p = jnp.exp(s - m_new)
         l_ref[...] = l_ref[...] * alpha + jnp.sum(p, axis=2, keepdims=True)
-        acc_ref[...] = acc_ref[...] * alpha + jnp.einsum("hqk,hkd->hqd", p, v_ref[...],
-                                                         preferred_element_type=jnp.float32, precision=_EXACT)
+        acc_ref[...] = acc_ref[...] * alpha + jnp.einsum("hqk,hkd->hqd", p.astype(v_ref.dtype), v_ref[...],
+                                                         preferred_element_type=_F32)
         m_ref[...] = m_new
 
     @pl.when(ki == pl.num_programs(1) - 1)
@@ -121,7 +130,7 @@ def _attention_block(q_ref, qcos_ref, qsin_ref, kn_ref, kpe_ref, kcos_ref, ksin_
 def _attention(q, k_nope, k_pe_raw, v, cos, sin):
     # q [H, S, DN+DR], k_nope [H, S, DN], v [H, S, DV], k_pe_raw [S, DR], cos/sin [S, DR/2]
     H, S, _ = q.shape
-    # 128 queries x 128 keys x all H heads per step: the q block is H*128*96*4 = 384 KiB at H=8.
+    # 128 queries x 128 keys x all H heads per step: the q block is H*128*96*2 = 192 KiB at H=8.
     bq = bk = _tile(S, 128)
     scale = 1.0 / (float(DN + DR) ** 0.5)
     half = DR // 2
@@ -137,9 +146,9 @@ def _attention(q, k_nope, k_pe_raw, v, cos, sin):
                   pl.BlockSpec((bk, half), lambda i, j: (j, 0)),
                   pl.BlockSpec((H, bk, DV), lambda i, j: (0, j, 0))],
         out_specs=pl.BlockSpec((H, bq, DV), lambda i, j: (0, i, 0)),
-        out_shape=jax.ShapeDtypeStruct((H, S, DV), jnp.float32),
-        scratch_shapes=[pltpu.VMEM((H, bq, 1), jnp.float32), pltpu.VMEM((H, bq, 1), jnp.float32),
-                        pltpu.VMEM((H, bq, DV), jnp.float32)],
+        out_shape=jax.ShapeDtypeStruct((H, S, DV), q.dtype),
+        scratch_shapes=[pltpu.VMEM((H, bq, 1), _F32), pltpu.VMEM((H, bq, 1), _F32),
+                        pltpu.VMEM((H, bq, DV), _F32)],
     )(q, cos, sin, k_nope, k_pe_raw, cos, sin, v)
 
 
@@ -156,9 +165,11 @@ def kernel(x, w_dq, q_norm, w_uq, w_dkv, kv_norm, w_uk, w_uv, w_kr, w_o):
     q = q.reshape(S, H, DN + DR).transpose(1, 0, 2)
     k_nope = k_nope.reshape(S, H, DN).transpose(1, 0, 2)
     v = v.reshape(S, H, DV).transpose(1, 0, 2)
-    # RoPE angles (elementwise on positions, as the reference computes them): [S, DR/2].
-    inv_freq = 1.0 / jnp.power(10000.0, jnp.arange(0, DR, 2, dtype=jnp.float32) / DR)
-    angle = jnp.arange(S, dtype=jnp.float32)[:, None] * inv_freq[None, :]
-    o = _attention(q, k_nope, k_pe_raw, v, jnp.cos(angle), jnp.sin(angle))   # [H, S, DV]
+    # RoPE angles (elementwise on positions, as the reference computes them): [S, DR/2], cos/sin
+    # rounded to bfloat16 as the workload rounds them.
+    inv_freq = 1.0 / jnp.power(10000.0, jnp.arange(0, DR, 2, dtype=_F32) / DR)
+    angle = jnp.arange(S, dtype=_F32)[:, None] * inv_freq[None, :]
+    cos, sin = jnp.cos(angle).astype(x.dtype), jnp.sin(angle).astype(x.dtype)
+    o = _attention(q, k_nope, k_pe_raw, v, cos, sin)                          # [H, S, DV]
     o = o.transpose(1, 0, 2).reshape(S, H * DV)                               # heads concatenated
     return _matmul(o, w_o)                   # [S, DM]
