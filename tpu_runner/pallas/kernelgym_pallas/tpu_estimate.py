@@ -351,6 +351,9 @@ class HloKernel:
     bytes: float        # operands + results
 
 
+_INDEX_COMMENT = re.compile(r"/\*[^*]*\*/")
+
+
 def mosaic_kernels(hlo_text: str) -> tuple[list[HloKernel], list[str]]:
     """The Mosaic custom calls of an optimized HLO module, and the opcodes of control flow in it."""
     shapes: dict[str, str] = {}
@@ -379,7 +382,8 @@ def mosaic_kernels(hlo_text: str) -> tuple[list[HloKernel], list[str]]:
     for name, comp, entry, shape, operands in kernels:
         total = shape_bytes(shape)
         for operand in operands.split(","):
-            operand = operand.strip().lstrip("%")
+            # XLA marks every fifth operand of a long list: `/*index=5*/%bitcast.2`
+            operand = _INDEX_COMMENT.sub("", operand).strip().lstrip("%")
             if operand in shapes:
                 total += shape_bytes(shapes[operand])
             else:

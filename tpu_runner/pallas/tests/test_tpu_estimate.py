@@ -188,6 +188,17 @@ class ParseHlo(unittest.TestCase):
         self.assertEqual(kernels[0].bytes, 2 * 8 * 128 * 4)
         self.assertEqual(control, ["while"])
 
+    def test_operands_after_the_fifth_count(self):
+        # XLA writes /*index=5*/ before every fifth operand of a long list; read as a name, such an
+        # operand counted nothing, and a 6-operand kernel (mamba2_ssd's) paired with no traced call.
+        operands = ", ".join(("/*index=5*/" if i == 5 else "") + f"%x{i}" for i in range(7))
+        hlo = ("HloModule m\n\nENTRY %main () -> f32[8,128] {\n"
+               + "".join(f"  %x{i} = f32[8,128]{{1,0}} parameter({i})\n" for i in range(7))
+               + f"  ROOT %k = f32[8,128]{{1,0:T(8,128)}} custom-call({operands}), "
+               "custom_call_target=\"tpu_custom_call\"\n}\n")
+        kernels, _ = tpu_estimate.mosaic_kernels(hlo)
+        self.assertEqual(kernels[0].bytes, 8 * 8 * 128 * 4)  # seven operands and the result
+
     def test_shape_bytes(self):
         self.assertEqual(tpu_estimate.shape_bytes("(f32[2,3]{1,0}, bf16[4]{0:T(128)S(1)})"), 24 + 8)
         self.assertEqual(tpu_estimate.shape_bytes("s32[]"), 4)
