@@ -71,8 +71,11 @@ class _Data:
 class _Ref:
     """A ref of the kernel (an operand's block, a scratch buffer, a run_scoped one): what was stored
     to it is what loads from it give (store-to-load forwarding is what a compiler does), so a load
-    carries the provenance of every value stored to the ref anywhere in the kernel. Addresses do not
-    count (an address picks a value; it is not combined into it)."""
+    carries the provenance of every value stored to the ref anywhere in the kernel. Addresses count
+    (fail closed): where a value was stored joins what the ref holds, and where a ref that holds
+    anything followed is read joins what the load gives. A table of constants read at K/256, or a
+    1 stored at K/256 and read at 2, is the same text at every size and another entry at the full
+    size, where the compiler forwards the stores and folds the read."""
 
     def __init__(self, holds_data: bool):
         self.taint = frozenset()
@@ -80,20 +83,42 @@ class _Ref:
         self.constant = not holds_data  # a scratch ref stored only constants holds a constant
         self.stale = False  # loaded, then stored something new: the kernel is evaluated again
         self._loaded = None
+        # Where data was stored: it matters only once the ref holds something followed (data
+        # stored at K/256 over a table of constants moves the table's entries at the full size).
+        self.addresses = frozenset()
 
-    def load(self) -> "_Data":
+    def load(self, address=frozenset()) -> "_Data":
+        """What a load gives. `address`: what the numbers and positions of its address follow: a
+        ref that holds something the judge followed (a table of constants, a value stored at an
+        address that follows the sizes) gives, at an address that follows the sizes, a value the
+        compiler may fold to another entry at the full size, so the address is followed too. A
+        ref that holds only the operands' data gives data wherever it is read."""
         self._loaded = True
-        return _tainted(self.taint, self.constant, self.through) if self.taint or self.constant else UNKNOWN
+        if not (self.taint or self.constant):
+            return UNKNOWN
+        taint = self.taint | self.addresses | address
+        through = self.through | ({_ADDRESSED} if self.addresses or address else frozenset())
+        return _tainted(taint, self.constant, through)
 
-    def store(self, taint, constant: bool, through) -> None:
+    def store(self, taint, constant: bool, through, address=frozenset()) -> None:
+        """Adds what a stored value follows (`taint`) and where it was stored (`address`)."""
+        addresses = self.addresses
+        if taint or constant:
+            taint = taint | address
+        else:
+            addresses = addresses | address
         taint, through = self.taint | taint, self.through | through
         constant = self.constant and constant
-        if (taint, constant) != (self.taint, self.constant) and self._loaded:
+        if (taint, constant, addresses) != (self.taint, self.constant, self.addresses) and self._loaded:
             self.stale = True
-        self.taint, self.constant, self.through = taint, constant, through
+        self.taint, self.constant, self.through, self.addresses = taint, constant, through, addresses
 
 
 UNKNOWN = _Data()
+_ADDRESSED = "a ref or array read at an address that follows the sizes or grid positions"
+# Reads at an address: on a value the judge follows (a table of constants), what the address
+# follows is followed too, since another address at the full size gives another entry.
+_ADDRESS_READS = {"dynamic_slice", "gather", "dynamic_update_slice", "scatter", "scatter-add"}
 TOO_LARGE = _TooLarge()
 MAX_TAINT = 64
 # Walks of a kernel body (or a loop body) until what its refs (its carries) hold stops growing:
@@ -612,35 +637,44 @@ class _Evaluator:
         name, outs = eqn.primitive.name, eqn.outvars
         ref = args[0] if isinstance(args[0], _Ref) else None
         kept = not all(type(v).__name__ == "DropVar" for v in outs)
+        def address(operands) -> frozenset:
+            # The indices (and mask) of a load or store: what their numbers and positions follow.
+            return frozenset().union(*(_provenance(a, f"{where} address", k) for k, a in enumerate(operands)
+                                       if not isinstance(a, _Ref)))
         if name == "get" and ref is not None:
-            return [ref.load()]
+            return [ref.load(address(args[1:]))]
         if name == "masked_load" and ref is not None:
             _, _, _, other = eqn.params["args_tree"].unflatten(args)
-            value = ref.load()
+            value = ref.load(address(args[1:len(args) - (other is not None)]))
             return [value if other is None else _derived([value, other], where, name)]
-        stored = None
+        stored, indices = None, []
         if name in ("swap", "addupdate") and ref is not None and len(args) > 1:
-            stored = args[1]
+            stored, indices = args[1], args[2:]
         elif name == "masked_swap" and ref is not None:
             stored = eqn.params["args_tree"].unflatten(args)[2]
+            indices = [a for a in args[1:] if a is not stored]
         if stored is not None:
-            old = ref.load() if kept and name != "addupdate" else UNKNOWN
-            if stored is TOO_LARGE:
+            at = address(indices)
+            old = ref.load(at) if kept and name != "addupdate" else UNKNOWN
+            if stored is TOO_LARGE or any(a is TOO_LARGE for a in indices):
                 ref.store(frozenset({(where, "too large")}), False, frozenset({name}))
                 self.facts.too_large[where] = "it stores a value that follows the grid positions over more " \
                                               "elements than the judge evaluates"
             else:
+                # Where a value was stored joins what the ref holds: a 1 stored at K/256 and read at
+                # a fixed address is there where checked and not at the full size.
                 ref.store(_provenance(stored, where, 1), _known(stored) or getattr(stored, "constant", False),
-                          getattr(stored, "through", frozenset()) | {f"a ref ({name}, then loaded)"})
+                          getattr(stored, "through", frozenset()) | {f"a ref ({name}, then loaded)"}, at)
             return [old] * len(outs)
         # A copy, a semaphore, anything else on refs: every ref it touches may now hold what any of
-        # them held (fail closed); its addresses and counts are not combined into the values.
+        # them held (fail closed), and its addresses and counts count as where it was stored.
         refs = [a for a in args if isinstance(a, _Ref)]
         taint = frozenset().union(*(r.taint for r in refs))
         constant = all(r.constant for r in refs)
         through = frozenset().union(*(r.through for r in refs)) | {name}
+        at = frozenset().union(*(r.addresses for r in refs)) | address(args)
         for r in refs:
-            r.store(taint, constant, through)
+            r.store(taint, constant, through, at)
         value = _tainted(taint, constant, through) if taint else UNKNOWN
         return [value] * len(outs)
 
@@ -694,6 +728,11 @@ class _Evaluator:
             # A constant in disguise scaled by a number is that number in disguise (`(x*0.0 + 1) * K`).
             ingredients = set() if (name in _SCALING or decision) and not constant else \
                 {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
+            if name in _ADDRESS_READS and taint:
+                # A value the judge follows (a table stored in a ref) read at an address that
+                # follows the sizes: the address is followed too (see _Ref).
+                ingredients |= {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
+                through = through | {_ADDRESSED}
             annihilated = _annihilated(name, args, eqn, ctx.axes)
             if annihilated is not None:
                 return annihilated

@@ -159,6 +159,44 @@ LAUNDERED = {
 }
 
 
+# A table of constants (1 at entries 0..5) in a ref, and what is read from it: at an address that
+# follows the sizes (C/128: 4 and 5 where checked, 64 at the full size, where the entry read is
+# 0), or at a fixed address after a 1 was stored at such an address. The text and the stored values
+# are the same at every size; the address is not, and a compiler forwards the stores and folds.
+def _table_read_at(n, table_ref):
+    table_ref[...] = jnp.where(jax.lax.iota(jnp.int32, 128) < 6, 1, 0)
+    return table_ref[n]
+
+
+def _one_stored_at(n, table_ref):
+    table_ref[...] = jnp.zeros((128,), jnp.int32)
+    table_ref[n] = 1
+    return table_ref[4] + table_ref[5]
+
+
+def _constant_array_indexed_at(n):
+    return jnp.where(jnp.arange(128) < 6, 1, 0)[n]
+
+
+def _data_stored_at_positions(x):
+    """Honest: the data stored into a scratch buffer at a row that follows the grid position and
+    read back, decided on (a ReLU), and a table of constants read at a fixed address."""
+    r, c = x.shape
+
+    def body(x_ref, y_ref, rows_ref, table_ref):
+        i = pl.program_id(0)
+        rows_ref[pl.ds(i * 8, 8), :] = x_ref[...]
+        table_ref[...] = jnp.where(jax.lax.iota(jnp.int32, 128) < 6, 1, 0)
+        scale = table_ref[3].astype(jnp.float32)
+        y_ref[...] = jnp.maximum(rows_ref[pl.ds(i * 8, 8), :], 0.0) * scale
+
+    from jax.experimental.pallas import tpu as pltpu
+    return pl.pallas_call(body, grid=(r // 8,), in_specs=[pl.BlockSpec((8, c), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype),
+                          scratch_shapes=[pltpu.VMEM((r, c), jnp.float32), pltpu.SMEM((128,), jnp.int32)])(x)
+
+
 def _block_of_the_number(x_ref, y_ref):
     # C/128 spread over a (64, 128) block (no grid position in it: the block's shape is the same at
     # every size set, only its values differ) and passed through an operation the judge does not
@@ -339,6 +377,18 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertUnproven(compare(_laundered_kernel(_through_smem, [pltpu.SMEM((1,), jnp.int32)])),
                             "lt", "through a ref (swap, then loaded)")
         self.assertUnproven(compare(_laundered_kernel(_through_run_scoped)), "lt", "through a ref")
+
+    def test_a_table_read_or_written_at_an_address_that_follows_the_sizes_is_not_proven(self):
+        from jax.experimental.pallas import tpu as pltpu
+        table = [pltpu.SMEM((128,), jnp.int32)]
+        for how, launder in (("read at C/128", _table_read_at), ("a 1 stored at C/128", _one_stored_at)):
+            with self.subTest(how):
+                self.assertUnproven(compare(_laundered_kernel(launder, table)), "lt", "read at an address")
+        self.assertUnproven(compare(_laundered_kernel(_constant_array_indexed_at)), "lt", "through")
+
+    def test_data_stored_at_positions_and_a_table_read_at_a_fixed_address_are_proven(self):
+        identity = compare(_data_stored_at_positions)
+        self.assertTrue(identity.proven, identity.unproven)
 
     def test_a_number_laundered_in_an_index_map_is_not_proven(self):
         self.assertUnproven(compare(_index_map_through_loop), "index map", "through scan")
