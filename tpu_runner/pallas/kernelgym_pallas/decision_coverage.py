@@ -28,14 +28,17 @@ alone, without data. Then:
   (a loop's carry, a cond's result, a ref stored and loaded, an unknown primitive) stays derived:
   the result follows everything its inputs follow, and a decision on it whose provenance differs
   between the size sets is not trusted, naming the operation (a compiler may fold it back).
+  Addresses count: a ref's load follows where it was read and where what it holds was stored,
+  once the ref holds anything followed (a table of constants read at K/256).
 * decisions joined by arithmetic or selects (`(i >= 2) * (i != 2)`) are a decision of their own:
   every tuple of their outcomes the full size joins must have been joined where checked.
 
 What it does not cover (docs/pallas.md): non-linear arithmetic on grid positions that reaches the
 data without a decision (a polynomial in program_id that vanishes on the checked grids), values
-from data (a scalar-prefetched table) compared with constants, addresses derived from the sizes,
-decisions that share a grid step without being joined into one value, and dynamic (while) loop
-counters.
+from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
+Decisions on positions that share a grid step, or are joined through data, are not compared
+together: a position is a run-time value, so the compiler deletes nothing on their account and
+the estimate prices every branch at every step (docs/pallas.md says what was measured).
 """
 from __future__ import annotations
 
