@@ -178,6 +178,25 @@ def _constant_array_indexed_at(n):
     return jnp.where(jnp.arange(128) < 6, 1, 0)[n]
 
 
+def _data_stored_over_a_table(x):
+    """A row of data stored at C/128 over a table of zeros, and the work gated on entry 4 being
+    nonzero: data there where checked (C/128 = 4 and 5: the row stored at 4 or 5), zero
+    at the full size (stored at 64), where the compiler forwards the zero and deletes the work."""
+    r, c = x.shape
+
+    def body(x_ref, y_ref, table_ref):
+        table_ref[...] = jnp.zeros((128, 128), jnp.float32)
+        table_ref[pl.program_id(0) * 0 + c // 128, :] = x_ref[0, :128]
+        live = table_ref[4, 0] + table_ref[5, 0] != 0.0
+        y_ref[...] = jnp.where(live, x_ref[...] * 2.0, 0.0)
+
+    from jax.experimental.pallas import tpu as pltpu
+    return pl.pallas_call(body, grid=(r // 8,), in_specs=[pl.BlockSpec((8, c), lambda i: (i, 0))],
+                          out_specs=pl.BlockSpec((8, c), lambda i: (i, 0)),
+                          out_shape=jax.ShapeDtypeStruct((r, c), x.dtype),
+                          scratch_shapes=[pltpu.VMEM((128, 128), jnp.float32)])(x)
+
+
 def _data_stored_at_positions(x):
     """Honest: the data stored into a scratch buffer at a row that follows the grid position and
     read back, decided on (a ReLU), and a table of constants read at a fixed address."""
@@ -385,6 +404,7 @@ class DecisionCoverageTest(unittest.TestCase):
             with self.subTest(how):
                 self.assertUnproven(compare(_laundered_kernel(launder, table)), "lt", "read at an address")
         self.assertUnproven(compare(_laundered_kernel(_constant_array_indexed_at)), "lt", "through")
+        self.assertUnproven(compare(_data_stored_over_a_table), "ne", "read at an address")
 
     def test_data_stored_at_positions_and_a_table_read_at_a_fixed_address_are_proven(self):
         identity = compare(_data_stored_at_positions)
