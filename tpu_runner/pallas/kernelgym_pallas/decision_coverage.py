@@ -641,9 +641,15 @@ class _Evaluator:
         ref = args[0] if isinstance(args[0], _Ref) else None
         kept = not all(type(v).__name__ == "DropVar" for v in outs)
         def address(operands) -> frozenset:
-            # The indices (and mask) of a load or store: what their numbers and positions follow.
-            return frozenset().union(*(_provenance(a, f"{where} address", k) for k, a in enumerate(operands)
-                                       if not isinstance(a, _Ref)))
+            # The indices (and mask) of a load or store: what their numbers and positions follow
+            # (one too large to evaluate is followed by name, and refused where it is read).
+            return frozenset().union(*(_provenance(a, f"{where} address", k) if a is not TOO_LARGE else
+                                       frozenset({(f"{where} address", k, "too large")})
+                                       for k, a in enumerate(operands) if not isinstance(a, _Ref)))
+        if name in ("get", "masked_load") and ref is not None and (ref.taint or ref.constant) and \
+                any(a is TOO_LARGE for a in args[1:]):
+            self.facts.too_large[where] = "it reads a ref that holds what the judge follows at an address that " \
+                                          "follows the grid positions over more elements than the judge evaluates"
         if name == "get" and ref is not None:
             return [ref.load(address(args[1:]))]
         if name == "masked_load" and ref is not None:
