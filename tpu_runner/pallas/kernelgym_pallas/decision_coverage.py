@@ -186,6 +186,10 @@ class _Ctx:
     axes: int  # leading position axes of every evaluated value: the grid's, then loop counters'
     reach: object = None  # bool array over the position axes: where this code runs (None: everywhere)
     positions: tuple = ()  # per grid axis, its program ids (an array along that axis)
+    # What the trip counts of the loops this code runs in follow. A store in a loop stores once a
+    # trip, so they count as where it stored: a slot bumped once per trip of a loop of K/256 trips
+    # (constants only, at a constant address) holds K/256, which the compiler folds.
+    trips: frozenset = frozenset()
 
 
 def _dtype(aval):
@@ -394,7 +398,7 @@ class _Evaluator:
         if any(isinstance(a, _Ref) for a in args):
             if any(hasattr(getattr(p, "jaxpr", p), "eqns") for p in eqn.params.values()):
                 self._bodies(eqn, ctx, where, args)
-            return self.ref_operation(eqn, args, where)
+            return self.ref_operation(eqn, args, ctx, where)
         if name == "optimization_barrier":  # the values pass as they are
             return list(args)
         if len(outs) != 1:
@@ -574,6 +578,9 @@ class _Evaluator:
         cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
         carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[cond_n + body_n:])]
         cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+        # Its trip count follows whatever its operands follow (a run-time count is not evaluated).
+        ctx = dataclasses.replace(ctx, trips=ctx.trips | {(where, "run-time trips")} | frozenset().union(
+            *(_provenance(a, f"{where} trip count", k) for k, a in enumerate(args))))
         for _ in range(MAX_PASSES):
             self.jaxpr(cond.jaxpr, [self._const(c, ctx.axes) for c in cond.consts], list(args[:cond_n]) + carries,
                        ctx, f"{where} cond")
@@ -616,7 +623,8 @@ class _Evaluator:
                 shape[ctx.axes] = length
                 carries[j] = np.arange(start, start + length, dtype=np.int32).reshape(shape)
         reach = expand(ctx.reach) if ctx.reach is not None else None
-        loop_ctx = dataclasses.replace(ctx, axes=axes, reach=reach)
+        loop_ctx = dataclasses.replace(ctx, axes=axes, reach=reach,
+                                       trips=ctx.trips | {(where, "trip count", length)})
         consts = [self._const(c, axes) for c in body.consts]
         outs = []
         for _ in range(MAX_PASSES):
@@ -634,7 +642,7 @@ class _Evaluator:
         ys = [_derived([o], f"{where} ys {k}", where) for k, o in enumerate(outs[carry_n:])]
         return results + ys + [UNKNOWN] * (len(eqn.outvars) - len(results) - len(ys))
 
-    def ref_operation(self, eqn, args, where: str) -> list:
+    def ref_operation(self, eqn, args, ctx: _Ctx, where: str) -> list:
         """An operation on refs: loads give what was stored (see _Ref); a store, an update or a
         copy between refs adds what its value follows to the ref."""
         name, outs = eqn.primitive.name, eqn.outvars
@@ -663,8 +671,8 @@ class _Evaluator:
             stored = eqn.params["args_tree"].unflatten(args)[2]
             indices = [a for a in args[1:] if a is not stored]
         if stored is not None:
-            at = address(indices)
-            old = ref.load(at) if kept and name != "addupdate" else UNKNOWN
+            at = address(indices) | ctx.trips
+            old = ref.load(address(indices)) if kept and name != "addupdate" else UNKNOWN
             if stored is TOO_LARGE or any(a is TOO_LARGE for a in indices):
                 ref.store(frozenset({(where, "too large")}), False, frozenset({name}))
                 self.facts.too_large[where] = "it stores a value that follows the grid positions over more " \
@@ -681,7 +689,7 @@ class _Evaluator:
         taint = frozenset().union(*(r.taint for r in refs))
         constant = all(r.constant for r in refs)
         through = frozenset().union(*(r.through for r in refs)) | {name}
-        at = frozenset().union(*(r.addresses for r in refs)) | address(args)
+        at = frozenset().union(*(r.addresses for r in refs)) | address(args) | ctx.trips
         for r in refs:
             r.store(taint, constant, through, at)
         value = _tainted(taint, constant, through) if taint else UNKNOWN

@@ -137,6 +137,29 @@ def _through_smem(n, slot_ref):
     return slot_ref[0]
 
 
+def _counted_in_smem(n, slot_ref):
+    # Constants only, at a constant address: the slot holds the loop's trip count (C/128).
+    slot_ref[0] = 0
+
+    def bump(t, carry):
+        slot_ref[0] = slot_ref[0] + 1
+        return carry
+    jax.lax.fori_loop(0, n, bump, 0)
+    return slot_ref[0]
+
+
+def _cleared_by_a_loop(n, table_ref):
+    # A 1 at slot 31, then slots 0..C/128-1 cleared at the loop's counter: slot 31 survives where
+    # checked (4, 5 trips) and is cleared at the full size (64).
+    table_ref[31] = 1
+
+    def clear(t, carry):
+        table_ref[t] = 0
+        return carry
+    jax.lax.fori_loop(0, n, clear, 0)
+    return table_ref[31] * 0 + 1 - table_ref[31]
+
+
 def _through_run_scoped(n):
     from jax.experimental.pallas import tpu as pltpu
 
@@ -396,6 +419,14 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertUnproven(compare(_laundered_kernel(_through_smem, [pltpu.SMEM((1,), jnp.int32)])),
                             "lt", "through a ref (swap, then loaded)")
         self.assertUnproven(compare(_laundered_kernel(_through_run_scoped)), "lt", "through a ref")
+
+    def test_a_ref_stored_in_a_loop_follows_its_trip_count(self):
+        from jax.experimental.pallas import tpu as pltpu
+        table = [pltpu.SMEM((128,), jnp.int32)]
+        for how, launder in (("a counter bumped once a trip", _counted_in_smem),
+                             ("a slot cleared at the loop's counter", _cleared_by_a_loop)):
+            with self.subTest(how):
+                self.assertUnproven(compare(_laundered_kernel(launder, table)), "lt", "through a ref")
 
     def test_a_table_read_or_written_at_an_address_that_follows_the_sizes_is_not_proven(self):
         from jax.experimental.pallas import tpu as pltpu
