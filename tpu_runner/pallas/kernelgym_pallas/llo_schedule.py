@@ -350,13 +350,13 @@ def trips_where(values: _Values, loop: "Region", guard: str) -> int | None:
 # Bounds on running a loop's scalar code to count its guarded copies (guard_trip_counts): past them
 # the copies are counted as before (a stage guard, or nothing), never guessed.
 GUARD_SLICE_LIMIT = 400            # instructions the guards depend on
-GUARD_WORK_LIMIT = 4_000_000       # trips x those instructions
+GUARD_WORK_LIMIT = 2_000_000       # trips x those instructions (about 0.5 s)
 
 
 def _loop_blocks(schedule: "Schedule", loop: Region) -> tuple | None:
     """(the bundles of `loop` that run on every trip, in order; {bundle: the branches that may skip
-    it, each as (predicate, negated): the bundle runs where the predicate != negated}). Its own bundles (not a
-    nested loop's), then the delay slots of the branch back to its head; a bundle between a
+    it, each as (predicate, negated): it runs where the predicate != negated}). Its own bundles
+    (not a nested loop's), then the delay slots of the branch back to its head; a bundle between a
     forward branch (`sbr.rel (%p) target = $regionN`: skip ahead while p holds) and its target
     runs only where the branch is not taken. None when the branches cannot be read (no single
     branch back, a target not found)."""
@@ -396,7 +396,8 @@ def _loop_blocks(schedule: "Schedule", loop: Region) -> tuple | None:
     skips = _RangeConditions(ranges)
     # The delay slots: the bundles after the branch back that the dump still marks as the loop's.
     b = back + 1
-    while b < n and (schedule.depth[b] is None or schedule.depth[b] >= 1) and b - back <= 8:
+    while b < n and (schedule.depth[b] is None or schedule.depth[b] >= 1) and b - back <= 8 \
+            and schedule.innermost[b] in (None, loop):   # not the next loop's head
         every.append(b)
         b += 1
     return every, skips
@@ -566,7 +567,7 @@ _BINARY = {
 _PREDICATE = {"por": "({a} or {b})", "pand": "({a} and {b})", "pnand": "(not ({a} and {b}))",
               "pnor": "(not ({a} or {b}))", "pxor": "({a} != {b})"}
 _PYTHON_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
-_REGISTER = re.compile(r"^%(\w+)$")
+_REGISTER = re.compile(r"^%(\w+)$", re.ASCII)
 
 
 def _trip_program(ordered: list, before_loop: list, phis: dict, predicates: list, conditions: list):
