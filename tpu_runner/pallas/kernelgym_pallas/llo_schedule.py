@@ -34,6 +34,9 @@ _DEFINITION = re.compile(r"^\s*(%\w+)\s*=\s*([\w.]+)\s*(.*)$")
 _OPERATION = re.compile(r"^\s*([\w.]+)\s*(.*)$")
 _BRANCH = re.compile(r"sbr\.rel\s*\(\s*(!?)(%\w+)\s*\)\s*target\s*=\s*\$region(\d+)")
 _STARTS_REGION = re.compile(r"Start region (\d+)")
+# A branch's target: a region that starts at a bundle, or an empty one that starts and ends there
+# (`Start/End empty region 33`: the bundle a predicated block falls through to).
+_REGION_LABEL = re.compile(r"Start(?:/End empty)? region (\d+)")
 _SIZE = re.compile(r"/\*size_in_granules=\*/\s*(%\w+|\d+)")
 _SYNC_FLAG = re.compile(r"/\*dst_syncflagno=\*/\s*(\[[^\]]*\]|%\w+)")
 _ALLOCATION = re.compile(r"\[\s*#(allocation\d+)\s*(?:\+\s*\$?(0x[0-9a-f]+|\d+))?\s*\]")
@@ -104,6 +107,9 @@ class Schedule:
     innermost: list = dataclasses.field(default_factory=list)  # per bundle: its innermost loop (Region or None)
     code: list = dataclasses.field(default_factory=list)       # per bundle: its Instructions
     values: "_Values | None" = None                            # the SSA definitions
+    depth: list = dataclasses.field(default_factory=list)      # per bundle: its `>` marks (None: an empty bundle)
+    labels: list = dataclasses.field(default_factory=list)     # per bundle: the region numbers that start there
+    trip_counts: dict | None = None                            # guard_trip_counts, once computed
 
     @property
     def unknown_trips(self) -> int:
@@ -114,30 +120,48 @@ class Schedule:
         return sum(1 for e in self.dma if e.granules is None)
 
     def executed_dma_bytes(self) -> float:
-        """Bytes all DMA starts copy, each times its runs; a predicated start in a loop of T > 2
-        trips (a software pipeline's prologue and epilogue run it T - 2 times) counted T - 2.
-        At least the bytes the waits wait for, counted the same way: an XLA fusion sizes its
-        copies in registers (its last window may be smaller) but waits for a constant number of
-        granules (1p's attention scores: 8.6 GB written, every start's size unknown)."""
-        started = waited = 0.0
+        """Bytes the op's copies move, each times its runs, summed over its DMA streams (the copies
+        that signal one sync-flag allocation: one operand's windows, or the result's).
+
+        A stream moves what its starts copy or, where their sizes are in registers (an XLA fusion
+        sizes its copies at run time: its last window may be smaller), what its waits wait for,
+        whichever is more. Streams are added, never put against each other: a fusion whose one
+        operand is copied with a constant size and whose result is written with sizes in registers
+        moves both (15p's retention scores: the decay windows, 4.97 GB, and the 4.35 GB of scores;
+        the larger of the two alone, before).
+
+        A predicated copy counts the trips its predicate holds on: computed by running the loop's
+        own scalar code for every trip (guard_trip_counts: an XLA fusion waits for an operand's
+        window only on the trips its window index changes), else read as a stage guard on the
+        loop's counter (trips_where); a start that neither reads is taken to run on all but a
+        software pipeline's first and last trips, a wait that neither reads counts nothing (never a
+        guess upward: the last step of a contraction). Where a copy's sync flag is not known, the
+        streams cannot be told apart: all the starts against all the waits, as one stream."""
+        counted = guard_trip_counts(self)
+        streams: dict = {}
         for e in self.dma:
             runs = self.weight[e.bundle]
             loop = self.innermost[e.bundle]
-            if e.kind == "start":
+            key = e.flag[0] if e.flag is not None else None
+            started, waited = streams.setdefault(key, [0.0, 0.0])
+            if e.bundle in counted:
+                # Its trips as the loop's scalar code runs them (its predicate, the branches around it).
+                runs *= counted[e.bundle] / loop.trips
+            elif e.kind == "start":
                 if e.guarded and loop is not None and loop.trips and loop.trips > 2:
                     runs *= (loop.trips - 2) / loop.trips
-                started += e.bytes * runs
-                continue
-            if e.guarded:
-                # A predicated wait counts only where its predicate is a stage guard on the loop's
-                # own counter (the trips it holds on are known); any other (the last step of a
-                # contraction, a data-dependent condition) is left out: never guessed upward.
+            elif e.guarded:
                 held = trips_where(self.values, loop, e.guard) if e.guard and loop is not None else None
                 if held is None:
                     continue
                 runs *= held / loop.trips
-            waited += e.bytes * runs
-        return max(started, waited)
+            if e.kind == "start":
+                streams[key][0] = started + e.bytes * runs
+            else:
+                streams[key][1] = waited + e.bytes * runs
+        if None in streams:
+            return max(sum(a for a, _ in streams.values()), sum(b for _, b in streams.values()))
+        return sum(max(a, b) for a, b in streams.values())
 
     def dma_bytes(self, pipeline: bool) -> float:
         """Bytes the (pipeline's or the kernel's own) DMA starts copy, each times its runs."""
@@ -323,6 +347,341 @@ def trips_where(values: _Values, loop: "Region", guard: str) -> int | None:
     return sum(compare(start + t * step, bound) != negate for t in range(loop.trips))
 
 
+# Bounds on running a loop's scalar code to count its guarded copies (guard_trip_counts): past them
+# the copies are counted as before (a stage guard, or nothing), never guessed.
+GUARD_SLICE_LIMIT = 400            # instructions the guards depend on
+GUARD_WORK_LIMIT = 2_000_000       # trips x those instructions (about 0.5 s)
+
+
+def _loop_blocks(schedule: "Schedule", loop: Region) -> tuple | None:
+    """(the bundles of `loop` that run on every trip, in order; {bundle: the branches that may skip
+    it, each as (predicate, negated): it runs where the predicate != negated}). Its own bundles
+    (not a nested loop's), then the delay slots of the branch back to its head; a bundle between a
+    forward branch (`sbr.rel (%p) target = $regionN`: skip ahead while p holds) and its target
+    runs only where the branch is not taken. None when the branches cannot be read (no single
+    branch back, a target not found)."""
+    n = len(schedule.code)
+    start_of: dict = {}
+    for b, labels in enumerate(schedule.labels):
+        for label in labels:
+            start_of.setdefault(label, b)
+    branches = []   # (bundle, predicate, negated, target region)
+    for b in range(loop.first, min(n, loop.last + 9)):
+        for instruction in schedule.code[b]:
+            match = _BRANCH.search(instruction.raw)
+            if match:
+                branches.append((b, match.group(2), match.group(1) == "!", match.group(3)))
+    back = [b for b, _, _, target in branches if target in loop.labels]
+    if len(back) != 1:
+        return None
+    back = back[0]
+    ranges = []     # (first bundle skipped, the bundle after the last, predicate, negated)
+    for b, predicate, negated, target in branches:
+        if b >= back or target in loop.labels or schedule.innermost[b] is not loop:
+            continue  # the branch back, or a nested loop's own branch (its bundles are not the loop's)
+        t = start_of.get(target)
+        if t is None or t <= b:
+            return None
+        # The bundles in between run where the branch is not taken: `(%p)` false, `(!%p)` true.
+        ranges.append((b + 1, t, predicate, not negated))
+    covered = [0] * (n + 1)
+    for first, end, _, _ in ranges:
+        covered[first] += 1
+        covered[end] -= 1
+    depth, every = 0, []
+    for b in range(loop.first, back + 1):
+        depth += covered[b] if b > loop.first else sum(covered[:b + 1])
+        if depth == 0 and schedule.innermost[b] is loop:
+            every.append(b)
+    skips = _RangeConditions(ranges)
+    # The delay slots: the bundles after the branch back that the dump still marks as the loop's.
+    b = back + 1
+    while b < n and (schedule.depth[b] is None or schedule.depth[b] >= 1) and b - back <= 8 \
+            and schedule.innermost[b] in (None, loop):   # not the next loop's head
+        every.append(b)
+        b += 1
+    return every, skips
+
+
+class _RangeConditions:
+    """{bundle: [(predicate, negated)]} of the branches whose skipped ranges hold the bundle."""
+
+    def __init__(self, ranges):
+        self.ranges = ranges
+
+    def get(self, bundle, default=None):
+        found = [(p, negated) for first, end, p, negated in self.ranges if first <= bundle < end]
+        return found if found else default
+
+
+def guard_trip_counts(schedule: "Schedule") -> dict:
+    """{bundle of a DMA start or wait in a loop that does not run on every trip: on how many trips
+    of its loop it runs}, found by running the loop's own scalar code (the instructions its
+    predicate and the predicates of the branches around it depend on, spill slots included) for
+    every trip, as the chip does. An XLA fusion's pipeline fetches and waits for an operand's next
+    window only on the trips its window index changes (`por` of "first trip" and "index !=
+    previous index", or a branch on it); no single comparison says how often that is.
+
+    A loop is left out (its copies counted as before) when a predicate depends on anything this
+    cannot run: a value loaded from memory other than a spill slot, a block a branch may skip, a
+    nested loop's value, a phi whose start is not before the loop, an opcode _Machine does not
+    know; or past GUARD_SLICE_LIMIT / GUARD_WORK_LIMIT."""
+    values = schedule.values
+    if values is None:
+        return {}
+    if schedule.trip_counts is not None:
+        return schedule.trip_counts
+    stores: dict = {}    # spill slot -> the names of the `sst` instructions that fill it
+    position: dict = {}  # instruction name -> (bundle, index in the bundle)
+    for b, code in enumerate(schedule.code):
+        for i, instruction in enumerate(code):
+            if instruction.name:
+                position[instruction.name] = (b, i)
+            if instruction.opcode == "sst" and len(instruction.operands) == 1 and instruction.name:
+                match = _SPILL_STORE.match(instruction.operands[0])
+                if match:
+                    stores.setdefault(match.group(1), []).append(instruction.name)
+    by_loop: dict = {}
+    for e in schedule.dma:
+        loop = schedule.innermost[e.bundle]
+        if loop is not None and loop.trips:
+            by_loop.setdefault(id(loop), (loop, []))[1].append(e)
+    out: dict = {}
+    for loop, events in by_loop.values():
+        blocks = _loop_blocks(schedule, loop)
+        if blocks is None:
+            continue
+        every, skips = blocks
+        conditions = {}
+        for e in events:
+            condition = list(skips.get(e.bundle, []))
+            guard = _event_guard(schedule, e)
+            if guard:
+                condition.append((guard.lstrip("!"), guard.startswith("!")))
+            if condition:
+                conditions[e.bundle] = condition
+        if not conditions:
+            continue
+        held = _run_conditions(schedule, loop, every, conditions, position, stores)
+        if held is not None:
+            out.update(held)
+    schedule.trip_counts = out
+    return out
+
+
+def _event_guard(schedule: "Schedule", e: DmaEvent) -> str | None:
+    if e.guard or not e.guarded:
+        return e.guard
+    instruction = next((i for i in schedule.code[e.bundle] if i.opcode.startswith("dma.")
+                        and (e.kind == "wait") == (i.opcode == "dma.done.wait")), None)
+    match = _GUARD.search(instruction.operands[0]) if instruction is not None and instruction.operands else None
+    return match.group(1) if match else None
+
+
+def _run_conditions(schedule: "Schedule", loop: Region, every: list, conditions: dict, position: dict,
+                    stores: dict) -> dict | None:
+    """{bundle: trips on which all its (predicate, negated) conditions hold (predicate != negated)},
+    or None. position: instruction name -> (bundle, index); stores: spill slot -> its `sst`s."""
+    values = schedule.values
+    in_body = set(every)
+
+    def backward_slice(predicate: str) -> set | None:
+        """The instructions `predicate` depends on, or None where one cannot be run each trip."""
+        needed: set = set()
+        work = [predicate]
+        while work:
+            name = work.pop()
+            if name in needed:
+                continue
+            needed.add(name)
+            if len(needed) > GUARD_SLICE_LIMIT:
+                return None
+            d = values.defs.get(name)
+            if d is None or name not in position:
+                return None
+            b = position[name][0]
+            if b not in in_body and not (b < loop.first and schedule.innermost[b] is None):
+                return None
+            if d.opcode == "sld":
+                match = _SPILL_LOAD.match(d.operands[0]) if len(d.operands) == 1 else None
+                if match is None:
+                    return None
+                work.extend(stores.get(match.group(1), []))
+                continue
+            if d.opcode == "sst":
+                work.append(_SPILL_STORE.match(d.operands[0]).group(2))
+                continue
+            if d.opcode == "sphi" and b in in_body and None in _phi_operands(values, d, loop):
+                return None
+            for operand in d.operands:
+                work.extend(_NAMES.findall(operand))
+        return needed
+
+    slices = {name: backward_slice(name) for condition in conditions.values() for name, _ in condition}
+    # A copy whose conditions cannot all be run is left out (counted as before).
+    conditions = {bundle: condition for bundle, condition in conditions.items()
+                  if all(slices[name] is not None for name, _ in condition)}
+    predicates = sorted({name for condition in conditions.values() for name, _ in condition})
+    if not predicates:
+        return None
+    needed = set().union(*(slices[name] for name in predicates))
+    if len(needed) > GUARD_SLICE_LIMIT:
+        return None
+    if loop.trips * len(needed) > GUARD_WORK_LIMIT:
+        return None
+    ordered = [values.defs[n] for n in _bundle_order(values, needed, position)]
+    program = _trip_program(ordered, [position[i.name][0] < loop.first for i in ordered],
+                            {i.name: _phi_operands(values, i, loop) for i in ordered
+                             if i.opcode == "sphi" and position[i.name][0] >= loop.first},
+                            predicates, list(conditions.values()))
+    if program is None:
+        return None
+    try:
+        counts = program(loop.trips)
+    except (_Unknown, NameError, TypeError, ValueError):
+        return None   # a value the code could not compute reached a predicate
+    return dict(zip(conditions, counts))
+
+
+class _Unknown(Exception):
+    pass
+
+
+def _boolean(value):
+    if type(value) is not bool:
+        raise _Unknown
+    return value
+
+
+def _signed_expr(expression: str) -> str:
+    return f"((({expression}) + 0x80000000) & 0xFFFFFFFF) - 0x80000000"
+
+
+_BINARY = {
+    "sadd.s32": "{a} + {b}", "ssub.s32": "{a} - {b}", "smul.u32": "{a} * {b}", "smul.s32": "{a} * {b}",
+    "sand.u32": "{a} & {b}", "sor.u32": "{a} | {b}", "sxor.u32": "{a} ^ {b}", "sshll.u32": "{a} << ({b} & 31)",
+    "sshrl.u32": "({a} & 0xFFFFFFFF) >> ({b} & 31)", "sshra.s32": "{a} >> ({b} & 31)",
+    "smin.s32": "min({a}, {b})", "smax.s32": "max({a}, {b})",
+    "smin.u32": "min({a} & 0xFFFFFFFF, {b} & 0xFFFFFFFF)", "smax.u32": "max({a} & 0xFFFFFFFF, {b} & 0xFFFFFFFF)",
+}
+_PREDICATE = {"por": "({a} or {b})", "pand": "({a} and {b})", "pnand": "(not ({a} and {b}))",
+              "pnor": "(not ({a} or {b}))", "pxor": "({a} != {b})"}
+_PYTHON_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+_REGISTER = re.compile(r"^%(\w+)$", re.ASCII)
+
+
+def _trip_program(ordered: list, before_loop: list, phis: dict, predicates: list, conditions: list):
+    """The loop's slice as one Python function of the trip count (the scalar code run as the chip
+    runs it, a trip at a time), returning for each condition the trips it holds on; None where an
+    instruction is not one this knows. Only register names (`%s12_s3`), spill slots and integers
+    from the dump reach the generated text, each checked against its pattern first."""
+    def var(operand: str) -> str | None:
+        operand = operand.strip()
+        if _IMMEDIATE.match(operand):
+            return str(_signed(int(operand)))
+        match = _REGISTER.match(operand)
+        return "r_" + match.group(1) if match else None
+
+    def statement(instruction: Instruction) -> str | None:
+        target = var(instruction.name or "")
+        if target is None:
+            return None
+        if instruction.opcode == "sst":
+            slot, stored = _SPILL_STORE.match(instruction.operands[0]).groups()
+            return f"m_{slot} = {var(stored)}" if var(stored) else None
+        if instruction.opcode == "sld":
+            return f"{target} = m_{_SPILL_LOAD.match(instruction.operands[0]).group(1)}"
+        ops = list(instruction.operands)
+        guard = old = None
+        if ops and ops[0].startswith("("):
+            if ops[0].endswith(")"):
+                guard = ops.pop(0)[1:-1]
+            elif len(ops) > 1 and ops[1].endswith(")"):
+                guard, old = ops.pop(0)[1:], ops.pop(0)[:-1]
+        args = [var(o) for o in ops]
+        if None in args:
+            return None
+        code = instruction.opcode
+        if code == "smov" and len(args) == 1:
+            value = args[0]
+        elif code in _BINARY and len(args) == 2:
+            value = _signed_expr(_BINARY[code].format(a=args[0], b=args[1]))
+        elif code.startswith("scmp.") and len(args) == 2 and code.split(".")[1] in _PYTHON_COMPARE:
+            a, b = args
+            if ".u32" in code:
+                a, b = f"({a} & 0xFFFFFFFF)", f"({b} & 0xFFFFFFFF)"
+            value = f"({a} {_PYTHON_COMPARE[code.split('.')[1]]} {b})"
+        elif code == "scalar_select" and len(args) == 3:
+            value = f"({args[1]} if _boolean({args[0]}) else {args[2]})"
+        elif code == "pneg" and len(args) == 1:
+            value = f"(not _boolean({args[0]}))"
+        elif code in _PREDICATE and len(args) == 2:
+            value = _PREDICATE[code].format(a=f"_boolean({args[0]})", b=f"_boolean({args[1]})")
+        else:
+            return None
+        if guard is None:
+            return f"{target} = {value}"
+        p = var(guard.lstrip("!"))
+        if p is None or (old is not None and var(old) is None):
+            return None
+        test = f"(not _boolean({p}))" if guard.startswith("!") else f"_boolean({p})"
+        return f"{target} = {value} if {test} else {var(old) if old is not None else 'None'}"
+
+    prologue, body = [], []
+    for instruction, before in zip(ordered, before_loop):
+        if instruction.opcode == "sphi" and not before:
+            continue
+        line = statement(instruction)
+        if line is None:
+            return None
+        (prologue if before else body).append(line)
+    joins = [(var(name), var(init), var(back)) for name, (init, back) in phis.items()]
+    if any(None in j for j in joins):
+        return None
+    checks = [f"_boolean({var(p)})" for p in predicates]
+    tests = [" and ".join(f"({var(n)} != {negated})" for n, negated in condition) for condition in conditions]
+    lines = ["def program(trips):"] + ["    " + line for line in prologue]
+    lines += [f"    {target} = {init}" for target, init, _ in joins]
+    lines += [f"    held_{k} = 0" for k in range(len(tests))]
+    lines += ["    for _ in range(trips):"] + ["        " + line for line in body]
+    lines += ["        " + check for check in checks]
+    lines += [f"        if {test}:\n            held_{k} += 1" for k, test in enumerate(tests)]
+    if joins:
+        lines += ["        " + ", ".join(t for t, _, _ in joins) + " = " + ", ".join(b for _, _, b in joins)]
+    lines += ["    return [" + ", ".join(f"held_{k}" for k in range(len(tests))) + "]"]
+    scope = {"_boolean": _boolean}
+    exec(compile("\n".join(lines), "<loop slice>", "exec"), scope)   # noqa: S102 (checked names only)
+    return scope["program"]
+
+
+_NAMES = re.compile(r"%\w+")
+
+
+def _bundle_order(values: _Values, names: set, position: dict) -> list:
+    """`names` in the order they run: bundle by bundle; in a bundle the phis first, then each
+    instruction after those of the same bundle it reads (a bundle may use a value it defines:
+    `%a = sshll %x, 4 ;; %b = int_to_ptr %a`)."""
+    by_bundle: dict = {}
+    for name in names:
+        by_bundle.setdefault(position[name][0], []).append(name)
+    out = []
+    for b in sorted(by_bundle):
+        pending = sorted(by_bundle[b], key=lambda n: (values.defs[n].opcode != "sphi", position[n][1]))
+        placed: set = set()
+        while pending:
+            for name in pending:
+                d = values.defs[name]
+                reads = set() if d.opcode == "sphi" else {x for o in d.operands for x in _NAMES.findall(o)}
+                if not (reads & set(pending)) or reads & set(pending) <= placed:
+                    break
+            else:
+                name = pending[0]   # a cycle within a bundle: keep the dump's order
+            pending.remove(name)
+            placed.add(name)
+            out.append(name)
+    return out
+
+
 def _flag(values: _Values, text: str) -> tuple | None:
     """A DMA's sync flag as (allocation, slot): the slot is None when computed at run time."""
     text = text.strip()
@@ -461,9 +820,12 @@ def parse_schedule(text: str) -> Schedule:
     for e in dma:
         if e.kind == "start" and any(_same_flag(e.flag, f) for f in pipeline_flags):
             e.pipeline = True
+    depth = [None if body.strip().startswith("}") else d for _, d, _, body in parsed]
+    labels = [tuple(_REGION_LABEL.findall(body.rsplit("}", 1)[-1])) for _, _, _, body in parsed]
     return Schedule(bundles=len(parsed), executed=top.own + sum(c.executed_per_entry for c in top.children),
                     by_depth=by_depth, loops=[(r.depth, r.trips, r.own) for r in loops], dma_bundles=dma_bundles,
-                    dma=dma, weight=weight, innermost=innermost, code=[p[2] for p in parsed], values=values)
+                    dma=dma, weight=weight, innermost=innermost, code=[p[2] for p in parsed], values=values,
+                    depth=depth, labels=labels)
 
 
 def _runs(loop: Region | None) -> float:

@@ -1065,8 +1065,9 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         # once (XLA's model, the other bound, counts it once too).
         xla_llo = int(round(sum(schedules[op].executed * runs[op] for op in xla_ops)))
     # Per op, its schedule is also floored by the copies it issues itself (its DMAs' bytes, each
-    # times its loops' trips) at the HBM bandwidth: a memory-bound fusion takes its bytes' time
-    # however few bundles it has (an attention's score matrix written and read back).
+    # counted on the trips its loop's scalar code runs it, its streams added: executed_dma_bytes)
+    # at the HBM bandwidth: a memory-bound fusion takes its bytes' time however few bundles it has
+    # (an attention's score matrix written and read back).
     xla_floor = xla_llo / clock if mode == "profile" else sum(
         runs[op] * max(schedules[op].executed / clock, schedules[op].executed_dma_bytes() / bandwidth)
         for op in xla_ops)
