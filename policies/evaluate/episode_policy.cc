@@ -31,16 +31,6 @@ std::string StartEpisode(client::Client& env, const EpisodeContext& c, int max_s
   return id;
 }
 
-double PaidSpeedup(const protocol::Observation& o, const json& info, std::string& kind) {
-  if (o.status != "ok") return 0;
-  const std::string paid = info.value("speedup_kind", "");
-  if (paid == "estimated") {
-    kind = paid;
-    return info.value("estimated_speedup", 0.0);
-  }
-  if (o.speedup > 0) kind = "measured";
-  return o.speedup;
-}
 
 protocol::Observation Paid(const protocol::StepResult& r, TaskOutcome& out) {
   protocol::Observation o = r.observation;

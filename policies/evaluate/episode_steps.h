@@ -9,6 +9,7 @@
 
 #include "env/client/client.h"
 #include "policies/evaluate/episode_policy.h"
+#include "policies/common/paid_speedup.h"
 #include "policies/evaluate/report.h"
 
 namespace kernelgym::evaluate {
@@ -19,11 +20,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start);
 // `speedup` is the paid one: PaidSpeedup).
 std::string StartEpisode(client::Client& env, const EpisodeContext& c, int max_steps, protocol::Observation& first);
 
-// The speedup an evaluation was paid for, from its step (or reset) info's `speedup_kind`: the
-// observation's measured speedup, or off a TPU a pallas evaluation's trusted estimate
-// (`estimated_speedup`, which the observation's `speedup` never carries); 0 when none was paid.
-// Sets `kind` ("measured", "estimated") when one was.
-double PaidSpeedup(const protocol::Observation& o, const nlohmann::json& info, std::string& kind);
+// The speedup a step (or reset) was paid for: measured, or a pallas evaluation's trusted estimate.
+using policies::PaidSpeedup;  // policies/common/paid_speedup.h
 
 // A step's observation with `speedup` set to the paid one (PaidSpeedup), its kind noted in `out`.
 protocol::Observation Paid(const protocol::StepResult& r, TaskOutcome& out);

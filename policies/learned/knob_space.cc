@@ -1,6 +1,16 @@
 #include "policies/learned/knob_space.h"
 
+#include "core/backend_info.h"
+
 namespace kernelgym::learned {
+
+protocol::TaskInfo TaskForBackend(protocol::TaskInfo task, const std::string& backend) {
+  if (const BackendInfo* info = FindBackendInfo(backend); info && !info->task_folder.empty()) {
+    const auto version = task.versions.find(backend);
+    task.knobs = version != task.versions.end() ? version->second.knobs : std::map<std::string, protocol::KnobDomain>{};
+  }
+  return task;
+}
 
 KnobSpace KnobSpace::FromTask(const protocol::TaskInfo& task) {
   KnobSpace space;

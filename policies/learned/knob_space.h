@@ -19,6 +19,12 @@ namespace kernelgym::learned {
 using Setting = std::vector<int>;  // Setting[k]: the index of knob k's value in its domain
 using KnobMap = std::map<std::string, protocol::KnobValue>;
 
+// The task as a knob policy on `backend` sees it: its top-level knobs made that backend's template
+// (on a backend whose tasks come from a subfolder, pallas, that version's knobs, or none; on cpu
+// task.json's). KnobSpace::FromTask, the features and every knob policy read the top level, so a
+// task's cpu template is never offered on pallas (the runner would refuse every setting of it).
+protocol::TaskInfo TaskForBackend(protocol::TaskInfo task, const std::string& backend);
+
 class KnobSpace {
  public:
   // From tasks.get's knobs; empty() when the task has no template.

@@ -33,6 +33,7 @@ bool IsEnvironmentFailure(const std::string& status) { return status == "interna
 json MeasurementToJson(const Measurement& m) {
   json row = {{"task", m.task},   {"backend", m.backend}, {"key", m.key},           {"status", m.status},
               {"speedup", m.speedup}, {"reward", m.reward}, {"eval_seconds", m.eval_seconds}};
+  if (!m.speedup_kind.empty()) row["speedup_kind"] = m.speedup_kind;
   if (m.key == kStarterKey) {
     row["action_kind"] = "reset";
   } else {
@@ -54,6 +55,7 @@ std::optional<Measurement> MeasurementFromJson(const json& row, std::string& err
   m.status = row.contains("status") && row["status"].is_string() ? row["status"].get<std::string>() : "";
   m.speedup = row.contains("speedup") && row["speedup"].is_number() ? row["speedup"].get<double>() : 0.0;
   m.reward = row.contains("reward") && row["reward"].is_number() ? row["reward"].get<double>() : 0.0;
+  m.speedup_kind = row.contains("speedup_kind") && row["speedup_kind"].is_string() ? row["speedup_kind"].get<std::string>() : "";
   m.eval_seconds = row.contains("eval_seconds") && row["eval_seconds"].is_number() ? row["eval_seconds"].get<double>() : 0.0;
   if (!std::isfinite(m.speedup) || m.speedup < 0) m.speedup = 0;
   if (row.contains("features") && row["features"].is_object())
@@ -190,7 +192,8 @@ Evaluator::~Evaluator() {
 
 const protocol::TaskInfo& Evaluator::Task(const std::string& task) {
   auto it = tasks_.find(task);
-  if (it == tasks_.end()) it = tasks_.emplace(task, client_.GetTask(task)).first;
+  // This backend's template at the top level: on pallas the version's knobs, never task.json's.
+  if (it == tasks_.end()) it = tasks_.emplace(task, TaskForBackend(client_.GetTask(task), options_.backend)).first;
   return it->second;
 }
 
@@ -219,7 +222,7 @@ Measurement Evaluator::FromObservation(const std::string& task, const std::strin
   m.key = key;
   m.knobs = knobs;
   m.status = observation.status;
-  m.speedup = observation.status == "ok" ? observation.speedup : 0;
+  m.speedup = policies::PaidSpeedup(observation, info, m.speedup_kind);
   m.reward = reward;
   m.features = NameFeatures(feature_names_, observation.features);
   m.eval_seconds = info.contains("eval_seconds") && info["eval_seconds"].is_number() ? info["eval_seconds"].get<double>() : 0;

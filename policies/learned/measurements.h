@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "env/client/client.h"
+#include "policies/common/paid_speedup.h"
 #include "policies/learned/features.h"
 #include "policies/learned/knob_space.h"
 
@@ -36,7 +37,10 @@ struct Measurement {
   std::string key;  // KnobSpace::Key of the setting, or kStarterKey
   KnobMap knobs;    // empty for the starter
   std::string status;
-  double speedup = 0;  // against the reference; 0 unless correct and timed
+  // Against the reference: the speedup the env paid (policies/common/paid_speedup.h), measured or,
+  // off a TPU, the pallas judge's trusted estimate; 0 unless correct and paid.
+  double speedup = 0;
+  std::string speedup_kind;  // "measured", "estimated"; "" when nothing was paid
   double reward = 0;   // the env's log_speedup reward (0 for the starter)
   NamedFeatures features;
   double eval_seconds = 0;
@@ -90,7 +94,7 @@ class Evaluator {
   ~Evaluator();  // closes its envs
 
   const std::vector<std::string>& feature_names() const { return feature_names_; }
-  // tasks.get, cached.
+  // tasks.get as a knob policy on this backend sees it (TaskForBackend), cached.
   const protocol::TaskInfo& Task(const std::string& task);
   // The starter's evaluation (the env's reset observation), from the store or measured.
   const Measurement& Starter(const std::string& task);

@@ -217,11 +217,7 @@ std::vector<std::string> ReadStrategies(const std::filesystem::path& file) {
 }  // namespace
 
 protocol::TaskInfo TaskForBackend(protocol::TaskInfo task, const std::string& backend) {
-  if (const BackendInfo* info = FindBackendInfo(backend); info && !info->task_folder.empty()) {
-    const auto version = task.versions.find(backend);
-    task.knobs = version != task.versions.end() ? version->second.knobs : std::map<std::string, protocol::KnobDomain>{};
-  }
-  return task;
+  return learned::TaskForBackend(std::move(task), backend);
 }
 
 std::map<std::string, std::vector<protocol::KnobValue>> KnobDomains(const protocol::TaskInfo& task) {

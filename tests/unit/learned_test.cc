@@ -81,6 +81,53 @@ TEST(KnobSpaceTest, KnobsInNameOrderWithDefaultsAndEveryCombination) {
   EXPECT_TRUE(KnobSpace::FromTask(Task("t", "", 0, 0, {})).empty());
 }
 
+// On pallas a task's knobs are its pallas version's template (pallas.json); task.json's (the cpu
+// template) are never offered there: the runner would refuse every setting of them. Before, the
+// trainer read the top level only, and `train --backend pallas` saw the cpu knobs or none.
+TEST(KnobSpaceTest, OnPallasTheVersionsTemplateNeverTheCpuOne) {
+  protocol::TaskInfo task = SoftmaxTask();
+  task.versions["pallas"].knobs = {{"ROWS", {Ints({8, 16}), int64_t{16}}}};
+  const KnobSpace pallas = KnobSpace::FromTask(TaskForBackend(task, "pallas"));
+  ASSERT_EQ(pallas.knobs(), 1u);
+  EXPECT_EQ(pallas.name(0), "ROWS");
+  EXPECT_EQ(pallas.Key(pallas.defaults()), "ROWS=16");
+  EXPECT_EQ(KnobSpace::FromTask(TaskForBackend(task, "cpu")).knobs(), 3u);
+  task.versions["pallas"].knobs.clear();  // a pallas version without a template: no knobs at all
+  EXPECT_TRUE(KnobSpace::FromTask(TaskForBackend(task, "pallas")).empty());
+}
+
+// Off a TPU a pallas step's observation carries no speedup (nothing ran on a chip); what the env
+// paid is the trusted estimate in the step's info. The store keeps that, labelled; a failed step
+// or an untrusted estimate is 0.
+TEST(MeasurementTest, APallasStepIsWorthItsPaidEstimateLabelled) {
+  protocol::Observation o;
+  o.status = "ok";
+  o.speedup = 0;
+  std::string kind;
+  EXPECT_DOUBLE_EQ(policies::PaidSpeedup(o, {{"speedup_kind", "estimated"}, {"estimated_speedup", 1.45}}, kind), 1.45);
+  EXPECT_EQ(kind, "estimated");
+  kind.clear();
+  EXPECT_EQ(policies::PaidSpeedup(o, json::object(), kind), 0.0) << "an untrusted estimate is not paid";
+  EXPECT_EQ(kind, "");
+  o.status = "incorrect";
+  EXPECT_EQ(policies::PaidSpeedup(o, {{"speedup_kind", "estimated"}, {"estimated_speedup", 3.0}}, kind), 0.0);
+
+  Measurement m;
+  m.task = "jaxbench-p/rms_norm";
+  m.backend = "pallas";
+  m.key = "ROWS=16";
+  m.knobs = {{"ROWS", int64_t{16}}};
+  m.status = "ok";
+  m.speedup = 1.45;
+  m.speedup_kind = "estimated";
+  std::string error;
+  const std::optional<Measurement> back = MeasurementFromJson(MeasurementToJson(m), error);
+  ASSERT_TRUE(back) << error;
+  EXPECT_EQ(back->speedup_kind, "estimated");
+  EXPECT_EQ(back->backend, "pallas");
+  EXPECT_DOUBLE_EQ(back->speedup, 1.45);
+}
+
 TEST(FeaturesTest, LayoutLeavesOutHistoryFeaturesAndSizesMatchTheEncoding) {
   const FeatureLayout layout = BuildLayout(kServerFeatures, {SoftmaxTask()});
   EXPECT_EQ(layout.observation, (std::vector<std::string>{"status_ok", "log_speedup", "log10_task_flops"}));
