@@ -28,7 +28,7 @@ bool IsHistoryFeature(const std::string& name) {
 }
 
 FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names,
-                          const std::vector<protocol::TaskInfo>& tasks) {
+                          const std::vector<protocol::TaskInfo>& tasks, bool knob_names) {
   FeatureLayout layout;
   for (const std::string& name : server_feature_names)
     if (!IsHistoryFeature(name)) layout.observation.push_back(name);
@@ -43,8 +43,10 @@ FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names,
     }
   }
   layout.categories.assign(categories.begin(), categories.end());
-  layout.knob_names.assign(knobs.begin(), knobs.end());
-  layout.value_tokens.assign(tokens.begin(), tokens.end());
+  if (knob_names) {
+    layout.knob_names.assign(knobs.begin(), knobs.end());
+    layout.value_tokens.assign(tokens.begin(), tokens.end());
+  }
   return layout;
 }
 

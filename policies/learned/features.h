@@ -19,9 +19,13 @@ namespace kernelgym::learned {
 bool IsHistoryFeature(const std::string& name);
 
 // The layout of a new model: the server's observation features minus the history ones, and the
-// categories, knob names and string values of the training tasks (sorted).
+// categories, knob names and string values of the training tasks (sorted). With `knob_names`
+// false the knob-name and value-token vocabularies stay empty (every name and string value reads
+// the "other" slot): the model acts on what any template has, each value's position in its
+// domain, domain size, default-ness and magnitude, so nothing it learns is tied to names that a
+// held-out template does not share (`kernelgym train ... --no-knob-names`).
 FeatureLayout BuildLayout(const std::vector<std::string>& server_feature_names,
-                          const std::vector<protocol::TaskInfo>& tasks);
+                          const std::vector<protocol::TaskInfo>& tasks, bool knob_names = true);
 
 // Every observation feature the layout reads must be one the server announces; otherwise an
 // error naming the first missing one (the server's feature layout changed since the model was

@@ -83,7 +83,8 @@ void WriteText(const fs::path& file, const std::string& text) {
 json Provenance(const TrainCommand& c, const std::string& how, const std::vector<std::string>& tasks,
                 client::Client& client) {
   return {{"trained_by", "kernelgym train " + how}, {"tasks", tasks},      {"holdout", c.selection.holdout},
-          {"backend", c.backend},                    {"seed", c.model.seed}, {"server", client.Hello().server}};
+          {"backend", c.backend},                    {"seed", c.model.seed}, {"server", client.Hello().server},
+          {"knob_names", c.knob_names}};
 }
 
 // The held-out evaluation of `policy`, written to <out>/heldout.json and .md and summarized.
@@ -157,7 +158,7 @@ int RunPpo(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   }
   std::string error;
   std::unique_ptr<PolicyModel> policy =
-      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks)), c.model)
+      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks), c.knob_names), c.model)
                      : plugin.load_policy(c.init, c.model.learning_rate, error);
   if (!policy || !CheckServerFeatures(policy->layout(), s.evaluator->feature_names(), error)) {
     std::cerr << "kernelgym train ppo: " << error << "\n";
@@ -228,7 +229,7 @@ int RunBc(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   const KnobDataset* data = &data_set;
   std::string error;
   std::unique_ptr<PolicyModel> policy =
-      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks)), c.model)
+      c.init.empty() ? plugin.create_policy(BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks), c.knob_names), c.model)
                      : plugin.load_policy(c.init, c.model.learning_rate, error);
   if (!policy || !CheckServerFeatures(policy->layout(), s.evaluator->feature_names(), error)) {
     std::cerr << "kernelgym train bc: " << error << "\n";
@@ -256,7 +257,7 @@ int RunCostModel(TrainCommand& c, Session& s, const ModelPlugin& plugin) {
   const auto& [data_set, tasks] = *selected;
   const KnobDataset* data = &data_set;
   std::string error;
-  const FeatureLayout layout = BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks));
+  const FeatureLayout layout = BuildLayout(s.evaluator->feature_names(), TaskInfos(*s.evaluator, tasks), c.knob_names);
   std::unique_ptr<CostModel> model = plugin.create_cost_model(layout, c.model);
   const std::vector<TaskInfo> infos = LoadInfos(*s.evaluator, layout, tasks, false);
   std::size_t samples = 0;
@@ -333,6 +334,9 @@ void AddCommon(CLI::App& app, TrainCommand& c) {
 }
 
 void AddModelFlags(CLI::App& app, TrainCommand& c) {
+  app.add_flag("!--no-knob-names", c.knob_names,
+               "a new model reads no knob names or string values (each is 'other'): only what any template has, "
+               "each value's position, domain size, default-ness and magnitude");
   app.add_option("--hidden", c.model.hidden, "hidden units per layer")->capture_default_str()->check(CLI::Range(4, 4096));
   app.add_option("--lr", c.model.learning_rate, "Adam's learning rate")->capture_default_str()->check(CLI::Range(1e-6, 1.0));
 }

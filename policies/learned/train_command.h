@@ -36,6 +36,7 @@ struct TrainCommand {
   FitOptions fit;
   HeldoutOptions heldout;
   int checkpoint_every = 5;
+  bool knob_names = true;  // false: --no-knob-names (BuildLayout)
   policies::EnvFlags env;
   CLI::App *app = nullptr, *sweep = nullptr, *ppo_app = nullptr, *bc = nullptr, *cost = nullptr, *eval = nullptr;
 };
