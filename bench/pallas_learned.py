@@ -125,6 +125,13 @@ def report(a: argparse.Namespace, variant: str, folds: list[tuple[list[str], lis
                     + " / ".join(pct(f / best if best > 0 else 0.0) for f in firsts) + " | "
                     + (" / ".join(pct(f) for f in ins) if task in insample else "-") + " | "
                     + (f"{pct(c['top1_fraction_of_best'])}, {c['spearman']:.2f}" if c else "-") + " |")
+    for task, by_seed in insample.items():  # tasks never held out (a --train/--holdout split)
+        if task in held:
+            continue
+        for s in a.seeds:
+            in_fractions[s].append(geomean(by_seed.get(s, [])))
+        rows.append(f"| {task} (trained on, never held out) | | | | | - | "
+                    + " / ".join(pct(geomean(by_seed.get(s, []))) for s in a.seeds) + " | - |")
     # Means, not geometric means: a failed first setting is 0% of the best.
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0
     reached = lambda xs: f"{sum(x >= 0.8 for x in xs)}/{len(xs)}"
