@@ -46,7 +46,7 @@ using namespace kernelgym;
 
 int Eval(const TaskRegistry& registry, const std::string& task_id, const std::string& source_path,
          const std::optional<std::string>& knobs, const std::string& backend_name, bool as_json, bool samples, double budget,
-         bool no_timing) {
+         double target_ci, bool no_timing) {
   const Task* task = registry.Find(task_id);
   if (!task) {
     spdlog::error("unknown task '{}' (see `kernelgym tasks`)", task_id);
@@ -85,6 +85,7 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   BackendConfig config = DefaultBackendConfig();
   config.prestart_harness = false;  // one evaluation, then exit: a second harness would be wasted
   config.reference_zygote = false;  // and a zygote would load libtorch for one fork
+  config.start_harness_before_compile = true;  // its libtorch load beside the compile, not after it
   std::unique_ptr<Backend> backend = BackendRegistry::Global().Create(backend_name, config);
   if (!backend) {
     spdlog::error("unknown backend '{}'", backend_name);
@@ -92,6 +93,7 @@ int Eval(const TaskRegistry& registry, const std::string& task_id, const std::st
   }
   EvalOptions options;
   options.timing.budget_seconds = budget;
+  options.timing.target_relative_ci = target_ci;
   options.run_timing = !no_timing;
   const EvalResult result = backend->Evaluate(*task, ss.str(), options);
   // The result's text is valid UTF-8 (the registry's backends and ResultToJson see to it); the
@@ -171,7 +173,7 @@ int main(int argc, char** argv) {
 
   std::string task_id, source, backend = "cpu";
   bool samples = false, no_timing = false;
-  double budget = 1.0;
+  double budget = 1.0, target_ci = EvalOptions{}.timing.target_relative_ci;
   CLI::App* eval = app.add_subcommand("eval", "evaluate a kernel source on a task");
   eval->footer("Exit status: 0 when the kernel passed (status ok), 1 when it did not (the verdict says why), "
                "2 for bad arguments (an unknown task, an unreadable file).");
@@ -186,6 +188,10 @@ int main(int argc, char** argv) {
   eval->add_flag("--json", as_json, "print one JSON object");
   eval->add_flag("--samples", samples, "include raw timing samples in --json output");
   eval->add_option("--timing-budget-s", budget, "timing budget in seconds")->capture_default_str()->check(CLI::Range(0.05, 600.0));
+  eval->add_option("--timing-target-ci", target_ci,
+                   "stop timing once the speedup's 95% interval is within this fraction of it (0: run the whole budget)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   eval->add_flag("--no-timing", no_timing, "stop after correctness");
 
   RunnerHostOptions runner_options;
@@ -272,5 +278,5 @@ int main(int argc, char** argv) {
   const TaskRegistry registry = TaskRegistry::LoadFrom(suites);
   if (tasks->parsed()) return RunTasksCommand(registry, suites, tasks_options, std::cout);
   return Eval(registry, task_id, source, knobs_option->count() ? std::optional(knobs) : std::nullopt, backend,
-              as_json, samples, budget, no_timing);
+              as_json, samples, budget, target_ci, no_timing);
 }

@@ -47,6 +47,10 @@ struct BackendConfig {
   // (harness_zygote.h) instead of starting a reference that loads it again. Off for one-shot use
   // (the CLI), where the zygote would load libtorch for a single fork.
   bool reference_zygote = true;
+  // cpu, one-shot use (the CLI): start the evaluation's harness before the compile instead of
+  // after it, so that its reference loads libtorch (~0.5 CPU-s) on one core while g++ compiles on
+  // another. Wasted when the compile fails; moot with a zygote or a pre-started harness.
+  bool start_harness_before_compile = false;
   // Called on the evaluating thread, while the host's timing lock is still held, with the window
   // in which this backend held it (see CpuBackend). For tests and diagnostics; empty: not called.
   std::function<void(std::chrono::steady_clock::time_point locked, std::chrono::steady_clock::time_point released)>

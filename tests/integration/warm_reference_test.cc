@@ -174,5 +174,51 @@ TEST(WarmReferenceTest, AnEvaluationInFlightWhenTheZygoteDiesEndsWithAnError) {
   std::filesystem::remove_all(scratch);
 }
 
+// The judges (`kernelgym-harness`) below this test process.
+std::set<pid_t> Judges() {
+  std::set<pid_t> found;
+  DIR* proc = opendir("/proc");
+  while (dirent* e = proc ? readdir(proc) : nullptr) {
+    const pid_t pid = std::atoi(e->d_name);
+    const std::vector<std::string> argv = pid > 0 ? Argv(pid) : std::vector<std::string>{};
+    if (argv.empty() || std::filesystem::path(argv[0]).filename() != "kernelgym-harness") continue;
+    for (pid_t p = Parent(pid); p > 1; p = Parent(p))
+      if (p == getpid()) {
+        found.insert(pid);
+        break;
+      }
+  }
+  if (proc) closedir(proc);
+  return found;
+}
+
+// One-shot use (the CLI, config.start_harness_before_compile): the judge, and with it the
+// reference's libtorch load, starts before the compile, so the two overlap. Seen here with a
+// source that does not compile: its judge is running while g++ works, and is gone (killed and
+// reaped) once the evaluation has returned its compile error. Without the early start no judge
+// would ever run for it.
+TEST(WarmReferenceTest, OneShotUseStartsTheJudgeBeforeTheCompileAndEndsItWhenTheCompileFails) {
+  RegisterBuiltinBackends();
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;
+  config.reference_zygote = false;
+  config.start_harness_before_compile = true;
+  const std::unique_ptr<Backend> cpu = BackendRegistry::Global().Create("cpu", config);
+  const Task& task = Softmax();
+  ASSERT_TRUE(Judges().empty());
+  const std::string broken = task.starter_source + "\nstatic_assert(false, \"does not compile\");\n";
+  auto run = std::async(std::launch::async, [&] { return cpu->Evaluate(task, broken, FastOptions()); });
+  bool seen = false;
+  while (run.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) seen = seen || !Judges().empty();
+  const EvalResult r = run.get();
+  EXPECT_EQ(r.status, Status::kCompileError) << r.message;
+  EXPECT_TRUE(seen) << "no judge ran while the candidate compiled";
+  EXPECT_TRUE(Judges().empty()) << "the judge outlived the evaluation";
+  // And a kernel that compiles is evaluated by that early judge as by any other.
+  const EvalResult ok = cpu->Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(ok.status, Status::kOk) << ok.message;
+  EXPECT_GT(ReferenceStartCpu(ok), 0.1) << "a spawned reference loads libtorch itself";
+}
+
 }  // namespace
 }  // namespace kernelgym::testing

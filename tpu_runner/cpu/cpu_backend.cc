@@ -148,6 +148,12 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
     return finish(Status::kRejected, Stage::kStaticCheck, check.message);
   }
 
+  // One-shot use: the harness starts now, off the timing CPUs as a pre-started one does, and its
+  // reference loads libtorch while the candidate compiles (config.start_harness_before_compile).
+  std::string harness_error;
+  std::unique_ptr<HarnessProcess> harness;
+  if (config_.start_harness_before_compile && task.threads <= 1) harness = TakeHarness(task.threads, harness_error);
+
   // 2. Compile (sandboxed, cached).
   t = Clock::now();
   CompileResult compiled = compiler_.Compile(source, task);
@@ -174,11 +180,9 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   // timing CPUs and takes no lock — it cannot disturb a window there, and need not wait for one.
   t = Clock::now();
   const bool serialize = options.run_timing || task.threads > 1;  // see TakeHarness
-  std::string harness_error;
-  std::unique_ptr<HarnessProcess> harness;
   // A single-threaded harness starts off the timing CPU (like the pre-started one), so it needs
   // no lock; a multi-threaded one starts on the timing CPUs, so only once the lock is held.
-  if (task.threads <= 1) harness = TakeHarness(task.threads, harness_error);
+  if (task.threads <= 1 && !harness && harness_error.empty()) harness = TakeHarness(task.threads, harness_error);
   // Not under the lock: the reference loading libtorch (a pre-started harness has done so).
   if (harness && serialize) harness->AwaitWarm(kHarnessWarmSeconds);
   HarnessRun run;
