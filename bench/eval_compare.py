@@ -52,7 +52,8 @@ def evaluate(build, task, source, cold, workdir):
                   if s.get("candidate_cpu_ns")]
     return {"status": r.get("status"), "seconds": seconds, "speedup": timing.get("speedup"),
             "cpu_speedup": statistics.median(cpu_ratios) if cpu_ratios else None,
-            "interleaved_over_alone": ref / alone if alone else None, "message": r.get("message", "")}
+            "interleaved_over_alone": ref / alone if alone else None, "message": r.get("message", ""),
+            "rounds": timing.get("rounds"), "converged": bool(timing.get("converged"))}
 
 
 def summarize(rows):
@@ -60,7 +61,8 @@ def summarize(rows):
     s = [r["speedup"] for r in ok]
     ratio = [r["interleaved_over_alone"] for r in ok if r["interleaved_over_alone"]]
     wall = [r["seconds"] for r in rows]
-    out = {"ok": len(ok), "n": len(rows), "wall_median_s": statistics.median(wall)}
+    out = {"ok": len(ok), "n": len(rows), "wall_median_s": statistics.median(wall),
+           "rounds": [r.get("rounds") for r in rows], "converged": sum(bool(r.get("converged")) for r in rows)}
     if s:
         mean = statistics.mean(s)
         out.update(speedup_mean=mean, speedup_min=min(s), speedup_max=max(s),

@@ -6,7 +6,7 @@ namespace kernelgym {
 
 struct TimingOptions {
   double budget_seconds = 1.0;        // wall time for the timing loop (after warm-up)
-  int min_rounds = 20;
+  int min_rounds = 15;
   int max_rounds = 5000;
   double target_relative_ci = 0.03;   // stop when the 95% CI of the speedup is within +-3%
   int warmup_rounds = 3;

@@ -112,6 +112,13 @@ RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples) {
   return EstimateMedianRatioInterpolated(ratios);
 }
 
+bool TimingConverged(std::span<const TimingSample> samples, int min_rounds, double target_relative_ci) {
+  const int n = static_cast<int>(samples.size());
+  if (n < std::max(min_rounds, 6) || (n - min_rounds) % 5 != 0) return false;
+  const RatioEstimate est = EstimateSpeedup(samples);
+  return est.median > 0 && est.relative_half_width <= target_relative_ci;
+}
+
 namespace {
 
 std::string ReadWhole(const char* path) {

@@ -39,6 +39,13 @@ RatioEstimate EstimateMedianRatioInterpolated(std::span<const double> ratios);
 // marked discarded (the cpu judge marks none), with the interpolated 95% interval.
 RatioEstimate EstimateSpeedup(std::span<const TimingSample> samples);
 
+// The timing loop's stopping rule, asked after each round with every round so far: stop once
+// the speedup's 95% interval is within +-target_relative_ci of the median, checked at n =
+// min_rounds and every 5th round after it. Each look is a chance to stop on an interval narrow by
+// chance; looking every round instead would let the reported interval cover less than 95% where
+// the target is only just reached (docs/benchmarks.md, "Timing that converges sooner").
+bool TimingConverged(std::span<const TimingSample> samples, int min_rounds, double target_relative_ci);
+
 // One reading of the host's load (/proc/loadavg, /proc/stat's cpu line); ok false where unreadable.
 struct HostReading {
   bool ok = false;

@@ -42,7 +42,7 @@ struct EvaluationRequest {
   std::vector<uint64_t> seeds;    // correctness seeds, derived from the episode seed
   uint64_t timing_seed = 0;
   double timing_budget_s = 1.0;   // seconds of timing after warm-up
-  int min_rounds = 20;
+  int min_rounds = 15;
   double target_relative_ci = 0.03;  // stop once the speedup's 95% CI is within +-3%
 };
 

@@ -63,7 +63,7 @@ struct JobOptions {
   uint64_t timing_seed = 0;
   bool run_timing = true;
   double timing_budget_s = 1.0;
-  int min_rounds = 20;
+  int min_rounds = 15;
   double target_relative_ci = 0.03;
   bool operator==(const JobOptions&) const = default;
 };

@@ -698,12 +698,9 @@ class Judge {
       s.discarded = false;
       samples.push_back(s);
       const int n = static_cast<int>(samples.size());
-      if (n >= opt.min_rounds && n % 5 == 0) {
-        const RatioEstimate est = EstimateSpeedup(samples);
-        if (est.median > 0 && est.relative_half_width <= opt.target_relative_ci) {
-          converged = true;
-          break;
-        }
+      if (TimingConverged(samples, opt.min_rounds, opt.target_relative_ci)) {
+        converged = true;
+        break;
       }
       // The budget ends the loop only once there are enough rounds for an interval (slow kernels
       // take a few calls past the budget; the runner's deadline allows for them).
