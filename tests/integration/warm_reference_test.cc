@@ -206,7 +206,11 @@ TEST(WarmReferenceTest, OneShotUseStartsTheJudgeBeforeTheCompileAndEndsItWhenThe
   const std::unique_ptr<Backend> cpu = BackendRegistry::Global().Create("cpu", config);
   const Task& task = Softmax();
   ASSERT_TRUE(Judges().empty());
-  const std::string broken = task.starter_source + "\nstatic_assert(false, \"does not compile\");\n";
+  // New to the compile cache (which keeps compile errors too): a cached error would return
+  // before any judge could be seen.
+  const std::string broken = task.starter_source + "\nstatic_assert(false, \"does not compile\"); // " +
+                             std::to_string(getpid()) + "-" +
+                             std::to_string(Clock::now().time_since_epoch().count()) + "\n";
   auto run = std::async(std::launch::async, [&] { return cpu->Evaluate(task, broken, FastOptions()); });
   bool seen = false;
   while (run.wait_for(std::chrono::milliseconds(2)) != std::future_status::ready) seen = seen || !Judges().empty();
