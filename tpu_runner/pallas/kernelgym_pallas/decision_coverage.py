@@ -190,6 +190,9 @@ class _Ctx:
     # trip, so they count as where it stored: a slot bumped once per trip of a loop of K/256 trips
     # (constants only, at a constant address) holds K/256, which the compiler folds.
     trips: frozenset = frozenset()
+    # The grid axes that program_id / num_programs number in a kernel body: all but those vmap
+    # added (GridMapping.vmapped_dims; a vmapped splash kernel's program_id(2) is grid axis 3).
+    program_axes: tuple | None = None
 
 
 def _dtype(aval):
@@ -471,6 +474,8 @@ class _Evaluator:
                 self.jaxpr(inner, consts, args, ctx, f"{where} index map {k}")
             body = eqn.params["jaxpr"]
             inner = getattr(body, "jaxpr", body)
+            vmapped = set(getattr(mapping, "vmapped_dims", ()) or ())
+            ctx = dataclasses.replace(ctx, program_axes=tuple(a for a in range(len(ranges)) if a not in vmapped))
             consts = [self._const(c, ctx.axes) for c in getattr(body, "consts", ())]
             # The operands' blocks hold data; scratch buffers hold what the kernel stores.
             scratch = int(getattr(mapping, "num_scratch_operands", 0) or 0)
@@ -706,13 +711,15 @@ class _Evaluator:
         name = eqn.primitive.name
         params = eqn.params
         out_aval = eqn.outvars[0].aval
+        if name in ("program_id", "num_programs"):
+            axis = int(params["axis"])
+            if ctx.program_axes is not None:
+                axis = ctx.program_axes[axis] if axis < len(ctx.program_axes) else len(ctx.scope.grid)
         if name == "program_id":
             positions = ctx.positions
-            axis = int(params["axis"])
             value = positions[axis] if axis < len(positions) else UNKNOWN
             return value.reshape(value.shape + (1,) * (ctx.axes - value.ndim)) if _known(value) else value
         if name == "num_programs":
-            axis = int(params["axis"])
             if not ctx.scope.static or axis >= len(ctx.scope.grid):
                 return UNKNOWN
             return np.full((1,) * ctx.axes, ctx.scope.grid[axis], np.int32)

@@ -471,5 +471,34 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertTrue(identity.proven, identity.unproven)
 
 
+class VmappedKernel(unittest.TestCase):
+    def test_program_id_numbers_the_axes_vmap_did_not_add(self):
+        # Under vmap the pallas_call's grid gains a leading axis, and the body's program_id(1) is
+        # grid axis 2 (GridMapping.vmapped_dims): its decisions vary along that axis. Before, they
+        # were evaluated along grid axis 1 (a vmapped splash kernel's `j == 0` read as its q block).
+        import numpy as np
+        from kernelgym_pallas import decision_coverage
+
+        def body(x_ref, y_ref):
+            y_ref[...] = x_ref[...]
+
+            @pl.when(pl.program_id(1) == 0)
+            def _():
+                y_ref[...] = x_ref[...] * 2
+
+        def one(x):
+            return pl.pallas_call(body, grid=(3, 4), in_specs=[pl.BlockSpec((8, 128), lambda i, j: (i, j))],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i, j: (i, j)),
+                                  out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+
+        closed = jax.make_jaxpr(jax.vmap(one))(jax.ShapeDtypeStruct((2, 24, 512), jnp.float32))
+        scopes = [s for k, s in decision_coverage.evaluate(closed).scopes.items() if k != "program"]
+        self.assertEqual(len(scopes), 1)
+        self.assertEqual(scopes[0].grid, (2, 3, 4))
+        (key, bits), = [(k, v) for k, v in scopes[0].decisions.items() if k.rsplit(" / ", 1)[-1].startswith("cond")]
+        full = np.broadcast_to(np.asarray(bits), (2, 3, 4))
+        self.assertTrue(np.all(full[:, :, 0] == 2) and np.all(full[:, :, 1:] == 1), full)
+
+
 if __name__ == "__main__":
     unittest.main()
