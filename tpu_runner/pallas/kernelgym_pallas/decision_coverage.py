@@ -174,6 +174,7 @@ class Facts:
     """What evaluating one size set's program found."""
     scopes: dict = dataclasses.field(default_factory=dict)  # scope key -> _Scope
     numbers: dict = dataclasses.field(default_factory=dict)  # key -> (scope key, folded scalar)
+    signs: dict = dataclasses.field(default_factory=dict)  # key -> (scope key, sign of a folded array)
     mixed: dict = dataclasses.field(default_factory=dict)  # key -> what the known operands hold
     through: dict = dataclasses.field(default_factory=dict)  # key -> operations not evaluated on the way
     too_large: dict = dataclasses.field(default_factory=dict)  # key -> why
@@ -422,6 +423,14 @@ class _Evaluator:
             if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and name not in _REDUCE and \
                     _uniform(value):
                 self.facts.numbers[where] = (ctx.scope_key, value.reshape(-1)[0].item())
+            elif value.dtype.kind in "iuf" and not from_decision and _uniform(value):
+                # An array of one number (`jnp.full((1, 1), K // 128)`, and what is computed from
+                # it): its value may be a count the sizes' monomials do not read (a convolution's
+                # (H-2)(W-2)), but its sign is an outcome like a decision's. A mask of 1 where
+                # checked and 0 at the full size (a shift's sign bit, an int32 wrap), multiplied into
+                # the data, is folded by the compiler, and the work it zeroes deleted.
+                number = value.reshape(-1)[0].item()
+                self.facts.signs[where] = (ctx.scope_key, (number > 0) - (number < 0) if number == number else 2)
             self._combination(eqn, args, value, ctx, where)
         return [value]
 
@@ -1041,6 +1050,13 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
             problems.append(f"{key}: a decision between data and a number or position that changes with the sizes "
                             f"cannot be evaluated without the data, so the full size's choices are not known to be "
                             f"the checked ones")
+    for key, (scope_key, sign) in full.signs.items():
+        seen = {facts[s].signs[key][1] for s in fit_sets if key in facts[s].signs}
+        if seen and sign not in seen:
+            names = {-1: "negative", 0: "zero", 1: "positive", 2: "not a number"}
+            problems.append(f"{key}: an array of one number computed from the sizes alone is {names[sign]} at the "
+                            f"full size and {' or '.join(names[s] for s in sorted(seen))} where checked (a mask the "
+                            f"compiler folds, deleting the work it zeroes, only at the full size)")
     for key, (scope_key, value) in full.numbers.items():
         values = {s: facts[s].numbers.get(key, (None, None))[1] for s in (*fit_sets, target)}
         if any(v is None for v in values.values()):

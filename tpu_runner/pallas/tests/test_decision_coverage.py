@@ -160,6 +160,21 @@ def _cleared_by_a_loop(n, table_ref):
     return table_ref[31] * 0 + 1 - table_ref[31]
 
 
+def _masked_by_an_array_of_one_number(x_ref, y_ref):
+    # 1 where checked (C/128 = 4, 5), 0 at the full size (64): the sign bit of C/128 - 8, an array
+    # of one number; multiplied into the data's bits, no decision anywhere.
+    keep = -((jnp.full((1, 1), x_ref.shape[1] // 128, jnp.int32) - 8) >> 31)
+    bits = jax.lax.bitcast_convert_type(x_ref[...] * 2.0, jnp.int32) * keep
+    y_ref[...] = jax.lax.bitcast_convert_type(bits, jnp.float32)
+
+
+def _scaled_by_an_array_of_one_count(x_ref, y_ref):
+    # Honest: a count C/128 - 2 as an array (2, 3, 62: not a monomial of the sizes), positive at
+    # every size set.
+    count = jnp.full((1, 1), x_ref.shape[1] // 128, jnp.int32) - 2
+    y_ref[...] = x_ref[...] * count.astype(jnp.float32)
+
+
 def _through_run_scoped(n):
     from jax.experimental.pallas import tpu as pltpu
 
@@ -419,6 +434,11 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertUnproven(compare(_laundered_kernel(_through_smem, [pltpu.SMEM((1,), jnp.int32)])),
                             "lt", "through a ref (swap, then loaded)")
         self.assertUnproven(compare(_laundered_kernel(_through_run_scoped)), "lt", "through a ref")
+
+    def test_an_array_of_one_number_whose_sign_changes_at_the_full_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_masked_by_an_array_of_one_number)), "array of one number",
+                            "zero at the full size")
+        self.assertTrue(compare(_rows_kernel(_scaled_by_an_array_of_one_count)).proven)
 
     def test_a_ref_stored_in_a_loop_follows_its_trip_count(self):
         from jax.experimental.pallas import tpu as pltpu
