@@ -395,13 +395,20 @@ def mosaic_kernels(hlo_text: str) -> tuple[list[HloKernel], list[str]]:
 # ---- XLA's own model of the XLA ops: its total, read back where it counts ops it cannot price -----
 
 _CUSTOM_CALL_TARGET = re.compile(r'custom_call_target="([^"]*)"')
+# Custom calls XLA's TPU model prices (not at -1 s): Mosaic's, and `AllocateBuffer` (the buffer a
+# lax.map's stacked result is written into; it emits no code). Measured here (jax 0.10.2, libtpu
+# 0.0.42.1, deviceless v5e), mamba2_ssd's reference (two nested lax.maps): at B=2, S=512, H=16 two
+# AllocateBuffer calls and none other, optimal_seconds +39.06 us; at its full sizes the same two and
+# two `ConcatBitcast`, -1.99878 s: two calls at -1 s, not four. Counted as unpriced, the readings
+# disagreed and the reference had no XLA figure: untrusted, nothing paid for speed.
+PRICED_CUSTOM_CALLS = ("tpu_custom_call", "AllocateBuffer")
 _FUSION_CALLS = re.compile(r"\bfusion\(.*?\bcalls=%?([\w.\-]+)")
 
 
 def unpriced_custom_calls(hlo_text: str) -> list[str]:
     """The custom calls of an optimized HLO module that XLA's TPU cost model prices at -1 s each
     (its "no estimate"): every one outside a fusion's body except Mosaic's (`tpu_custom_call`, which
-    the model prices at its declared pl.CostEstimate, or 0). Measured here (jax 0.10.2, libtpu
+    the model prices at its declared pl.CostEstimate, or 0) and the others of PRICED_CUSTOM_CALLS. Measured here (jax 0.10.2, libtpu
     0.0.42.1, deviceless v6e): one 64-row sequence of JAXBench's 7p (no custom call) has
     optimal_seconds 0.764 ms, exactly its bytes accessed at HBM_BYTES_PER_S; two sequences (two
     `ConcatBitcast` calls, which emit no code) -1.99888, i.e. 1.124 ms of ops minus 2; all 64
@@ -418,7 +425,7 @@ def unpriced_custom_calls(hlo_text: str) -> list[str]:
         if not match or computation in fused or " custom-call(" not in match.group(2):
             continue
         target = _CUSTOM_CALL_TARGET.search(match.group(2))
-        if target is None or target.group(1) != "tpu_custom_call":
+        if target is None or target.group(1) not in PRICED_CUSTOM_CALLS:
             out.append(match.group(1))
     return out
 

@@ -248,6 +248,29 @@ class XlaModelWithUnpricedOps(unittest.TestCase):
         self.assertIn("negative", why)
         self.assertEqual(tpu_estimate.xla_model_seconds({"optimal_seconds": 0.003}, "")[0], 0.003)
 
+    def test_allocate_buffer_is_priced_by_the_model(self):
+        # mamba2_ssd's reference at its full sizes (two nested lax.maps), its four custom calls as
+        # the optimized HLO has them (backend configs cut): two AllocateBuffer, which XLA's model
+        # prices (the same reference at B=2, S=512, H=16 has only them, and a total of +39 us), and
+        # two ConcatBitcast at -1 s each. Counting all four made the readings disagree: no XLA
+        # figure, the reference untrusted and every candidate's speedup unpaid.
+        hlo = ("HloModule m\n\n"
+               "%wide.region_1.16.clone.sunk (t: (s32[])) -> (s32[]) {\n"
+               "  %custom-call.3 = bf16[8,8,4096,64]{2,3,1,0:T(8,128)(2,1)S(1)} custom-call(), "
+               "custom_call_target=\"AllocateBuffer\", metadata={op_name=\"jit(call)/while/body/closed_call/"
+               "broadcast_in_dim\" stack_frame_id=15}\n}\n\n"
+               "ENTRY %main.18 (args_3_.1: bf16[4,4096,128]) -> bf16[4,4096,64,64] {\n"
+               "  %custom-call.4 = bf16[4,4096,128]{2,1,0:T(8,128)(2,1)S(1)} custom-call(%slice-done, %slice-done.1, "
+               "%slice-done.2, %slice-done.3), custom_call_target=\"ConcatBitcast\"\n"
+               "  %custom-call.5 = bf16[4,4096,128]{2,1,0:T(8,128)(2,1)S(1)} custom-call(%slice-done.4, "
+               "%slice-done.5, %slice-done.6, %slice-done.7), custom_call_target=\"ConcatBitcast\"\n"
+               "  %custom-call.1 = bf16[4,64,4096,64]{2,3,1,0:T(8,128)(2,1)} custom-call(), "
+               "custom_call_target=\"AllocateBuffer\", metadata={op_name=\"jit(call)/broadcast_in_dim\"}\n}\n")
+        self.assertEqual(tpu_estimate.unpriced_custom_calls(hlo), ["custom-call.4", "custom-call.5"])
+        seconds, why = tpu_estimate.xla_model_seconds({"optimal_seconds": -1.9987757205963135}, hlo)
+        self.assertIsNone(why)
+        self.assertAlmostEqual(seconds, 1.2243e-3, delta=1e-7)
+
     def test_estimate_prices_the_xla_ops_by_the_model_read_back(self):
         # Before, the negative total was dropped: no XLA figure at all, and the estimate untrusted.
         import types
