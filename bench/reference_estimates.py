@@ -19,7 +19,8 @@ The floors come from the task's full shapes and the reference's jaxpr, at the ch
   * mxu: 2 x output elements x contraction of every dot_general and convolution (a scan's body
     times its length; a while loop's body once, said in the row), at the bf16 MXU peak. At HIGHEST
     precision a float32 contraction is six bf16 passes on the chip; the floor does not count them.
-A reference estimated above FLAG_RATIO x the larger floor, or not trusted, is flagged.
+A reference estimated above FLAG_RATIO x the larger floor, or not trusted, is flagged; one below
+the larger floor too (priced cheaper than the chip's peaks allow: candidates are paid less).
 
 Rows are kept in --out with a content key (the task's files, the kernelgym_pallas package, the
 target): a rerun estimates only the tasks whose key changed, so the run can be stopped and resumed.
@@ -32,6 +33,7 @@ import hashlib
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,6 +85,14 @@ def _walk_floors(jaxpr, trips: float, out: dict) -> None:
 def child(task_dir: pathlib.Path, target_name: str) -> dict:
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="kernelgym-reference-estimate-"))
     os.chdir(scratch)  # the judge's job folder: libtpu's dump goes to tpu_scratch under it
+    try:
+        return _estimate_in(task_dir, target_name)
+    finally:
+        os.chdir("/")
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _estimate_in(task_dir: pathlib.Path, target_name: str) -> dict:
     sys.path.insert(0, str(PACKAGE.parent))
     from kernelgym_pallas import judge
     prepared = judge.prepare(target_name)
@@ -172,6 +182,8 @@ def judged(row: dict) -> dict:
         flags.append("untrusted")
     if ratio is not None and ratio > FLAG_RATIO:
         flags.append(f"> {FLAG_RATIO:.0f}x floor")
+    if ratio is not None and ratio < 1.0:
+        flags.append("below a floor")  # cheaper than the chip's peaks allow: a candidate is paid less
     return dict(row, floor_us=floor, ratio=ratio, flags=flags)
 
 
@@ -181,10 +193,10 @@ def table(rows: dict) -> str:
     for task_id in sorted(rows):
         r = judged(rows[task_id])
         if "estimated_us" not in r:
-            lines.append(f"| {task_id} | {r.get('error', 'not run')[:80]} | | | | | | |")
+            lines.append(f"| {task_id} | {r.get('error', 'not run').splitlines()[0][:80]} | | | | | | |")
             continue
         ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
-        why = "; ".join(r.get("reasons") or ([r["error"]] if r.get("error") else []))[:160]
+        why = "; ".join(r.get("reasons") or ([r["error"].splitlines()[0]] if r.get("error") else []))[:160]
         lines.append(f"| {task_id} | {r['estimated_us']:.1f} us | {r['xla_model_us']:.1f} us | "
                      f"{'yes' if r['trusted'] else 'no: ' + why} | {r['hbm_floor_us']:.1f} us | "
                      f"{r['mxu_floor_us']:.1f} us | {ratio} | {', '.join(r['flags'])} |")
