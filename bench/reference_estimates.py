@@ -16,7 +16,7 @@ which the protocol's ReferenceEstimate leaves out.
 The floors come from the task's full shapes and the reference's jaxpr, at the chip's public peaks
 (tpu_target.TARGETS: v5e 197e12 bf16 FLOP/s and 819e9 B/s HBM, v6e 918e12 and 1640e9):
   * hbm: the bytes of the inputs and outputs, each read or written once, at the HBM bandwidth;
-  * mxu: 2 x output elements x contraction of every dot_general and convolution (a scan's body
+  * mxu: 2 x output elements x contraction of every dot_general, ragged dot and convolution (a scan's body
     times its length; a while loop's body once, said in the row), at the bf16 MXU peak. At HIGHEST
     precision a float32 contraction is six bf16 passes on the chip; the floor does not count them.
 A reference estimated above FLAG_RATIO x the larger floor, or not trusted, is flagged; one below
@@ -50,8 +50,11 @@ def _walk_floors(jaxpr, trips: float, out: dict) -> None:
     """FLOPs of the contractions of a jaxpr (a scan's body times its length)."""
     for eqn in jaxpr.eqns:
         name = eqn.primitive.name
-        if name == "dot_general":
-            (contract, _), _ = eqn.params["dimension_numbers"]
+        if name in ("dot_general", "ragged_dot_general"):
+            # a ragged (grouped) dot: each row meets one group's matrix, as a dot of its shapes
+            numbers = eqn.params["dimension_numbers"] if name == "dot_general" else \
+                eqn.params["ragged_dot_dimension_numbers"].dot_dimension_numbers
+            (contract, _), _ = numbers
             k = 1
             for d in contract:
                 k *= int(eqn.invars[0].aval.shape[d])
@@ -210,6 +213,7 @@ def main() -> int:
     parser.add_argument("--out", type=pathlib.Path, default=REPO / "bench" / "reference_estimates.json")
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--timeout-s", type=float, default=1200.0)
+    parser.add_argument("--force", action="store_true", help="estimate the chosen tasks even where cached")
     parser.add_argument("--table", action="store_true", help="print the table of --out, estimate nothing")
     parser.add_argument("--child", type=pathlib.Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -227,7 +231,7 @@ def main() -> int:
     for task_dir in chosen:
         task_id = f"{task_dir.parent.name}/{task_dir.name}"
         key = content_key(task_dir, args.target)
-        if rows.get(task_id, {}).get("key") == key and "estimated_us" in rows[task_id]:
+        if not args.force and rows.get(task_id, {}).get("key") == key and "estimated_us" in rows[task_id]:
             continue
         todo.append((task_id, task_dir, key))
     print(f"{len(chosen) - len(todo)} of {len(chosen)} tasks cached; estimating {len(todo)}", file=sys.stderr)
