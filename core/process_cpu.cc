@@ -9,6 +9,7 @@
 #include <sstream>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace kernelgym {
@@ -42,16 +43,15 @@ std::optional<StatLine> ReadStat(pid_t pid) {
                   utime + stime + static_cast<unsigned long long>(std::max(0LL, cutime) + std::max(0LL, cstime))};
 }
 
-}  // namespace
-
-std::optional<double> ProcessTreeCpuSeconds(pid_t root) {
-  if (root <= 0) return std::nullopt;
+// `root` and every process under it, with each one's CPU ticks; empty when `root` is gone.
+std::vector<std::pair<pid_t, unsigned long long>> ProcessTree(pid_t root) {
+  if (root <= 0) return {};
   // Every process's parent: the kernel keeps no list of a process's descendants that every
   // kernel shows (/proc/PID/task/TID/children needs CONFIG_PROC_CHILDREN), so /proc is scanned.
   std::unordered_map<pid_t, std::vector<pid_t>> children;
   std::unordered_map<pid_t, unsigned long long> ticks;
   DIR* proc = opendir("/proc");
-  if (!proc) return std::nullopt;
+  if (!proc) return {};
   while (const dirent* entry = readdir(proc)) {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
@@ -62,24 +62,54 @@ std::optional<double> ProcessTreeCpuSeconds(pid_t root) {
     }
   }
   closedir(proc);
-  if (!ticks.count(root)) return std::nullopt;
-  unsigned long long total = 0;
+  std::vector<std::pair<pid_t, unsigned long long>> tree;
+  if (!ticks.count(root)) return tree;
   std::vector<pid_t> pending = {root};
   while (!pending.empty()) {
     const pid_t pid = pending.back();
     pending.pop_back();
-    total += ticks[pid];
+    tree.push_back({pid, ticks[pid]});
     if (auto it = children.find(pid); it != children.end())
       pending.insert(pending.end(), it->second.begin(), it->second.end());
   }
+  return tree;
+}
+
+}  // namespace
+
+std::optional<double> ProcessTreeCpuSeconds(pid_t root) {
+  const auto tree = ProcessTree(root);
+  if (tree.empty()) return std::nullopt;
+  unsigned long long total = 0;
+  for (const auto& [pid, ticks] : tree) total += ticks;
   static const long kTicksPerSecond = sysconf(_SC_CLK_TCK);
   return static_cast<double>(total) / static_cast<double>(kTicksPerSecond > 0 ? kTicksPerSecond : 100);
+}
+
+std::unordered_map<pid_t, double> ProcessTreeRunQueueWaits(pid_t root) {
+  std::unordered_map<pid_t, double> waits;
+  for (const auto& [pid, ticks] : ProcessTree(root)) {
+    const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+    DIR* dir = opendir(tasks.c_str());
+    if (!dir) continue;
+    while (const dirent* entry = readdir(dir)) {
+      char* end = nullptr;
+      const long tid = std::strtol(entry->d_name, &end, 10);
+      if (tid <= 0 || *end != '\0') continue;
+      // "time on a CPU, time waiting on a run queue (both ns), time slices"
+      std::ifstream in(tasks + "/" + entry->d_name + "/schedstat");
+      unsigned long long on_cpu = 0, waiting = 0;
+      if (in >> on_cpu >> waiting) waits[static_cast<pid_t>(tid)] = 1e-9 * static_cast<double>(waiting);
+    }
+    closedir(dir);
+  }
+  return waits;
 }
 
 CpuLimit::CpuLimit(pid_t root, double cpu_seconds, double wall_seconds)
     : root_(root), cpu_limit_(cpu_seconds), wall_limit_(wall_seconds), start_(Clock::now()) {
   start_cpu_ = ProcessTreeCpuSeconds(root_).value_or(0);
-  wall_deadline_ = start_ + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(wall_seconds));
+  start_waits_ = ProcessTreeRunQueueWaits(root_);
   next_check_ = start_ + kCheckEvery;
 }
 
@@ -98,15 +128,23 @@ CpuLimit::Passed CpuLimit::Check() {
       if (spent) cpu_used_ = std::max(cpu_used_, *spent);
       if (spent && *spent > cpu_limit_) return Passed::kCpu;
     }
+    for (const auto& [tid, waiting] : ProcessTreeRunQueueWaits(root_)) {
+      const auto before = start_waits_.find(tid);  // a thread started since: all its waiting
+      waited_ = std::max(waited_, waiting - (before == start_waits_.end() ? 0 : before->second));
+    }
   }
-  return now >= wall_deadline_ ? Passed::kWall : Passed::kNone;
+  return wall_used() - waited_ >= wall_limit_ ? Passed::kWall : Passed::kNone;
 }
 
 void CpuLimit::Measure() {
   if (const std::optional<double> spent = Spent()) cpu_used_ = std::max(cpu_used_, *spent);
 }
 
-CpuLimit::Clock::time_point CpuLimit::NextCheck() const { return std::min(next_check_, wall_deadline_); }
+CpuLimit::Clock::time_point CpuLimit::NextCheck() const {
+  const auto wall_deadline = start_ + std::chrono::duration_cast<Clock::duration>(
+                                          std::chrono::duration<double>(wall_limit_ + waited_));
+  return std::min(next_check_, wall_deadline);
+}
 
 double CpuLimit::wall_used() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 

@@ -190,7 +190,8 @@ std::pair<std::size_t, PallasWorker::Read> NextUnderLimits(const std::vector<std
 }
 
 // "within its limit of 30 s of CPU time (it used 30.2 s of CPU in 41.0 s)", or the wall-clock
-// backstop's words: which limit a process ran past, and what it spent.
+// backstop's words (its wall-clock time less the time it waited for a CPU): which limit a
+// process ran past, and what it spent.
 std::string LimitPassed(const CpuLimit& limit, CpuLimit::Passed passed) {
   std::ostringstream out;
   out.precision(3);
@@ -199,7 +200,8 @@ std::string LimitPassed(const CpuLimit& limit, CpuLimit::Passed passed) {
         << " s of CPU in " << limit.wall_used() << " s)";
   else
     out << "within the wall-clock limit of " << limit.wall_seconds() << " s that backs up its " << limit.cpu_seconds()
-        << " s CPU-time limit (it used " << limit.cpu_used() << " s of CPU: it waited, slept or blocked)";
+        << " s CPU-time limit (it used " << limit.cpu_used() << " s of CPU in " << limit.wall_used() << " s, "
+        << limit.waited() << " s of them waiting for a CPU: it slept or blocked)";
   return out.str();
 }
 
