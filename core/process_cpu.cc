@@ -121,7 +121,10 @@ std::optional<double> CpuLimit::Spent() const {
 
 CpuLimit::Passed CpuLimit::Check() {
   const auto now = Clock::now();
-  if (now >= next_check_) {
+  const double wall = std::chrono::duration<double>(now - start_).count();
+  // Read when a reading is due, and before the backstop is declared passed: the waiting it
+  // leaves out must be as of now.
+  if (now >= next_check_ || wall - waited_ >= wall_limit_) {
     next_check_ = now + kCheckEvery;
     if (std::optional<double> spent = Spent()) {
       if (*spent > cpu_limit_) spent = Spent();  // counted twice while a parent reaped a child?
@@ -133,7 +136,8 @@ CpuLimit::Passed CpuLimit::Check() {
       waited_ = std::max(waited_, waiting - (before == start_waits_.end() ? 0 : before->second));
     }
   }
-  return wall_used() - waited_ >= wall_limit_ ? Passed::kWall : Passed::kNone;
+  if (wall >= kCeilingFactor * wall_limit_) return Passed::kWallCeiling;
+  return wall - waited_ >= wall_limit_ ? Passed::kWall : Passed::kNone;
 }
 
 void CpuLimit::Measure() {
@@ -142,7 +146,7 @@ void CpuLimit::Measure() {
 
 CpuLimit::Clock::time_point CpuLimit::NextCheck() const {
   const auto wall_deadline = start_ + std::chrono::duration_cast<Clock::duration>(
-                                          std::chrono::duration<double>(wall_limit_ + waited_));
+                                          std::chrono::duration<double>(std::min(wall_limit_ + waited_, kCeilingFactor * wall_limit_)));
   return std::min(next_check_, wall_deadline);
 }
 

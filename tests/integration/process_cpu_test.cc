@@ -155,5 +155,33 @@ TEST(ProcessCpu, WorkSlowedOnlyByABusyCpuIsNotChargedForTheWait) {
   EXPECT_LT(limit.cpu_used(), 0.6);
 }
 
+TEST(ProcessCpu, AThreadThatOnlyWaitsForACpuEndsAtTheCeiling) {
+  // A process at SCHED_IDLE beside six spinners on its one CPU: runnable all the time, it waits
+  // for the CPU nearly all the time (it gets ~3% of it). The backstop, which leaves its waiting
+  // out, would take ~30 times its limit to end it; the ceiling on plain wall time ends it at 10.
+  const int cpu = SomeCpuOfOurs();
+  std::vector<pid_t> hogs;
+  for (int i = 0; i < 6; ++i) hogs.push_back(Fork([cpu] {
+    PinToCpu(cpu);
+    SpinUntil(1e9);
+  }));
+  const pid_t idler = Fork([cpu] {
+    PinToCpu(cpu);
+    sched_param param{};
+    sched_setscheduler(0, SCHED_IDLE, &param);
+    SpinUntil(1e9);
+  });
+  ASSERT_GT(idler, 0);
+  CpuLimit limit(idler, /*cpu_seconds=*/10, /*wall_seconds=*/0.2);
+  CpuLimit::Passed passed = CpuLimit::Passed::kNone;
+  while ((passed = limit.Check()) == CpuLimit::Passed::kNone) std::this_thread::sleep_until(limit.NextCheck());
+  const double wall = limit.wall_used();
+  End(idler);
+  for (pid_t hog : hogs) End(hog);
+  EXPECT_EQ(passed, CpuLimit::Passed::kWallCeiling) << limit.cpu_used() << " s of CPU, waited " << limit.waited();
+  EXPECT_GE(wall, CpuLimit::kCeilingFactor * 0.2);
+  EXPECT_LT(wall, 30);
+}
+
 }  // namespace
 }  // namespace kernelgym::testing

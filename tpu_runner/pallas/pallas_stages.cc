@@ -198,6 +198,11 @@ std::string LimitPassed(const CpuLimit& limit, CpuLimit::Passed passed) {
   if (passed == CpuLimit::Passed::kCpu)
     out << "within its limit of " << limit.cpu_seconds() << " s of CPU time (it used " << limit.cpu_used()
         << " s of CPU in " << limit.wall_used() << " s)";
+  else if (passed == CpuLimit::Passed::kWallCeiling)
+    out << "within " << CpuLimit::kCeilingFactor << " times the wall-clock limit of " << limit.wall_seconds()
+        << " s that backs up its " << limit.cpu_seconds() << " s CPU-time limit, however long it waited for a CPU (it used "
+        << limit.cpu_used() << " s of CPU in " << limit.wall_used() << " s, " << limit.waited()
+        << " s of them waiting for a CPU)";
   else
     out << "within the wall-clock limit of " << limit.wall_seconds() << " s that backs up its " << limit.cpu_seconds()
         << " s CPU-time limit (it used " << limit.cpu_used() << " s of CPU in " << limit.wall_used() << " s, "
