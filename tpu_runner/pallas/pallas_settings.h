@@ -18,6 +18,11 @@ struct PallasSettings {
   // Each job's judge and tracer forked by a fork server that imported jax once (inside
   // bubblewrap's namespaces only); off: a process started per job. The benchmark compares both.
   bool fork_server = true;
+  // The candidate's limits (compile, each trial) and the reference's are CPU time, summed over
+  // the threads and processes of the judge's or the tracer's sandbox, so that a verdict does not
+  // depend on how busy the machine is. A wall-clock limit of this many times each one ends a
+  // process that sleeps or blocks (spending no CPU time). Tests lower it to see that happen.
+  double wall_limit_factor = 10;
 };
 
 // Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's

@@ -169,6 +169,47 @@ Stop JudgeFailure(const Evaluation& e) {
 
 bool JudgeFailed(const Evaluation& e) { return e.judged.status != "ok"; }
 
+// A limit of `cpu_seconds` of the worker's CPU time from now, backed by the settings' wall-clock
+// multiple of it.
+CpuLimit LimitFor(const Evaluation& e, const PallasWorker& worker, double cpu_seconds) {
+  return CpuLimit(worker.tree_pid(), cpu_seconds, e.settings.wall_limit_factor * cpu_seconds);
+}
+
+// The next message of whichever worker says something first, each under its limit: kTimeout
+// for the worker whose limit passed, and `passed` says which of its limits it was.
+std::pair<std::size_t, PallasWorker::Read> NextUnderLimits(const std::vector<std::pair<PallasWorker*, CpuLimit*>>& waiting,
+                                                           judge::Message& message, CpuLimit::Passed& passed) {
+  for (;;) {
+    std::vector<std::pair<PallasWorker*, Clock::time_point>> deadlines;
+    for (const auto& [worker, limit] : waiting) deadlines.push_back({worker, limit->NextCheck()});
+    const auto [index, read] = NextOfWorkers(deadlines, message);
+    if (read != PallasWorker::Read::kTimeout) return {index, read};
+    passed = waiting[index].second->Check();
+    if (passed != CpuLimit::Passed::kNone) return {index, read};
+  }
+}
+
+// "within its limit of 30 s of CPU time (it used 30.2 s of CPU in 41.0 s)", or the wall-clock
+// backstop's words (its wall-clock time less the time it waited for a CPU): which limit a
+// process ran past, and what it spent.
+std::string LimitPassed(const CpuLimit& limit, CpuLimit::Passed passed) {
+  std::ostringstream out;
+  out.precision(3);
+  if (passed == CpuLimit::Passed::kCpu)
+    out << "within its limit of " << limit.cpu_seconds() << " s of CPU time (it used " << limit.cpu_used()
+        << " s of CPU in " << limit.wall_used() << " s)";
+  else if (passed == CpuLimit::Passed::kWallCeiling)
+    out << "within " << CpuLimit::kCeilingFactor << " times the wall-clock limit of " << limit.wall_seconds()
+        << " s that backs up its " << limit.cpu_seconds() << " s CPU-time limit, however long it waited for a CPU (it used "
+        << limit.cpu_used() << " s of CPU in " << limit.wall_used() << " s, " << limit.waited()
+        << " s of them waiting for a CPU)";
+  else
+    out << "within the wall-clock limit of " << limit.wall_seconds() << " s that backs up its " << limit.cpu_seconds()
+        << " s CPU-time limit (it used " << limit.cpu_used() << " s of CPU in " << limit.wall_used() << " s, "
+        << limit.waited() << " s of them waiting for a CPU: it slept or blocked)";
+  return out.str();
+}
+
 }  // namespace
 
 Evaluation::Evaluation(const Task& t, const BackendVariant& v, const EvalOptions& o, const PallasSettings& s,
@@ -285,9 +326,10 @@ StageOutcome StaticCheckStage(Evaluation& e) {
     stop.status = Status::kInternalError;
     return stop;
   }
-  e.reference_deadline = After(e.reference_timeout);
+  e.reference_limit.emplace(LimitFor(e, *e.judge, e.reference_timeout));
   judge::Message message;
-  const PallasWorker::Read read = e.judge->Next(e.reference_deadline, message);
+  CpuLimit::Passed passed = CpuLimit::Passed::kNone;
+  const PallasWorker::Read read = NextUnderLimits({{e.judge.get(), &*e.reference_limit}}, message, passed).second;
   if (read == PallasWorker::Read::kClosed) {
     Stop stop = Died(*e.judge, r, Stage::kStaticCheck, "before the static check");
     stop.status = Status::kInternalError;
@@ -295,7 +337,9 @@ StageOutcome StaticCheckStage(Evaluation& e) {
   }
   if (read != PallasWorker::Read::kEvent)
     return Stop{Status::kInternalError, Stage::kStaticCheck,
-                "the judge did not answer the job: " + (read == PallasWorker::Read::kTimeout ? "timeout" : e.judge->garbled)};
+                "the judge did not answer the job: " +
+                    (read == PallasWorker::Read::kTimeout ? "it did not finish " + LimitPassed(*e.reference_limit, passed)
+                                                          : e.judge->garbled)};
   if (const auto* result = std::get_if<judge::Result>(&message)) {  // refused by the static check, or the task did not load
     CopyDiagnostics(*result, r);
     return Stop{JudgeStatus(result->status).value_or(Status::kInternalError),
@@ -319,15 +363,16 @@ StageOutcome ReferenceAndTraceStage(Evaluation& e) {
   r.details.push_back(Origin(tracer));
   judge::TraceJob trace_job{(tracer.job_dir / "candidate.py").string(), e.specs.size_sets, program_in_tracer.string()};
   if (!tracer.Send(trace_job)) return Died(tracer, r, Stage::kCompile, "before it read the job");
-  const auto trace_deadline = After(e.compile_timeout);
+  CpuLimit trace_limit = LimitFor(e, tracer, e.compile_timeout);
 
   bool have_reference = false, have_program = false;
   judge::Message message;
+  CpuLimit::Passed passed = CpuLimit::Passed::kNone;
   while (!have_reference || !have_program) {
-    std::vector<std::pair<PallasWorker*, Clock::time_point>> waiting;
-    if (!have_reference) waiting.push_back({&judge, e.reference_deadline});
-    if (!have_program) waiting.push_back({&tracer, trace_deadline});
-    const auto [index, read] = NextOfWorkers(waiting, message);
+    std::vector<std::pair<PallasWorker*, CpuLimit*>> waiting;
+    if (!have_reference) waiting.push_back({&judge, &*e.reference_limit});
+    if (!have_program) waiting.push_back({&tracer, &trace_limit});
+    const auto [index, read] = NextUnderLimits(waiting, message, passed);
     if (waiting[index].first == &judge) {
       const auto* reference = read == PallasWorker::Read::kEvent ? std::get_if<judge::Reference>(&message) : nullptr;
       if (reference) {
@@ -342,7 +387,7 @@ StageOutcome ReferenceAndTraceStage(Evaluation& e) {
         return stop;
       }
       std::string why = read == PallasWorker::Read::kTimeout
-                            ? "the task's reference did not finish within " + Seconds(e.reference_timeout) + " s"
+                            ? "the task's reference did not finish " + LimitPassed(*e.reference_limit, passed)
                         : read == PallasWorker::Read::kGarbled ? "the judge's report channel carried: " + judge.garbled
                                                                : "the judge answered '" + judge::KindOf(message) + "' before the reference";
       if (const auto* result = std::get_if<judge::Result>(&message); result && read == PallasWorker::Read::kEvent)
@@ -354,13 +399,14 @@ StageOutcome ReferenceAndTraceStage(Evaluation& e) {
       if (const auto* traced = std::get_if<judge::Traced>(&message)) {
         have_program = true;
         for (const auto& [name, seconds] : traced->stage_seconds) r.stage_seconds["tracer_" + name] = seconds;
+        trace_limit.Measure();
+        r.stage_seconds["tracer_cpu"] = trace_limit.cpu_used();
         continue;
       }
     if (read == PallasWorker::Read::kTimeout) {
       tracer.Kill();
       return Stop{Status::kTimeout, Stage::kCompile,
-                  "the candidate did not finish compile within its limit (" + Seconds(e.compile_timeout) +
-                      " s for its import and tracing)"};
+                  "the candidate's import and tracing did not finish " + LimitPassed(trace_limit, passed)};
     }
     if (read == PallasWorker::Read::kClosed)
       return Died(tracer, r, Stage::kCompile, "while the candidate was imported and traced");
@@ -401,15 +447,19 @@ StageOutcome AwaitJudgeResult(Evaluation& e) {
   EvalResult& r = e.result;
   PallasWorker& judge = *e.judge;
   Stage stage = Stage::kCompile;
-  auto deadline = After(e.compile_timeout);
+  CpuLimit limit = LimitFor(e, judge, e.compile_timeout);
+  double cpu_before = 0;  // the judge's CPU seconds under earlier limits
+  // What each limit left, for the record: the CPU time of the compile (up to "compiled"), of the
+  // estimate (up to the first trial) and the most of any trial's.
+  std::string window = "judge_cpu_compile";
   judge::Message message;
+  CpuLimit::Passed passed = CpuLimit::Passed::kNone;
   for (;;) {
-    const PallasWorker::Read read = judge.Next(deadline, message);
+    const PallasWorker::Read read = NextUnderLimits({{&judge, &limit}}, message, passed).second;
     if (read == PallasWorker::Read::kTimeout) {
       judge.Kill();
       return Stop{Status::kTimeout, stage,
-                  "the candidate did not finish " + std::string(StageName(stage)) + " within its limit (" +
-                      (stage == Stage::kCompile ? Seconds(e.compile_timeout) : Seconds(e.call_timeout)) + " s)"};
+                  "the candidate did not finish " + std::string(StageName(stage)) + " " + LimitPassed(limit, passed)};
     }
     // From here the judge works on the candidate's program: its death is the program's doing.
     if (read == PallasWorker::Read::kClosed) return Died(judge, r, stage, "while it ran the candidate's program");
@@ -419,14 +469,21 @@ StageOutcome AwaitJudgeResult(Evaluation& e) {
                   "the judge's report channel carried something that is not a message: " + judge.garbled};
     }
     if (const auto* progress = std::get_if<judge::Progress>(&message)) {
-      if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
       // The first run after the compile carries its own compile (jit, interpret mode) too.
       const bool first = progress->stage == "compiled" || (progress->trial == 0 && progress->repeat == 0);
-      deadline = After(e.call_timeout + (first ? e.compile_timeout : 0));
+      limit.Measure();
+      cpu_before += limit.cpu_used();
+      r.stage_seconds[window] = std::max(r.stage_seconds[window], limit.cpu_used());
+      window = progress->stage == "compiled" ? "judge_cpu_estimate" : "judge_cpu_trial_max";
+      if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
+      limit = LimitFor(e, judge, e.call_timeout + (first ? e.compile_timeout : 0));
       continue;
     }
     if (auto* result = std::get_if<judge::Result>(&message)) {
       e.judged = std::move(*result);
+      limit.Measure();
+      r.stage_seconds[window] = std::max(r.stage_seconds[window], limit.cpu_used());
+      r.stage_seconds["judge_cpu"] = cpu_before + limit.cpu_used();
       break;
     }
     judge.Kill();

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/process_cpu.h"
 #include "core/result.h"
 #include "datasets/task.h"
 #include "tpu_runner/backend.h"
@@ -64,8 +65,9 @@ struct Evaluation {
   std::unique_ptr<PallasWorker> judge, tracer;
   std::vector<uint64_t> seeds;
   judge::JudgeJob job;
+  // CPU seconds (settings.wall_limit_factor times as many wall-clock seconds back each up).
   double call_timeout = 10, compile_timeout = 30, reference_timeout = 120;
-  Clock::time_point reference_deadline;
+  std::optional<CpuLimit> reference_limit;  // the judge's, from the job's sending to the reference's outputs
 
   judge::Specs specs;                                       // StaticCheckStage
   std::map<std::pair<int, int>, ExpectedOutput> expected;   // ReferenceAndTraceStage: (trial, output)

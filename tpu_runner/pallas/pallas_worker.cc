@@ -220,6 +220,7 @@ class PallasForkServer {
   }
   const std::string& stderr_text() const { return process_.stderr_text(); }
   const std::filesystem::path& job_dir() const { return job_dir_; }
+  pid_t pid() const { return process_.pid(); }
 
  private:
   PallasForkServer() = default;
@@ -352,6 +353,8 @@ const std::string& PallasWorker::stderr_text() const {
   // Nothing from the job's process: what its server said (a start-up that failed) explains more.
   return stderr_text_.empty() ? server_->stderr_text() : stderr_text_;
 }
+
+pid_t PallasWorker::tree_pid() const { return server_ ? server_->pid() : child_.pid(); }
 
 int PallasWorker::signal() const { return signal_; }
 int PallasWorker::exit_code() const { return exit_code_; }

@@ -56,6 +56,10 @@ struct PallasWorker {
   // How it ended: the signal that killed it (0 if none), else its exit code.
   int signal() const;
   int exit_code() const;
+  // The process whose tree holds this job's process and nothing of another job's: its fork
+  // server's sandbox (the server itself waits while its one job runs), or its own. The job is
+  // charged for this tree's CPU time (core/process_cpu.h).
+  pid_t tree_pid() const;
 
   std::string role;  // "judge" or "tracer", for messages
   int control_fd = -1, report_fd = -1;
