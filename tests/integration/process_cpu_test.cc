@@ -159,6 +159,9 @@ TEST(ProcessCpu, AThreadThatOnlyWaitsForACpuEndsAtTheCeiling) {
   // A process at SCHED_IDLE beside six spinners on its one CPU: runnable all the time, it waits
   // for the CPU nearly all the time (it gets ~3% of it). The backstop, which leaves its waiting
   // out, would take ~30 times its limit to end it; the ceiling on plain wall time ends it at 10.
+  // The kernel brings a thread's run-queue wait (schedstat) up to date only when the thread next
+  // runs, so a thread starved since its start may show no wait yet: then the backstop itself ends
+  // it, sooner. Either way it must end, and never after the ceiling.
   const int cpu = SomeCpuOfOurs();
   std::vector<pid_t> hogs;
   for (int i = 0; i < 6; ++i) hogs.push_back(Fork([cpu] {
@@ -178,9 +181,10 @@ TEST(ProcessCpu, AThreadThatOnlyWaitsForACpuEndsAtTheCeiling) {
   const double wall = limit.wall_used();
   End(idler);
   for (pid_t hog : hogs) End(hog);
-  EXPECT_EQ(passed, CpuLimit::Passed::kWallCeiling) << limit.cpu_used() << " s of CPU, waited " << limit.waited();
-  EXPECT_GE(wall, CpuLimit::kCeilingFactor * 0.2);
-  EXPECT_LT(wall, 30);
+  EXPECT_TRUE(passed == CpuLimit::Passed::kWallCeiling || passed == CpuLimit::Passed::kWall)
+      << limit.cpu_used() << " s of CPU, waited " << limit.waited();
+  if (passed == CpuLimit::Passed::kWallCeiling) EXPECT_GE(wall, CpuLimit::kCeilingFactor * 0.2);
+  EXPECT_LT(wall, CpuLimit::kCeilingFactor * 0.2 + 1.0) << "it ran past the ceiling";
 }
 
 }  // namespace
