@@ -54,7 +54,8 @@ TEST(JudgeProtocol, EveryGoldenMessageDecodesToItsKindAndEncodesBackTheSame) {
   }
   EXPECT_GE(files, 10);
   EXPECT_EQ(kinds, (std::set<std::string>{"ready", "job", "trace_job", "specs", "reference", "artifact", "traced",
-                                          "progress", "result", "fatal", "fork_job", "job_ended"}));
+                                          "progress", "compile_key", "compile_facts", "result", "fatal", "fork_job",
+                                          "job_ended"}));
 }
 
 TEST(JudgeProtocol, TheGoldenFieldsArriveTyped) {

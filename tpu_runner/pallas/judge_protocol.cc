@@ -65,6 +65,8 @@ template <class V> void Fields(CandidateEstimate& t, V&& v) {
   v("estimated_us", t.estimated_us), v("mosaic_cycles", t.mosaic_cycles), v("xla_us", t.xla_us), v("trusted", t.trusted),
       v("reasons", t.reasons), v("method", t.method), v("kernels", t.kernels);
 }
+template <class V> void Fields(CompileKey& t, V&& v) { v("program", t.program); }
+template <class V> void Fields(CompileFacts& t, V&& v) { v("tpu_compile", t.tpu_compile), v("estimate", t.estimate); }
 template <class V> void Fields(Result& t, V&& v) {
   v("status", t.status), v("stage", t.stage), v("message", t.message), v("diagnostics", t.diagnostics),
       v("details", t.details), v("stage_seconds", t.stage_seconds), v("trials", t.trials), v("timing", t.timing),
@@ -85,6 +87,8 @@ template <> constexpr const char* kKind<Reference> = "reference";
 template <> constexpr const char* kKind<Artifact> = "artifact";
 template <> constexpr const char* kKind<Traced> = "traced";
 template <> constexpr const char* kKind<Progress> = "progress";
+template <> constexpr const char* kKind<CompileKey> = "compile_key";
+template <> constexpr const char* kKind<CompileFacts> = "compile_facts";
 template <> constexpr const char* kKind<Result> = "result";
 template <> constexpr const char* kKind<Fatal> = "fatal";
 template <> constexpr const char* kKind<ForkJob> = "fork_job";
@@ -243,6 +247,7 @@ std::optional<Message> Decode(const json& j, std::string& error) {
                        TryKind<TraceJob>(j, name, out) || TryKind<Specs>(j, name, out) ||
                        TryKind<Reference>(j, name, out) || TryKind<Artifact>(j, name, out) ||
                        TryKind<Traced>(j, name, out) || TryKind<Progress>(j, name, out) ||
+                       TryKind<CompileKey>(j, name, out) || TryKind<CompileFacts>(j, name, out) ||
                        TryKind<Result>(j, name, out) || TryKind<Fatal>(j, name, out) ||
                        TryKind<ForkJob>(j, name, out) || TryKind<JobEnded>(j, name, out);
     if (!known) error = "unknown message kind '" + name + "'";

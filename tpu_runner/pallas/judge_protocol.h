@@ -186,6 +186,22 @@ struct CandidateEstimate {
   bool operator==(const CandidateEstimate&) const = default;
 };
 
+// judge -> runner, before the full-size compile: the program's canonical key
+// (kernelgym_pallas/program_key.py). The runner answers with CompileFacts.
+struct CompileKey {
+  std::string program;  // SHA-256 (hex) of the program written canonically, with the judge's context
+  bool operator==(const CompileKey&) const = default;
+};
+
+// runner -> judge: an earlier compile's facts for that key (both empty: compile here). judge ->
+// runner, after a compile it did for a key it sent: the facts to keep (candidate_compile_cache.h),
+// sent before any of the candidate's program runs.
+struct CompileFacts {
+  std::optional<TpuCompile> tpu_compile;
+  std::optional<CandidateEstimate> estimate;  // as the estimator gave it, before the judge's own caveats
+  bool operator==(const CompileFacts&) const = default;
+};
+
 // judge or tracer -> runner: the end of its part.
 struct Result {
   std::string status;  // ok, rejected, compile_error, incorrect, crashed, internal_error
@@ -225,8 +241,8 @@ struct JobEnded {
   bool operator==(const JobEnded&) const = default;
 };
 
-using Message = std::variant<Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress, Result, Fatal,
-                             ForkJob, JobEnded>;
+using Message = std::variant<Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress, CompileKey,
+                             CompileFacts, Result, Fatal, ForkJob, JobEnded>;
 
 // The message's kind on the wire: "ready", "job", ...
 std::string KindOf(const Message& message);

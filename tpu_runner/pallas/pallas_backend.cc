@@ -34,7 +34,9 @@ PallasBackend::PallasBackend(const BackendConfig& config, PallasSettings setting
       // On disk only where every job runs in bubblewrap, whose binds give a job its own folder
       // and nothing else of the cache folder to write.
       reference_estimates_(ProbeSandbox().bwrap ? std::filesystem::path(config_.cache_dir) / "pallas" / "reference-estimates"
-                                                : std::filesystem::path()) {}
+                                                : std::filesystem::path()),
+      candidate_compiles_(ProbeSandbox().bwrap ? std::filesystem::path(config_.cache_dir) / "pallas" / "candidate-compiles"
+                                               : std::filesystem::path()) {}
 
 PallasBackend::~PallasBackend() = default;
 
@@ -88,6 +90,10 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
   if (!stop && options.estimates) {
     key = ReferenceKeyOf(e);
     UseReferenceEstimate(e, reference_estimates_.Find(*key));
+  }
+  if (!stop) {
+    e.compiles = &candidate_compiles_;
+    e.compile_key = CandidateCompileKey{ReferenceKeyOf(e), ""};
   }
   if (!stop) stop = StaticCheckStage(e);
   if (!stop) stop = ReferenceAndTraceStage(e);

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "tpu_runner/backend.h"
+#include "tpu_runner/pallas/candidate_compile_cache.h"
 #include "tpu_runner/pallas/judge_protocol.h"
 #include "tpu_runner/pallas/pallas_settings.h"
 #include "tpu_runner/pallas/pallas_stages.h"
@@ -55,6 +56,8 @@ class PallasBackend : public Backend {
   // candidate from the cache folder.
   std::string judge_code_, packages_;
   ReferenceEstimateCache reference_estimates_;
+  // The candidate's full-size compile and estimate by the program's content, likewise.
+  CandidateCompileCache candidate_compiles_;
 };
 
 }  // namespace kernelgym

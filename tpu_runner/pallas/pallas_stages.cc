@@ -210,6 +210,45 @@ std::string LimitPassed(const CpuLimit& limit, CpuLimit::Passed passed) {
   return out.str();
 }
 
+// The judge's key for its full-size program (once, before the compile): an earlier compile's
+// facts for the same content, or none (the judge compiles).
+StageOutcome AnswerCompileKey(Evaluation& e, const judge::CompileKey& asked) {
+  if (e.compile_key && !e.compile_key->program.empty()) {
+    e.judge->Kill();
+    return Stop{Status::kInternalError, Stage::kCompile, "the judge sent its program's key twice"};
+  }
+  if (!IsProgramKey(asked.program)) {
+    e.judge->Kill();
+    return Stop{Status::kInternalError, Stage::kCompile, "the judge's program key is not a SHA-256 in hex"};
+  }
+  judge::CompileFacts answer;
+  if (e.compiles && e.compile_key) {
+    e.compile_key->program = asked.program;
+    if (std::optional<judge::CompileFacts> found = e.compiles->Find(*e.compile_key)) {
+      answer = std::move(*found);
+      e.compile_reused = true;
+      e.result.details.push_back("candidate compile: reused (compiled and estimated before for this program's "
+                                 "content, these task files and this judge)");
+    }
+  }
+  if (!e.judge->Send(answer)) return Died(*e.judge, e.result, Stage::kCompile, "before it read the compile's facts");
+  return std::nullopt;
+}
+
+// The facts of the compile the judge did for the key it sent, before any of the program ran.
+StageOutcome KeepCompileFacts(Evaluation& e, const judge::CompileFacts& compiled) {
+  if (!e.compile_key || e.compile_key->program.empty() || e.compile_reused || e.compile_kept) {
+    e.judge->Kill();
+    return Stop{Status::kInternalError, Stage::kCompile, "the judge sent a compile's facts it was not asked for"};
+  }
+  e.compile_kept = true;
+  if (e.compiles && compiled.tpu_compile) {
+    e.compiles->Store(*e.compile_key, compiled);
+    e.result.details.push_back("candidate compile: computed by this evaluation's judge (kept for this program's content)");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 Evaluation::Evaluation(const Task& t, const BackendVariant& v, const EvalOptions& o, const PallasSettings& s,
@@ -477,6 +516,14 @@ StageOutcome AwaitJudgeResult(Evaluation& e) {
       window = progress->stage == "compiled" ? "judge_cpu_estimate" : "judge_cpu_trial_max";
       if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
       limit = LimitFor(e, judge, e.call_timeout + (first ? e.compile_timeout : 0));
+      continue;
+    }
+    if (const auto* asked = std::get_if<judge::CompileKey>(&message)) {
+      if (StageOutcome stop = AnswerCompileKey(e, *asked)) return stop;
+      continue;
+    }
+    if (const auto* compiled = std::get_if<judge::CompileFacts>(&message)) {
+      if (StageOutcome stop = KeepCompileFacts(e, *compiled)) return stop;
       continue;
     }
     if (auto* result = std::get_if<judge::Result>(&message)) {

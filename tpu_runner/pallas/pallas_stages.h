@@ -28,6 +28,7 @@
 #include "core/result.h"
 #include "datasets/task.h"
 #include "tpu_runner/backend.h"
+#include "tpu_runner/pallas/candidate_compile_cache.h"
 #include "tpu_runner/pallas/judge_protocol.h"
 #include "tpu_runner/pallas/pallas_settings.h"
 
@@ -74,6 +75,11 @@ struct Evaluation {
   std::string task_files_digest;                            // PrepareJob: the task's files as the judge got them
   std::optional<judge::ReferenceEstimate> reference_estimate;  // this job's, or the backend's cached one
   judge::Result judged;                                     // AwaitJudgeResult: the judge's last word
+  // The candidate's compile by content (candidate_compile_cache.h): the backend's cache and this
+  // evaluation's part of the key; AwaitJudgeResult answers the judge's CompileKey with them.
+  CandidateCompileCache* compiles = nullptr;
+  std::optional<CandidateCompileKey> compile_key;  // its program set when the judge sends its key
+  bool compile_reused = false, compile_kept = false;
 };
 
 // Before the stages: the job folder's files (the candidate for both, the task for the judge only)

@@ -9,6 +9,7 @@ reference's outputs exist, and the runner has read them, before the judge looks 
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import numbers
 import pathlib
@@ -191,34 +192,19 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
     programs = _load_programs(out_dir / pathlib.Path(message.file).name, task, traced_sets, facts)
     _check_structure(programs, task, traced_sets, facts)
 
-    # 4. The real TPU compile (Pallas -> Mosaic -> libtpu) of the full-size program.
+    # 4. The real TPU compile (Pallas -> Mosaic -> libtpu) of the full-size program, or the facts of
+    # an earlier compile of the same content (the runner keeps them by the program's canonical key).
     from jax._src import core
     pallas_lines = jaxpr_check.pallas_call_lines(programs["full"])
+    cached = _cached_compile(programs["full"], job, dump_dir, send, receive, facts)
     with _timed(facts, "compile"):
         mosaic_full = core.jaxpr_as_fun(jaxpr_check.set_interpret(programs["full"], False))
-        if dump_dir is not None:
-            tpu_estimate.clear_dump(dump_dir)  # this compile's static profile, and no other's
-        # The compile that is estimated leaves out each kernel's declared `pl.CostEstimate`: XLA's
-        # model prices a Mosaic call by that declaration, so the XLA ops' figure would hold the
-        # kernel a second time, at a size the candidate writes. (The timed program on a TPU host
-        # keeps it: there it may guide XLA's scheduling, and the chip's clock is the judge.)
-        estimated_full = core.jaxpr_as_fun(jaxpr_check.set_pallas_params(programs["full"], interpret=False,
-                                                                         cost_estimate=None))
-        try:
-            compiled = tpu_target.compile_for(target, estimated_full, full.inputs)
-        except Exception as error:
-            raise Outcome("compile_error", "compile", f"compiling for TPU {target.name} ({target.device_kind}) failed",
-                          diagnostics.from_exception(error, "candidate.py", "mosaic", pallas_lines))
+        if cached is not None:
+            compiled = None
+            facts["tpu_compile"] = cached.tpu_compile
+        else:
+            compiled = _compile(programs["full"], target, full, dump_dir, pallas_lines, facts)
         send(protocol.Progress(stage="compiled", trial=-1, repeat=0))
-        try:
-            vmem = jaxpr_check.vmem_estimate(programs["full"])
-        except Exception:  # an estimate: its absence is no verdict
-            vmem = 0
-        facts["tpu_compile"] = protocol.TpuCompile(
-            target=target.name, device_kind=target.device_kind, deviceless=not target.on_tpu,
-            seconds=float(compiled.seconds),
-            memory={k: float(v) for k, v in dict(compiled.memory, vmem_estimate_bytes=float(vmem)).items()
-                    if isinstance(v, numbers.Real)})
     # The full-size program is estimated but, off a TPU, never run: its grid must at least write
     # every block of its outputs (one that skips blocks only there is wrong only there).
     try:
@@ -228,15 +214,21 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
                       f"its index maps ({type(error).__name__}: {str(error)[:200]})")
     if uncovered:
         raise Outcome("incorrect", "correctness", uncovered[0])
+    estimate = None
     if job.estimate_candidate:
         with _timed(facts, "estimate"):
-            estimate = _candidate_estimate(compiled, programs["full"], target, dump_dir)
-            unproven = facts.get("identity_unproven", [])
-            if unproven:  # the figure is for a program not shown to be the checked one: never paid
-                estimate.trusted = False
-                estimate.reasons += [f"the full-size program is not shown to be the checked one: {why}"
-                                     for why in unproven]
-            facts["estimate"] = estimate
+            estimate = cached.estimate if cached is not None else _candidate_estimate(compiled, programs["full"],
+                                                                                     target, dump_dir)
+    if cached is None and facts.get("compile_key"):
+        # Kept by the runner as the estimator gave them, before any of the program runs.
+        send(protocol.CompileFacts(tpu_compile=copy.deepcopy(facts["tpu_compile"]), estimate=copy.deepcopy(estimate)))
+    if estimate is not None:
+        unproven = facts.get("identity_unproven", [])
+        if unproven:  # the figure is for a program not shown to be the checked one: never paid
+            estimate.trusted = False
+            estimate.reasons += [f"the full-size program is not shown to be the checked one: {why}"
+                                 for why in unproven]
+        facts["estimate"] = estimate
 
     # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
     run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
@@ -278,6 +270,58 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
         result.timing = protocol.Timing(representative=False, clock="none", samples=[], seconds=0.0, profile={},
                                         reason="no TPU on this host: interpret-mode time says nothing about a TPU's")
     send(_with_facts(result, facts))
+
+
+def _compile_context(job: protocol.JudgeJob, dump_dir) -> dict:
+    """What the compile's facts and the estimate depend on in the judge besides the program (the
+    runner's part of the key holds the judge's code, the packages, the target and the task)."""
+    return {"estimate_candidate": bool(job.estimate_candidate), "static_profile": dump_dir is not None}
+
+
+def _cached_compile(program, job: protocol.JudgeJob, dump_dir, send, receive, facts: dict):
+    """The runner's facts of an earlier compile of this program's content (CompileFacts), or None:
+    compile here. A program the key's writer cannot write whole is compiled afresh."""
+    from . import program_key
+    with _timed(facts, "compile_key"):
+        try:
+            key = program_key.digest(program, _compile_context(job, dump_dir))
+        except program_key.Uncacheable:
+            return None
+    facts["compile_key"] = key
+    send(protocol.CompileKey(program=key))
+    answer = receive()
+    if not isinstance(answer, protocol.CompileFacts):
+        raise Outcome("internal_error", "compile", "the runner did not answer the program's key")
+    if answer.tpu_compile is None or (answer.estimate is not None) != bool(job.estimate_candidate):
+        return None
+    return answer
+
+
+def _compile(program, target, full, dump_dir, pallas_lines, facts: dict):
+    """The deviceless (or, on a TPU host, the chip's) compile of the full-size program, and its facts."""
+    from jax._src import core
+    if dump_dir is not None:
+        tpu_estimate.clear_dump(dump_dir)  # this compile's static profile, and no other's
+    # The compile that is estimated leaves out each kernel's declared `pl.CostEstimate`: XLA's
+    # model prices a Mosaic call by that declaration, so the XLA ops' figure would hold the
+    # kernel a second time, at a size the candidate writes. (The timed program on a TPU host
+    # keeps it: there it may guide XLA's scheduling, and the chip's clock is the judge.)
+    estimated_full = core.jaxpr_as_fun(jaxpr_check.set_pallas_params(program, interpret=False, cost_estimate=None))
+    try:
+        compiled = tpu_target.compile_for(target, estimated_full, full.inputs)
+    except Exception as error:
+        raise Outcome("compile_error", "compile", f"compiling for TPU {target.name} ({target.device_kind}) failed",
+                      diagnostics.from_exception(error, "candidate.py", "mosaic", pallas_lines))
+    try:
+        vmem = jaxpr_check.vmem_estimate(program)
+    except Exception:  # an estimate: its absence is no verdict
+        vmem = 0
+    facts["tpu_compile"] = protocol.TpuCompile(
+        target=target.name, device_kind=target.device_kind, deviceless=not target.on_tpu,
+        seconds=float(compiled.seconds),
+        memory={k: float(v) for k, v in dict(compiled.memory, vmem_estimate_bytes=float(vmem)).items()
+                if isinstance(v, numbers.Real)})
+    return compiled
 
 
 def _timing(measured: dict) -> protocol.Timing:

@@ -16,6 +16,9 @@ guesses at what the other meant.
   tracer -> runner        Traced | Result        the traced programs written, or why not
   judge -> runner         Reference              expected outputs written (the judge's folder only)
   runner -> judge         Artifact               the tracer's program, copied there by the runner
+  judge -> runner         CompileKey             the full-size program's canonical key (program_key.py)
+  runner -> judge         CompileFacts           an earlier compile's facts for that key, or none
+  judge -> runner         CompileFacts           the facts of the compile it did (before any run)
   judge -> runner         Progress..., Result    compile, trials; then the judge's facts
   either -> runner        Fatal                  the process could not start
 
@@ -221,6 +224,24 @@ class CandidateEstimate:
 
 
 @dataclasses.dataclass
+class CompileKey:
+    """judge -> runner, before the full-size compile: the program's canonical key (program_key.py).
+    The runner answers with CompileFacts: an earlier compile's of the same content, or none."""
+    KIND: ClassVar[str] = "compile_key"
+    program: str                   # SHA-256 (hex) of the program written canonically, with the judge's context
+
+
+@dataclasses.dataclass
+class CompileFacts:
+    """runner -> judge: the facts of an earlier compile of the same content (both None: compile
+    here). judge -> runner, after a compile it did for a key it sent: the facts to keep, sent
+    before any of the candidate's program runs."""
+    KIND: ClassVar[str] = "compile_facts"
+    tpu_compile: Optional[TpuCompile]
+    estimate: Optional[CandidateEstimate]  # as the estimator gave it, before the judge's own caveats
+
+
+@dataclasses.dataclass
 class Result:
     KIND: ClassVar[str] = "result"
     status: str                    # ok, rejected, compile_error, incorrect, crashed, internal_error
@@ -262,7 +283,7 @@ class JobEnded:
 
 
 MESSAGES = {cls.KIND: cls for cls in (Ready, JudgeJob, TraceJob, Specs, Reference, Artifact, Traced, Progress,
-                                      Result, Fatal, ForkJob, JobEnded)}
+                                      CompileKey, CompileFacts, Result, Fatal, ForkJob, JobEnded)}
 
 
 def failure(status: str, stage: str, message: str, diagnostics=None, details=None,
