@@ -46,7 +46,7 @@ def gemm_starter() -> str:
 
 
 class Server:
-    def __init__(self, kernelgym: Path, cache: Path, extra: list[str]):
+    def __init__(self, kernelgym: Path, cache: Path, extra: list[str], env: dict | None = None):
         sys.path.insert(0, str(REPO / "python"))
         import kernelgym as kg
         self.kg = kg
@@ -55,7 +55,8 @@ class Server:
         self.process = subprocess.Popen(
             [str(kernelgym), *extra, "serve", "--bind", "tcp://127.0.0.1:*", "--runner-bind", "tcp://127.0.0.1:*",
              "--local-runners", "1", "--local-runner-backends", "pallas", "--endpoint-file", str(endpoint_file)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ, KERNELGYM_CACHE=str(cache)))
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=dict(os.environ, KERNELGYM_CACHE=str(cache), **(env or {})))
         while not endpoint_file.exists():
             if self.process.poll() is not None:
                 raise SystemExit("kernelgym serve exited")
@@ -99,6 +100,19 @@ def served_gemm(kernelgym: Path, steps: int) -> dict:
         finally:
             again.close()
     return {"cold_first": first, "warm": walls, "second_runner_first": second_runner_first}
+
+
+def served_repeats(kernelgym: Path, steps: int, compile_cache: bool) -> dict:
+    """The starter's reset, then `steps` resubmissions of the same program (the starter under a new
+    first comment line, so the episode's own cache does not answer: the runner evaluates each),
+    with the candidate compile cache on or off (KERNELGYM_PALLAS_COMPILE_CACHE=0)."""
+    with tempfile.TemporaryDirectory() as cache:
+        server = Server(kernelgym, Path(cache), [], {} if compile_cache else {"KERNELGYM_PALLAS_COMPILE_CACHE": "0"})
+        try:
+            first, walls = server.episode(GEMM, gemm_starter(), steps)
+        finally:
+            server.close()
+    return {"cold_first": first, "repeats": walls}
 
 
 def jaxbench(kernelgym: Path, jaxbench_dir: Path, case: str, steps: int) -> dict:
@@ -153,7 +167,11 @@ def main() -> int:
     parser.add_argument("--jaxbench-case", default="8p_GEMM")
     parser.add_argument("--skip-gemm", action="store_true", help="only the JAXBench case")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument("--repeats", type=int, default=0,
+                        help="only this: served resubmissions of gemm's starter, compile cache on and off, alternating")
     args = parser.parse_args()
+    if args.repeats:
+        return repeats_main(args)
     builds = {"after": args.after} | ({"before": args.before} if args.before else {})
     figures: dict = {name: {"gemm": [], "jaxbench": []} for name in builds}
     for round_ in range(args.rounds):
@@ -187,6 +205,26 @@ def main() -> int:
         if jb:
             print(f"| {name} | {args.jaxbench_case} kernelgym eval first {fmt([j['cli'][0] for j in jb])}, second "
                   f"{fmt([j['cli'][1] for j in jb])} | served {fmt([w for j in jb for w in j['served_warm']])} |")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1))
+    return 0
+
+
+def repeats_main(args) -> int:
+    kernelgym = args.after / "cli/kernelgym"
+    figures: dict = {"cache on": [], "cache off": []}
+    for round_ in range(args.rounds):
+        for name in ("cache off", "cache on") if round_ % 2 else ("cache on", "cache off"):
+            before_load = load()
+            measured = served_repeats(kernelgym, args.repeats, name == "cache on")
+            measured["load"] = f"{before_load} -> {load()}"
+            figures[name].append(measured)
+            print(f"[round {round_}] {name}: cold first {measured['cold_first']:.2f} s, repeats "
+                  f"{fmt(measured['repeats'])}; load {measured['load']}", flush=True)
+    print(f"\n# {os.cpu_count()} vCPU; wall seconds of served evaluations of {GEMM}'s starter resubmitted")
+    for name, runs in figures.items():
+        print(f"| {name} | cold first {fmt([r['cold_first'] for r in runs])} | repeats "
+              f"{fmt([w for r in runs for w in r['repeats']])} |")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
     return 0

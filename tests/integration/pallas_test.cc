@@ -286,6 +286,53 @@ TEST(PallasEstimate, TheReferencesEstimateIsReusedForTheSameContentOnly) {
   EXPECT_EQ(changed.stage_seconds.count("reference_estimate"), 1u);
 }
 
+// The candidate's full-size compile and estimate by the program's content
+// (candidate_compile_cache.h): the same program again (here under another first comment line, in
+// another judge process) reuses them, with the same figures; one literal changed compiles afresh;
+// and a candidate whose full-size program is the starter's but whose checked programs answer
+// wrongly gets the starter's cached compile and still its own verdict, incorrect.
+TEST(PallasCompileCache, TheSameProgramReusesItsCompileAndNoVerdictChanges) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  BackendConfig config = DefaultBackendConfig();
+  config.cache_dir = (TestTempDir() / "compile-cache").string();
+  std::filesystem::remove_all(config.cache_dir);
+  PallasBackend backend(config, DefaultPallasSettings());
+  auto said = [](const EvalResult& r, const std::string& how) {
+    return VerdictText(r).find("candidate compile: " + how) != std::string::npos;
+  };
+  const std::string starter = task->StarterFor("pallas");
+  const EvalResult first = backend.Evaluate(*task, starter, PallasOptions());
+  ASSERT_EQ(first.status, Status::kOk) << VerdictText(first);
+  EXPECT_TRUE(said(first, "computed")) << VerdictText(first);
+  ASSERT_TRUE(first.estimate.has_value()) << VerdictText(first);
+
+  const EvalResult again = backend.Evaluate(*task, "# the same program, resubmitted\n" + starter, PallasOptions());
+  ASSERT_EQ(again.status, Status::kOk) << VerdictText(again);
+  EXPECT_TRUE(said(again, "reused")) << VerdictText(again);
+  ASSERT_TRUE(again.estimate.has_value()) << VerdictText(again);
+  EXPECT_EQ(again.estimate->candidate_us, first.estimate->candidate_us);
+  EXPECT_EQ(again.estimate->candidate_trusted, first.estimate->candidate_trusted);
+  EXPECT_EQ(again.estimates, first.estimates);
+  EXPECT_EQ(again.correctness.has_value() ? again.correctness->trials_run : 0, 2) << "the answers were not checked";
+
+  std::string changed = starter;
+  const std::string literal = "b_ref[...]\n";
+  ASSERT_NE(changed.find(literal), std::string::npos);
+  changed.replace(changed.find(literal), literal.size(), "b_ref[...] * 2.0\n");
+  const EvalResult other = backend.Evaluate(*task, changed, PallasOptions());
+  EXPECT_TRUE(said(other, "computed")) << "another program's compile was reused: " << VerdictText(other);
+  EXPECT_EQ(other.status, Status::kIncorrect) << VerdictText(other);
+
+  const EvalResult wrong = backend.Evaluate(
+      *task, ReadText(SourceDir() / "tests/fixtures/pallas_compile_cache/same_full_program_wrong_when_checked.py"),
+      PallasOptions());
+  EXPECT_TRUE(said(wrong, "reused")) << "the case no longer shares the starter's full-size program: " << VerdictText(wrong);
+  EXPECT_EQ(wrong.status, Status::kIncorrect) << VerdictText(wrong);
+  ASSERT_TRUE(wrong.estimate.has_value()) << VerdictText(wrong);
+  EXPECT_FALSE(wrong.estimate->trusted) << "its 1.0-or-1.25 literal follows no size: " << VerdictText(wrong);
+}
+
 // One bad candidate cannot change the next evaluation's verdict: the first leaves marks in /tmp
 // and in its working folder; the next answers wrongly if it finds one. Each evaluation's fresh
 // tracer, with its own /tmp and job folder, must keep the second correct. The static check (now

@@ -19,6 +19,8 @@ PallasSettings DefaultPallasSettings() {
   if (const char* target = std::getenv("KERNELGYM_PALLAS_TARGET"); target && *target) s.target = target;
   if (const char* fork = std::getenv("KERNELGYM_PALLAS_FORK_SERVER"); fork && std::string(fork) == "0")
     s.fork_server = false;
+  if (const char* cache = std::getenv("KERNELGYM_PALLAS_COMPILE_CACHE"); cache && std::string(cache) == "0")
+    s.compile_cache = false;
   return s;
 }
 
@@ -92,7 +94,7 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
     UseReferenceEstimate(e, reference_estimates_.Find(*key));
   }
   if (!stop) {
-    e.compiles = &candidate_compiles_;
+    e.compiles = settings_.compile_cache ? &candidate_compiles_ : nullptr;
     e.compile_key = CandidateCompileKey{ReferenceKeyOf(e), ""};
   }
   if (!stop) stop = StaticCheckStage(e);

@@ -18,6 +18,9 @@ struct PallasSettings {
   // Each job's judge and tracer forked by a fork server that imported jax once (inside
   // bubblewrap's namespaces only); off: a process started per job. The benchmark compares both.
   bool fork_server = true;
+  // The candidate's full-size compile and estimate reused for a program of the same content
+  // (candidate_compile_cache.h); off: every evaluation compiles. The benchmark compares both.
+  bool compile_cache = true;
   // The candidate's limits (compile, each trial) and the reference's are CPU time, summed over
   // the threads and processes of the judge's or the tracer's sandbox, so that a verdict does not
   // depend on how busy the machine is. A wall-clock limit of this many times each one ends a
@@ -27,7 +30,8 @@ struct PallasSettings {
 
 // Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
 // pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
-// KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking.
+// KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking;
+// KERNELGYM_PALLAS_COMPILE_CACHE=0 compiles every candidate afresh.
 PallasSettings DefaultPallasSettings();
 
 }  // namespace kernelgym

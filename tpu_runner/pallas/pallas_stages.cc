@@ -222,8 +222,8 @@ StageOutcome AnswerCompileKey(Evaluation& e, const judge::CompileKey& asked) {
     return Stop{Status::kInternalError, Stage::kCompile, "the judge's program key is not a SHA-256 in hex"};
   }
   judge::CompileFacts answer;
+  if (e.compile_key) e.compile_key->program = asked.program;
   if (e.compiles && e.compile_key) {
-    e.compile_key->program = asked.program;
     if (std::optional<judge::CompileFacts> found = e.compiles->Find(*e.compile_key)) {
       answer = std::move(*found);
       e.compile_reused = true;
