@@ -3,20 +3,27 @@
 
     python3 bench/pallas_served.py [--after build] [--before OLD_BUILD] [--steps 5] [--rounds 1]
         [--jaxbench-dir JAXBENCH/benchmark] [--jaxbench-case 8p_GEMM]
+    python3 bench/pallas_served.py --repeats 4 [--rounds 2]
 
 Each build in turn (before and after alternate, `--rounds` times), every run with a fresh cache
 folder (KERNELGYM_CACHE), so that nothing of an earlier run is found:
 
 * served: `kernelgym serve` with one local pallas runner, an env on jaxbench-p/gemm; the reset
   evaluates the starter cold (the fork servers start, the reference's full-size estimate is
-  computed), then `--steps` new candidates (the starter under a new first line each, so every
-  program is new to every cache) are evaluated warm. A second server on the same cache folder
+  computed), then `--steps` candidates (the starter under a new first line each: new to the
+  episode's cache, but since the candidate compile cache, the same program to the runner, whose
+  compile it reuses) are evaluated warm. A second server on the same cache folder
   then evaluates the starter once more: a runner's first evaluation of a task whose reference
   estimate another runner of the host already computed.
 * with `--jaxbench-dir`: the JAXBench case (default 8p_GEMM) evaluated twice by `kernelgym eval`
   (each a process of its own, one cache folder), then served: a reset and `--steps` steps. The
   candidate is jaxbench-p/gemm's starter with 128-wide blocks (which divide the case's scaled
   check sizes).
+
+With `--repeats N` only this: one build, a served episode whose reset evaluates gemm's starter and
+whose N steps resubmit the same program (under a new first comment line: not part of the
+program's key), with the candidate compile cache on and off (KERNELGYM_PALLAS_COMPILE_CACHE=0),
+alternating, `--rounds` times.
 
 Prints wall seconds per evaluation and the load average; the evaluations' own stage times come
 from `kernelgym eval --json`. Standard library and the kernelgym Python package (scripts/python_venv.sh).
