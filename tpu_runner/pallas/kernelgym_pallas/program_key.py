@@ -16,8 +16,9 @@ bytes. Anything this writer does not know how to write in full (an object of a m
 jax/numpy, a function that is not a refusing placeholder, a nesting too deep) makes the program
 uncacheable: it is compiled afresh, which is always right. What is deliberately left out, because
 no compile or estimate reads it: each equation's source location (the judge rebuilds it as a
-candidate line number, for diagnostics only; a failed compile is never cached) and a jaxpr's
-debug_info (argument names).
+candidate line number, for diagnostics only; a failed compile is never cached) and of a jaxpr's
+debug_info all but its function's name (Mosaic names a kernel after it; the file, line and
+argument names are read only by error messages).
 """
 from __future__ import annotations
 
@@ -96,6 +97,9 @@ class _Writer:
             for var in jaxpr.outvars:
                 self.operand(var, depth)
             self.value(jaxpr.effects, depth + 1)
+            # Its function's name (not its file and line): Mosaic names a kernel after it.
+            debug = getattr(jaxpr, "debug_info", None)
+            self.value(None if debug is None else str(debug.func_name), depth + 1)
         finally:
             self.scopes.pop()
 

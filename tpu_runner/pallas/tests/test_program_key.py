@@ -113,6 +113,26 @@ class OneChangeAnotherKey(unittest.TestCase):
         self.assertEqual(key(program(constant=base)), key(program(constant=base.copy())))
         self.assertNotEqual(key(program(constant=base)), key(program(constant=other)))
 
+    def test_the_kernels_function_name(self):
+        # Mosaic names the kernel after it; a comment or a moved line (source locations) is not
+        # part of the program.
+        def renamed_body(a_ref, b_ref, o_ref):
+            _kernel(a_ref, b_ref, o_ref, scale=2.0, precision=None, cast=jnp.float32)
+
+        def plain_body(a_ref, b_ref, o_ref):
+            _kernel(a_ref, b_ref, o_ref, scale=2.0, precision=None, cast=jnp.float32)
+
+        def traced(body):
+            def kernel(a, b):
+                return pl.pallas_call(body, grid=(2,), in_specs=[pl.BlockSpec((128, 128), lambda i: (i, 0)),
+                                                                 pl.BlockSpec((128, 256), lambda i: (0, 0))],
+                                      out_specs=pl.BlockSpec((128, 256), lambda i: (i, 0)),
+                                      out_shape=jax.ShapeDtypeStruct((256, 256), jnp.float32))(a, b)
+            args = [jax.ShapeDtypeStruct((256, 128), jnp.float32), jax.ShapeDtypeStruct((128, 256), jnp.float32)]
+            return artifact.load(artifact.dump({"full": jax.make_jaxpr(kernel)(*args)}, __file__))["full"]
+        self.assertEqual(key(traced(plain_body)), key(traced(plain_body)))
+        self.assertNotEqual(key(traced(plain_body)), key(traced(renamed_body)))
+
     def test_the_judges_context(self):
         closed = program()
         self.assertNotEqual(key(closed), key(closed, estimate=False))
