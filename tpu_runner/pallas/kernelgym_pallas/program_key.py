@@ -59,12 +59,22 @@ def canonical_bytes(closed_jaxpr, context: dict) -> bytes:
 
 
 class _Writer:
-    def __init__(self, record: bool = False):
+    def __init__(self, record: bool = False, parent: "_Writer | None" = None):
         self.recorded: list[bytes] = []
+        if parent is not None:  # a value's bytes on their own, for sorting or for the memo
+            self.out = _Tee(None, self.recorded)
+            self.primitive_keys, self.scopes, self.memo = parent.primitive_keys, parent.scopes, parent.memo
+            self.core, self.literals, self.opaque = parent.core, parent.literals, parent.opaque
+            return
         self.out = _Tee(hashlib.sha256(), self.recorded if record else None)
+        from jax._src import core, literals
         from . import artifact
+        self.core, self.literals, self.opaque = core, literals, artifact.Opaque
         self.primitive_keys = artifact._primitives()[0]
         self.scopes: list[dict] = []
+        # An object's bytes by its id (the object held, so the id stays its own): a program
+        # refers to the same aval or mapping many times, and its bytes do not depend on where.
+        self.memo: dict[int, tuple] = {}
 
     # -- the framing: a tag, then a length-prefixed body ------------------------------------------
     def put(self, tag: bytes, body: bytes = b"") -> None:
@@ -119,7 +129,7 @@ class _Writer:
         self.obj(eqn.ctx, depth + 1)
 
     def define(self, var, depth: int) -> None:
-        from jax._src import core
+        core = self.core
         scope = self.scopes[-1]
         if isinstance(var, core.DropVar):
             self.put(b"_")
@@ -133,7 +143,7 @@ class _Writer:
         self.value(var.aval, depth + 1)
 
     def operand(self, var, depth: int) -> None:
-        from jax._src import core
+        core = self.core
         if isinstance(var, core.Literal):
             self.put(b"L")
             self.value(var.val, depth + 1)
@@ -163,7 +173,7 @@ class _Writer:
 
     def value(self, value, depth: int) -> None:  # noqa: C901 (one dispatch on type)
         self.deeper(depth)
-        from jax._src import core, literals
+        core, literals = self.core, self.literals
         if value is None:
             self.put(b"N")
         elif isinstance(value, (literals.TypedInt, literals.TypedFloat, literals.TypedComplex)):
@@ -245,11 +255,7 @@ class _Writer:
 
     def alone(self, value, depth: int) -> bytes:
         """One value's canonical bytes, written on their own (to sort a set's or a dict's)."""
-        inner = _Writer.__new__(_Writer)
-        inner.recorded = []
-        inner.out = _Tee(None, inner.recorded)
-        inner.primitive_keys = self.primitive_keys
-        inner.scopes = self.scopes
+        inner = _Writer(parent=self)
         inner.value(value, depth)
         return b"".join(inner.recorded)
 
@@ -271,8 +277,15 @@ class _Writer:
         """An object of jax's (an aval, a GridMapping, a BlockSpec's mapping, a compiler parameter
         set, an effect): its type and every attribute it holds, by name."""
         self.deeper(depth)
-        from . import artifact
-        if isinstance(value, artifact.Opaque):
+        known = self.memo.get(id(value))
+        if known is None:
+            inner = _Writer(parent=self)
+            inner.obj_fields(value, depth)
+            known = self.memo[id(value)] = (value, b"".join(inner.recorded))
+        self.out.update(known[1])
+
+    def obj_fields(self, value, depth: int) -> None:
+        if isinstance(value, self.opaque):
             # A function the judge cannot run (it refuses when called): a compile that needed it
             # failed, and failures are not cached; one that did not need it did not read it.
             self.text(b"o", value.name)
