@@ -237,7 +237,8 @@ StageOutcome AnswerCompileKey(Evaluation& e, const judge::CompileKey& asked) {
 
 // The facts of the compile the judge did for the key it sent, before any of the program ran.
 StageOutcome KeepCompileFacts(Evaluation& e, const judge::CompileFacts& compiled) {
-  if (!e.compile_key || e.compile_key->program.empty() || e.compile_reused || e.compile_kept) {
+  // Kept only when said before any of the candidate's program ran in the judge.
+  if (!e.compile_key || e.compile_key->program.empty() || e.compile_reused || e.compile_kept || e.program_ran) {
     e.judge->Kill();
     return Stop{Status::kInternalError, Stage::kCompile, "the judge sent a compile's facts it was not asked for"};
   }
@@ -515,6 +516,7 @@ StageOutcome AwaitJudgeResult(Evaluation& e) {
       r.stage_seconds[window] = std::max(r.stage_seconds[window], limit.cpu_used());
       window = progress->stage == "compiled" ? "judge_cpu_estimate" : "judge_cpu_trial_max";
       if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
+      if (progress->stage == "trial") e.program_ran = true;
       limit = LimitFor(e, judge, e.call_timeout + (first ? e.compile_timeout : 0));
       continue;
     }

@@ -80,6 +80,7 @@ struct Evaluation {
   CandidateCompileCache* compiles = nullptr;
   std::optional<CandidateCompileKey> compile_key;  // its program set when the judge sends its key
   bool compile_reused = false, compile_kept = false;
+  bool program_ran = false;  // a trial began: facts the judge sends from then on are not kept
 };
 
 // Before the stages: the job folder's files (the candidate for both, the task for the judge only)
