@@ -196,6 +196,21 @@ class _Ctx:
     program_axes: tuple | None = None
 
 
+def _integer_step(name: str, eqn, out_aval) -> bool:
+    """Operations that make steps of integers without comparing anything: shifts, bitwise
+    operations on integers, a real cut to an integer. Each is a choice like a quotient's: `(v >> s)`
+    is 0 on a checked grid and positive past it, `((v >> s) - 1) >> 31` a mask of -1 where checked
+    and 0 at the full size (an index map made of them can hold a block still only there)."""
+    if name in _SHIFTS:
+        return True
+    if name in ("and", "or", "xor", "not"):
+        return _dtype(out_aval).kind in "iu"
+    if name == "convert_element_type":
+        source = getattr(eqn.invars[0], "aval", None)
+        return _dtype(out_aval).kind in "iu" and source is not None and _dtype(source).kind == "f"
+    return False
+
+
 def _dtype(aval):
     return np.dtype(getattr(aval, "dtype", np.float32))
 
@@ -740,7 +755,8 @@ class _Evaluator:
             return np.arange(shape[dim]).reshape(layout)
         decision = name in _COMPARE or name in ("max", "min", "clamp", "rem", "div", "select_n", "sign", "abs",
                                                  "floor", "ceil", "round") or \
-            (name in ("and", "or", "xor", "not") and _dtype(out_aval) == np.bool_)
+            (name in ("and", "or", "xor", "not") and _dtype(out_aval) == np.bool_) or \
+            _integer_step(name, eqn, out_aval)
         if name == "div" and _dtype(out_aval).kind == "f":
             decision = False  # a quotient of reals is a scaling, not a choice
         known = [a for a in args if _known(a)]
@@ -833,14 +849,20 @@ class _Evaluator:
             result = logical(*args) if args[0].dtype == np.bool_ else bitwise(*args)
             if result.dtype == np.bool_:
                 self.decide(where, result, ctx, 2)
+            else:
+                self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
         if name == "not":
             result = np.logical_not(args[0]) if args[0].dtype == np.bool_ else np.invert(args[0])
             if result.dtype == np.bool_:
                 self.decide(where, result, ctx, 2)
+            else:
+                self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
         if name in _SHIFTS:
-            return _SHIFTS[name](*args)
+            result = _SHIFTS[name](*args)
+            self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
+            return result
         if name in _ARITH:
             return _ARITH[name](*args)
         if name == "div":
@@ -850,7 +872,15 @@ class _Evaluator:
         if name == "integer_pow":
             return np.power(args[0], int(params["y"]))
         if name == "convert_element_type":
-            return args[0].astype(np.dtype(params["new_dtype"]))
+            result = args[0].astype(np.dtype(params["new_dtype"]))
+            if _integer_step(name, eqn, out_aval):
+                # A real made an integer is cut to a step: its sign, and whether the cut dropped
+                # anything, are the outcome (k * g where g is 1 where checked and 0.3 at the full
+                # size cuts to 0 for the first steps there: a block held still).
+                exact = np.asarray(np.trunc(args[0]) == args[0])
+                self.decide(where, (np.sign(result).astype(np.int8) + 1) + 3 * (~exact).astype(np.int8), ctx, 6,
+                            "cut")
+            return result
         if name == "broadcast_in_dim":
             x = args[0]
             layout = list(x.shape[:ctx.axes]) + [1] * len(params["shape"])
@@ -890,7 +920,7 @@ class _Evaluator:
                                   axis=lead + int(params["dimension"]))
         return UNKNOWN
 
-    def decide(self, where: str, codes: np.ndarray, ctx: _Ctx, count: int) -> None:
+    def decide(self, where: str, codes: np.ndarray, ctx: _Ctx, count: int, kind: str = "") -> None:
         """Records a decision's outcomes (codes 0 .. count-1) per grid position, as bits: bit k set
         where outcome k occurred at that step (loop counters and elements folded in), 0 where the
         code is not reached."""
@@ -908,9 +938,13 @@ class _Evaluator:
             if inner:
                 hit = np.any(hit, axis=inner)
             bits = bits | (hit.astype(np.int64) << code)
-        previous = ctx.scope.decisions.get(where)
-        ctx.scope.decisions[where] = bits if previous is None else (previous | bits)
-        self._last_decision = (where, codes, count)
+        key = f"{where} [{kind}]" if kind else where  # the kind names its outcomes (_outcome_names)
+        previous = ctx.scope.decisions.get(key)
+        ctx.scope.decisions[key] = bits if previous is None else (previous | bits)
+        # A step made of integers (a shift, a bitwise operation, a cut) is covered by its own
+        # outcomes; its value is arithmetic, not a choice joined into others' (a float-float split
+        # of an angle with bitcasts and masks would join dozens of them).
+        self._last_decision = None if kind else (where, codes, count)
 
 
 COMBINED = "(decisions combined)"
@@ -962,7 +996,12 @@ _OUTCOMES = {"bool": ("false", "true"), "order": ("below", "equal", "above")}
 def _outcome_names(key: str, bits: int) -> str:
     primitive = key.rsplit(" / ", 1)[-1].split(" ", 1)[0]
     codes = [k for k in range(62) if bits >> k & 1]
-    if primitive in _COMPARE or primitive in ("and", "or", "xor", "not"):
+    if key.endswith(" [sign]"):
+        names = ("a negative result", "a zero result", "a positive result")
+    elif key.endswith(" [cut]"):
+        names = tuple(f"{sign}{cut}" for cut in ("", " cut from a fraction")
+                      for sign in ("a negative integer", "zero", "a positive integer"))
+    elif primitive in _COMPARE or primitive in ("and", "or", "xor", "not"):
         names = _OUTCOMES["bool"]
     elif primitive in ("max", "min"):
         names = ("the first below the second", "the two equal", "the first above the second")

@@ -1046,18 +1046,25 @@ def _bytes_of(instruction: Instruction, values: _Values) -> float:
 
 def _stalls_by_trip(events, latency_cycles: float, bytes_per_cycle: float) -> dict:
     """Plays the events in order: each wait consumes the oldest outstanding start on its exact
-    flag and stalls until that copy is done; a stall delays everything after it."""
+    flag and stalls until that copy is done; a stall delays everything after it. A copy's bytes
+    start to move a latency after its start, and copies in flight share the chip's bandwidth: each
+    one's bytes move after those of the copies started before it (one queue), so a copy split into
+    pieces started together is done when the whole would have been, while the latencies of copies
+    in flight overlap."""
     outstanding: dict = {}
     delay = 0.0
     stalls: dict = {}
+    channel_free = float("-inf")  # when the bytes of the copies started so far have all moved
     for trip, time, kind, flag, size in events:
         now = time + delay
         if kind == "start":
-            outstanding.setdefault(flag, []).append((now, size))
+            channel_free = max(now + latency_cycles, channel_free) + size / bytes_per_cycle
+            outstanding.setdefault(flag, []).append((now, size, channel_free))
             continue
         queue = outstanding.get(flag)
-        issued, started_size = queue.pop(0) if queue else (now, size)
-        stall = max(0.0, issued + latency_cycles + max(size, started_size) / bytes_per_cycle - now)
+        issued, started_size, done = queue.pop(0) if queue else (now, size, now)
+        done = max(done, issued + latency_cycles + max(size, started_size) / bytes_per_cycle)
+        stall = max(0.0, done - now)
         delay += stall
         stalls[trip] = stalls.get(trip, 0.0) + stall
     return stalls

@@ -378,6 +378,31 @@ def compare(fn):
     return program_identity.compare(programs, SIZES)
 
 
+def _low(v, bits):
+    """-1 while v < 2**bits, 0 from there on, with shifts alone (no comparison, no decision)."""
+    return jax.lax.shift_right_arithmetic(jax.lax.shift_right_arithmetic(v, bits) - 1, 31)
+
+
+def _summed_columns(column_map):
+    """Sums each 8-row block's C/128 column blocks (a grid of rows x column blocks, the sum
+    accumulated in the output block over the column axis), reading column block column_map(i, k)."""
+    def kernel(x):
+        r, c = x.shape
+
+        def body(x_ref, y_ref):
+            @pl.when(pl.program_id(1) == 0)
+            def _():
+                y_ref[...] = jnp.zeros_like(y_ref)
+
+            y_ref[...] += x_ref[...]
+
+        return pl.pallas_call(body, grid=(r // 8, c // 128),
+                              in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, column_map(i, k)))],
+                              out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)),
+                              out_shape=jax.ShapeDtypeStruct((r, 128), x.dtype))(x)
+    return kernel
+
+
 class DecisionCoverageTest(unittest.TestCase):
     def assertUnproven(self, identity, *words):
         self.assertFalse(identity.proven)
@@ -485,6 +510,30 @@ class DecisionCoverageTest(unittest.TestCase):
         identity = compare(_rows_moved_kernel())
         self.assertTrue(identity.proven, identity.unproven)
         self.assertUnproven(compare(_rows_moved_kernel(bound=64)), "lt", "decides false", "checked: true")
+
+    def test_a_block_held_still_only_at_the_full_size_is_not_proven(self):
+        # k & low(i, 3) is k on every checked row block (4 and 8 of them) and 0 from row block 8 on
+        # (512 at the full size), with shifts and a bitwise and alone (outside red team, round 5:
+        # such index maps froze a GEMM's blocks at the full size, where the pipeline skips their
+        # copies: 0.827x trusted against 0.472x for the same tiles honestly). A shift's result,
+        # like a quotient's, is a choice: i >> 3 is 0 on every checked step and positive past them.
+        frozen = _summed_columns(lambda i, k: jax.lax.bitwise_and(k, _low(i, 3)))
+        self.assertUnproven(compare(frozen), "shift_right_arithmetic", "a positive result",
+                            "checked: a zero result")
+        self.assertTrue(compare(_summed_columns(lambda i, k: k)).proven)
+        # A bitwise and of a position with a mask that is the same where checked and at the full
+        # size (a double buffer's slot, k & 1) is a choice that goes both ways everywhere.
+        self.assertTrue(compare(_summed_columns(lambda i, k: k - jax.lax.bitwise_and(k, 1) +
+                                                jax.lax.bitwise_and(k, 1))).proven)
+
+    def test_a_real_cut_to_an_integer_only_at_the_full_size_is_not_proven(self):
+        # k * g(i), g = 1 on the checked row blocks and 0.3 from row block 8 on, cut to an integer:
+        # 0 for the first steps of every row there (a block held still), exact where checked.
+        # g is smooth (no decision): exactly 1.0 in float32 up to row block 7, 0.3 from row block 8.
+        def column(i, k):
+            scale = 1.0 - 0.7 * jnp.tanh(jnp.exp((i.astype(jnp.float32) - 7.5) * 40.0))
+            return (k.astype(jnp.float32) * scale).astype(jnp.int32)
+        self.assertUnproven(compare(_summed_columns(column)), "convert_element_type", "cut from a fraction")
 
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
         identity = compare(first_and_last_steps)

@@ -142,8 +142,14 @@ class DmaPricing(unittest.TestCase):
         stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
         copy = V6E_LATENCY + 131072 / V6E_BYTES_PER_CYCLE   # one 256x128 float32 chunk
         per_trip = stall / 512
-        self.assertLess(per_trip, copy / 2)                  # overlapped: far less than one copy a trip
+        # Overlapped: less than one unhidden copy a trip, although the trip's three copies (two
+        # inputs, one output) share the bandwidth (`test_pieces_started_together_share_the_bandwidth`;
+        # before that, each copy moved at the whole bandwidth and the stall was under half a copy).
+        self.assertLess(per_trip, copy)
         self.assertGreater(per_trip, 0)                      # the bundles do not cover it all
+        # ... and no faster than the trip's bytes at the chip's bandwidth.
+        trip_bytes = schedule.dma_bytes(pipeline=False) / 512
+        self.assertGreaterEqual(per_trip + schedule.executed / 512, trip_bytes / V6E_BYTES_PER_CYCLE)
 
     def test_golden_emit_pipeline_is_matched_a_trip_ahead(self):
         # emit_pipeline waits for the previous step's output copy right after starting this
@@ -172,6 +178,24 @@ class DmaPricing(unittest.TestCase):
         self.assertTrue(schedule.dma and all(e.pipeline for e in schedule.dma))
         self.assertEqual(llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE), 0)
         self.assertEqual(schedule.dma_bytes(pipeline=False), 0)
+
+    def test_pieces_started_together_share_the_bandwidth(self):
+        # One 128 KiB copy, or the same bytes as 8 pieces on 8 flags started together and awaited
+        # together (outside red team, round 5: each piece was done at latency + its own bytes, as if
+        # each had the chip's whole bandwidth, so splitting priced the copy 1.26x faster). Bytes in
+        # flight share the bandwidth: the last piece is done when the whole copy would have been.
+        size = 131072.0
+        one = [(-1, 0.0, "start", ("a", 0), size), (-1, 1.0, "wait", ("a", 0), size)]
+        pieces = [(-1, 0.0, "start", ("a", k), size / 8) for k in range(8)] + \
+            [(-1, 1.0, "wait", ("a", k), size / 8) for k in range(8)]
+        whole = llo_schedule._stalls_by_trip(one, V6E_LATENCY, V6E_BYTES_PER_CYCLE)[-1]
+        split = llo_schedule._stalls_by_trip(pieces, V6E_LATENCY, V6E_BYTES_PER_CYCLE)[-1]
+        self.assertAlmostEqual(whole, V6E_LATENCY + size / V6E_BYTES_PER_CYCLE - 1.0)
+        self.assertAlmostEqual(split, whole, delta=1e-6 * whole)
+        # A copy started after the first one's bytes moved is not queued behind it.
+        apart = [(-1, 0.0, "start", ("a", 0), size), (-1, 1e6, "start", ("a", 1), size),
+                 (-1, 1e6 + 1.0, "wait", ("a", 1), size)]
+        self.assertAlmostEqual(llo_schedule._stalls_by_trip(apart, V6E_LATENCY, V6E_BYTES_PER_CYCLE)[-1], whole)
 
     def test_size_in_a_register_is_unknown(self):
         text = ("     0   :  { %s1_s1 = sld [smem:[#allocation2]] }\n"
