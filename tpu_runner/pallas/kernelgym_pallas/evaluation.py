@@ -42,19 +42,54 @@ def warm_up(target_name: str) -> tpu_target.Target:
 
 
 def exact_reference(fn: Callable) -> Callable:
-    """The task's reference as its task defines it: contractions at HIGHEST precision (exact
-    float32 on a TPU, six MXU passes), so that the expected outputs, the reference's estimate and,
-    on a TPU host, its timing all mean the task's arithmetic. The candidate's program keeps its own
-    precisions: a float32 dot it leaves at DEFAULT is one bfloat16 pass on the chip, and is checked
-    (tpu_numerics) and priced as one."""
+    """The task's reference as its task defines it: float32 contractions at HIGHEST precision
+    (exact float32 on a TPU, six MXU passes), so that the expected outputs, the reference's
+    estimate and, on a TPU host, its timing all mean the task's arithmetic. The candidate's program
+    keeps its own precisions: a float32 dot it leaves at DEFAULT is one bfloat16 pass on the chip,
+    and is checked (tpu_numerics) and priced as one.
+
+    A contraction of bfloat16 (or narrower) operands is exact at one pass already (the products fit
+    in float32, which accumulates them), so HIGHEST means nothing for it and it is left at DEFAULT:
+    the same answers, the program XLA runs at the task's dtypes. It matters for ragged dots:
+    libtpu's own ragged-dot kernel, asked for HIGHEST on bfloat16 operands, emits a float32-precision
+    matmul of bfloat16 vectors that Mosaic refuses ("Bad lhs type"), so the reference could not be
+    compiled for its estimate (jaxbench-p/megablox_gmm and ragged_dot in bfloat16)."""
     import functools
     import jax
+    from jax._src import core
 
     @functools.wraps(fn)
     def reference(*args):
         with jax.default_matmul_precision("highest"):
-            return fn(*args)
+            closed, shapes = jax.make_jaxpr(fn, return_shape=True)(*args)
+        out = core.jaxpr_as_fun(_narrow_contractions_at_default(closed))(*jax.tree_util.tree_leaves(args))
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), out)
     return reference
+
+
+# The contractions whose `precision` parameter decides how many MXU passes a float32 operand takes.
+_CONTRACTIONS = ("dot_general", "ragged_dot_general", "conv_general_dilated")
+
+
+def _narrow_contractions_at_default(closed_jaxpr):
+    """The program with every contraction whose floating operands are all 16 bits or narrower at
+    DEFAULT precision, at any depth (exact_reference says why); float32 ones keep their precision."""
+    import jax.numpy as jnp
+
+    def narrow(eqn) -> bool:
+        dtypes = [v.aval.dtype for v in eqn.invars[:2]]
+        return all(jnp.issubdtype(d, jnp.floating) and jnp.dtype(d).itemsize <= 2 for d in dtypes)
+
+    def walk(jaxpr):
+        eqns = []
+        for eqn in jaxpr.eqns:
+            params = {k: jaxpr_check._map_jaxprs(v, walk) for k, v in eqn.params.items()}
+            if eqn.primitive.name in _CONTRACTIONS and "precision" in params and narrow(eqn):
+                params["precision"] = None
+            eqns.append(eqn.replace(params=params))
+        return jaxpr.replace(eqns=eqns)
+
+    return closed_jaxpr.replace(jaxpr=walk(closed_jaxpr.jaxpr))
 
 
 def _sha256(array: np.ndarray) -> str:

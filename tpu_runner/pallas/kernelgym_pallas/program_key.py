@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import struct
 import types
@@ -321,13 +322,20 @@ class _Tee:
 
 
 def _attributes(value) -> dict | None:
-    """Every attribute an object holds: its dataclass fields, its __dict__ and its slots."""
+    """Every attribute an object holds: its dataclass fields, its __dict__ and its slots. Not the
+    values of its `functools.cached_property`s: they are derived from what is written, and are in
+    __dict__ only once something in the process asked for them (jax's AbstractMesh caches
+    `_are_all_axes_explicit_or_manual` when a program is traced inside another trace, as
+    evaluation.exact_reference does: the same candidate program got another key after it)."""
     out = {}
     if dataclasses.is_dataclass(value):
         for field in dataclasses.fields(value):
             out[field.name] = getattr(value, field.name)
+    derived = {name for cls in type(value).__mro__ for name, attribute in vars(cls).items()
+               if isinstance(attribute, functools.cached_property)}
     for name, item in getattr(value, "__dict__", {}).items():
-        out.setdefault(name, item)
+        if name not in derived:
+            out.setdefault(name, item)
     for cls in type(value).__mro__:
         slots = cls.__dict__.get("__slots__", ())
         for name in ([slots] if isinstance(slots, str) else slots):

@@ -974,6 +974,20 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     twins = same_code_ops(hlo_text)
     profiles: list[KernelProfile] = []
     mosaic_cycles, mosaic_seconds = 0, 0.0
+    # XLA's own kernels whose loops run a number of times, or whose copies move a number of bytes,
+    # known only at run time (libtpu's ragged dot walks the (row tile, group) pairs its metadata
+    # kernel counts from group_sizes) cannot be priced by their schedules. In trusted code they are
+    # priced as XLA ops are: by XLA's model, which holds the cost libtpu declares for such a kernel
+    # (the ragged dot's: 2 x M x K x N FLOPs and its operands' bytes), and by their schedules with
+    # each such loop counted once and each such copy left out; both are lower bounds, the larger is
+    # taken (below). Not refused: a lower bound of the reference's time can only make a
+    # candidate's speedup smaller. A candidate's kernels are always paired with their
+    # pallas_calls, so this never prices one.
+    own_unknown_seconds = 0.0
+
+    def own_on_xla_side(f) -> bool:
+        return xla_own_kernels and f is None and mode == "bundles"
+
     for k, f in zip(hlo_kernels, matched):
         # In trusted code (a task's reference) a kernel in a loop with a static trip count (lax.map
         # over heads) is priced for every trip; a candidate's pallas_call in a loop stays untrusted
@@ -983,6 +997,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
             reasons.append(f"Mosaic kernel {k.name} sits in HLO computation {k.computation} (a loop or branch "
                            f"without a static trip count): it is counted once")
             runs = 1
+        own_unknown = False  # XLA's own kernel with run-time trips or copy sizes, in trusted code: with the XLA ops
         static_grid = f is not None and all(isinstance(g, int) for g in f.grid)
         steps = _points(f.grid) if static_grid else 0
         share = None
@@ -1003,11 +1018,12 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                 executed, per_step = 0.0, None
             else:
                 executed = schedule.executed
-                if schedule.unknown_trips:
+                own_unknown = bool(schedule.unknown_trips or schedule.unknown_dma_sizes) and own_on_xla_side(f)
+                if schedule.unknown_trips and not own_unknown:
                     reasons.append(f"Mosaic kernel {k.name}: {schedule.unknown_trips} loop(s) in its final schedule "
                                    f"without a constant trip count (its start, bound or step is known only at run "
                                    f"time, or not read): counted once")
-                if schedule.unknown_dma_sizes:
+                if schedule.unknown_dma_sizes and not own_unknown:
                     reasons.append(f"Mosaic kernel {k.name}: {schedule.unknown_dma_sizes} DMA(s) whose size is known "
                                    f"only at run time")
                 if steps > 1 and not any(t is not None and t >= steps for _, t, _ in schedule.loops):
@@ -1050,9 +1066,14 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
         else:
             seconds = max(s_cycles, s_bytes)
             bound = "cycles" if s_cycles >= s_bytes else "hbm"
+        if own_unknown:
+            bound = "xla-side"
         profiles.append(KernelProfile(kernel=f.name if f else k.name, hlo_op=k.name, grid_steps=steps,
                                       estimated_cycles=c, bundles_per_step=per_step, bytes=moved,
                                       seconds=seconds, bound=bound, unit_share=share))
+        if own_unknown:
+            own_unknown_seconds += seconds
+            continue
         mosaic_cycles += c
         mosaic_seconds += seconds
     kernel_keys = kernel_names | {_key_for(cycles or schedules, n, kernel_names) for n in kernel_names} - {None}
@@ -1077,7 +1098,7 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     # (an attention's score matrix written and read back).
     xla_floor = xla_llo / clock if mode == "profile" else sum(
         runs[op] * max(schedules[op].executed / clock, schedules[op].executed_dma_bytes() / bandwidth)
-        for op in xla_ops)
+        for op in xla_ops) + own_unknown_seconds
     uncounted = ([n for op in xla_ops for n in twins.get(op, [op]) if (n == op or n not in schedules)
                   and loops.in_uncounted_loop(n)] if mode == "bundles" else [])
     if uncounted:

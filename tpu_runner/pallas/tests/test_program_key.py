@@ -69,6 +69,20 @@ class SameProgramSameKey(unittest.TestCase):
         self.assertEqual(len(keys), 1, keys)
 
 
+    def test_a_cached_property_asked_for_changes_nothing(self):
+        # jax's AbstractMesh (in every aval's sharding) caches a derived flag in its __dict__ the
+        # first time something asks for it; exact_reference's nested trace does, so a judge that
+        # had run a reference wrote the same program with one attribute more.
+        closed = program()
+        before = key(closed)
+        mesh = closed.jaxpr.outvars[0].aval.sharding.mesh
+        mesh.__dict__.pop("_are_all_axes_explicit_or_manual", None)
+        self.assertEqual(key(closed), before)
+        self.assertIn(mesh._are_all_axes_explicit_or_manual, (True, False))
+        self.assertIn("_are_all_axes_explicit_or_manual", mesh.__dict__)
+        self.assertEqual(key(closed), before)
+
+
 class OneChangeAnotherKey(unittest.TestCase):
     def differs(self, **change):
         self.assertNotEqual(key(program()), key(program(**change)), change)

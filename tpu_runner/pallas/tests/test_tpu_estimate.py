@@ -494,6 +494,43 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertGreater(as_reference.kernels[0].estimated_cycles, 0)
         self.assertAlmostEqual(as_reference.seconds, as_candidate.seconds, delta=0.01 * as_candidate.seconds)
 
+    def test_ragged_dot_references_get_a_trusted_estimate(self):
+        # jaxbench-p/megablox_gmm and ragged_dot in bfloat16: the references are one
+        # lax.ragged_dot, which libtpu compiles into two Mosaic kernels of its own whose loops run
+        # as many times as group_sizes say. Before, the judge's call (evaluation._estimates, the
+        # reference at HIGHEST) failed to compile ("Bad lhs type": libtpu's kernel asked for a
+        # float32-precision matmul of bfloat16 vectors), and with that fixed the run-time trip
+        # counts left it untrusted, so neither task could pay. Now the kernels are priced with
+        # the XLA ops: at least the FLOPs libtpu declares for them (2 M K N) at the MXU's peak.
+        from kernelgym_pallas import evaluation, task_spec, tpu_target
+        for name in ("megablox_gmm", "ragged_dot"):
+            task = task_spec.load_task(REPO / "datasets" / "suites" / "jaxbench-p" / name, "kernelgym")
+            full = task.size_sets["full"]
+            est = evaluation._estimates(task, self.target, full.inputs, self.dump)
+            self.assertEqual(est.error, "", name)
+            self.assertTrue(est.trusted, name)
+            s = full.sizes
+            mxu_floor_us = 2 * s["M"] * s["K"] * s["N"] / tpu_target.TARGETS["v6e"][2] * 1e6
+            self.assertGreaterEqual(est.estimated_us, mxu_floor_us, name)
+            self.assertLess(est.estimated_us, 4 * mxu_floor_us + 5000, name)
+
+    def test_xla_own_kernel_with_run_time_trips_is_trusted_in_trusted_code_only(self):
+        import jax
+        import jax.numpy as jnp
+
+        def ragged(lhs, rhs, sizes):
+            return jax.lax.ragged_dot(lhs, rhs, sizes, preferred_element_type=jnp.float32)
+
+        specs = [jax.ShapeDtypeStruct((2048, 512), jnp.bfloat16), jax.ShapeDtypeStruct((8, 512, 1024), jnp.bfloat16),
+                 jax.ShapeDtypeStruct((8,), jnp.int32)]
+        as_reference = tpu_estimate.estimate(ragged, specs, self.target, self.dump, trusted_code=True)
+        self.assertTrue(as_reference.trusted, as_reference.reasons)
+        self.assertEqual(as_reference.mosaic_seconds, 0.0)  # priced with the XLA ops, not twice
+        self.assertTrue(all(k.bound == "xla-side" for k in as_reference.kernels), as_reference.kernels)
+        self.assertGreaterEqual(as_reference.seconds, 2 * 2048 * 512 * 1024 / 918e12)
+        as_candidate = self._estimate(ragged, specs)
+        self.assertFalse(as_candidate.trusted)
+
     def test_xla_own_kernel_pays_its_copies_beside_its_compute(self):
         # XLA's own online-softmax kernel has no grid or blocks to run the pipeline model on: its
         # copies are priced beside its schedule's cycles (UNPAIRED_COPIES_SERIAL), not under them
