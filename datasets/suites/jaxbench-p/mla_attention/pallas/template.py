@@ -6,6 +6,8 @@
 #   ATTN_BLOCK  query and key rows per step of the attention kernel: "r128" 128 (the starter's:
 #               a 16 x 16 grid at the full S = 2048); "s8" S / 8 (256 rows at the full size, an
 #               8 x 8 grid; 32 and 64 at the checked sizes)
+#   PROJ_K      the step of the three DM-deep contractions (x . w_dq, x . w_dkv, x . w_kr): "t256"
+#               256 deep (the starter's: 28 steps at the full DM = 7168); "half" DM / 2 (3584)
 #   OUT_N       the output projection's (o . w_o, [S, 512] x [512, DM]) column tile: "t256" 256
 #               (the starter's: 28 column tiles at the full DM = 7168); "half" DM / 2 (3584 at the
 #               full size): 14x fewer grid steps, each a wider product
@@ -59,14 +61,16 @@ def _matmul_block(*refs, rms):
         y_ref[...] = y.astype(y_ref.dtype)
 
 
-def _matmul(a, b, norm_weight=None, whole_k=False, bn=None):
+def _matmul(a, b, norm_weight=None, whole_k=False, bn=None, bk=None):
     M, K = a.shape
     N = b.shape[1]
     rms = norm_weight is not None
     # 256-row / 256-deep tiles; RMSNorm needs a row's whole N in one tile (N <= 1536 here, its
     # 256 x 1536 float32 accumulator is 1.5 MiB). A contraction over a latent (QL, KVL <= 1536) is
     # whole: one rule at every size, whatever the latent's width.
-    bm, bk = _tile(M, 256), (K if whole_k else _tile(K, 256))
+    bm = _tile(M, 256)
+    if bk is None:
+        bk = K if whole_k else _tile(K, 256)
     if bn is None:
         bn = N if rms else _tile(N, 256)
     in_specs = [pl.BlockSpec((bm, bk), lambda i, j, k: (i, k)),
@@ -75,6 +79,10 @@ def _matmul(a, b, norm_weight=None, whole_k=False, bn=None):
     if rms:
         in_specs.append(pl.BlockSpec((1, bn), lambda i, j, k: (0, j)))
         args.append(norm_weight.reshape(1, N))
+    # A DM/2-deep step of x . w_dq holds a (3584, 1536) bfloat16 w block, double-buffered 21 MiB:
+    # above the default scoped VMEM limit, inside the chip's 128 MiB.
+    params = {} if PROJ_K == "t256" else dict(
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=64 * 1024 * 1024))
     return pl.pallas_call(
         functools.partial(_matmul_block, rms=rms),
         grid=(M // bm, N // bn, K // bk),
@@ -82,6 +90,7 @@ def _matmul(a, b, norm_weight=None, whole_k=False, bn=None):
         out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
         out_shape=jax.ShapeDtypeStruct((M, N), a.dtype),
         scratch_shapes=[pltpu.VMEM((bm, bn), _F32)],
+        **params,
     )(*args)
 
 
@@ -168,9 +177,10 @@ def _attention(q, k_nope, k_pe_raw, v, cos, sin):
 def kernel(x, w_dq, q_norm, w_uq, w_dkv, kv_norm, w_uk, w_uv, w_kr, w_o):
     S = x.shape[0]
     H = w_uk.shape[1] // DN
-    cq = _matmul(x, w_dq, q_norm)            # [S, QL], RMSNorm fused
-    c = _matmul(x, w_dkv, kv_norm)           # [S, KVL], RMSNorm fused
-    k_pe_raw = _matmul(x, w_kr)              # [S, DR], RoPE applied in the attention kernel
+    bk = None if PROJ_K == "t256" else x.shape[1] // 2  # the DM-deep contractions' step
+    cq = _matmul(x, w_dq, q_norm, bk=bk)     # [S, QL], RMSNorm fused
+    c = _matmul(x, w_dkv, kv_norm, bk=bk)    # [S, KVL], RMSNorm fused
+    k_pe_raw = _matmul(x, w_kr, bk=bk)       # [S, DR], RoPE applied in the attention kernel
     q = _matmul(cq, w_uq, whole_k=True)      # [S, H*(DN+DR)]
     k_nope = _matmul(c, w_uk, whole_k=True)  # [S, H*DN]
     v = _matmul(c, w_uv, whole_k=True)       # [S, H*DV]
