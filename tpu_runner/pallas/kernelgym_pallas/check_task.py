@@ -56,8 +56,11 @@ def _read(process: subprocess.Popen, who: str):
         if not line:
             raise SystemExit(f"the {who} exited ({process.wait()})")
         message = protocol.decode(line)
-        if not isinstance(message, protocol.Progress):
-            return message
+        if isinstance(message, protocol.CompileKey):
+            # The runner's side of the compile cache: a check keeps no cache, so the judge compiles.
+            _send(process, protocol.CompileFacts(tpu_compile=None, estimate=None))
+        elif not isinstance(message, (protocol.Progress, protocol.CompileFacts)):
+            return message  # CompileFacts after a compile: the facts a runner would keep
 
 
 def _send(process: subprocess.Popen, message) -> None:

@@ -9,7 +9,8 @@ The schedule is in SSA form with physical registers (`%s142_s28`), loop-carried 
 Trip counts are read from a loop's own data flow, never from one constant: the exit test
 (`scmp.<cc>.s32 %counter, N`, commented `loop exit test`, or else the predicate of the branch that
 closes the loop), the counter's step (`%counter = sadd.s32 S, %phi`), and its start
-(`%phi = sphi %init, %copy-of-counter`, `%init = smov K`). A loop from -4 to 0 is 4 trips; one from
+(`%phi = sphi %init, %copy-of-counter`, `%init = smov K`, or `smov (%p), K` predicated in a branch's
+delay slot). A loop from -4 to 0 is 4 trips; one from
 -1,000,000,064 to -1,000,000,000 is 64. Anything else (a bound in a register, a counter that is not
 a phi, two exit tests that disagree, a count past 2^31) has no count: the caller refuses to trust
 the figure, it never guesses.
@@ -41,6 +42,7 @@ _SIZE = re.compile(r"/\*size_in_granules=\*/\s*(%\w+|\d+)")
 _SYNC_FLAG = re.compile(r"/\*dst_syncflagno=\*/\s*(\[[^\]]*\]|%\w+)")
 _ALLOCATION = re.compile(r"\[\s*#(allocation\d+)\s*(?:\+\s*\$?(0x[0-9a-f]+|\d+))?\s*\]")
 _GUARD = re.compile(r"\((!?%\w+)\)")
+_PREDICATE_ONLY = re.compile(r"^\(!?%p\w+\)$")
 _SCMP = re.compile(r"^scmp\.(eq|ne|lt|le|gt|ge)\.s32")
 _IMMEDIATE = re.compile(r"^-?\d+$")
 _SPILL_STORE = re.compile(r"^\[smem:\[#(allocation\d+_spill)\]\]\s+(%\w+)$")
@@ -237,8 +239,17 @@ class _Values:
         if not operand.startswith("%"):
             return None
         d = self.defs.get(self.copy_source(operand))
-        if d is not None and d.opcode == "smov" and len(d.operands) == 1 and _IMMEDIATE.match(d.operands[0]):
+        if d is None or d.opcode != "smov":
+            return None
+        if len(d.operands) == 1 and _IMMEDIATE.match(d.operands[0]):
             return _signed(int(d.operands[0]))
+        # `%x = smov (%p), K` (or `(!%p)`): a move in a branch's delay slot, predicated so that it
+        # takes effect only on the path that falls through (a loop's start, set before the loop it
+        # enters). %x has this one definition and it writes K: where %x has a value, it is K. The
+        # form with a fallback, `smov (%p, %y), K` (K where p holds, else %y), is a select of two
+        # values and has no constant.
+        if len(d.operands) == 2 and _PREDICATE_ONLY.match(d.operands[0]) and _IMMEDIATE.match(d.operands[1]):
+            return _signed(int(d.operands[1]))
         return None
 
 

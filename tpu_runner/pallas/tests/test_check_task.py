@@ -3,6 +3,7 @@ in the package folder: the judge writes libtpu's schedule dump, which the estima
 under its working folder, and checks run side by side once shared one (`tpu_scratch`) and read each
 other's dumps. No jax is started here: the processes are recorded, not run."""
 
+import io
 import pathlib
 import sys
 import unittest
@@ -10,7 +11,7 @@ from unittest import mock
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from kernelgym_pallas import check_task  # noqa: E402
+from kernelgym_pallas import check_task, protocol  # noqa: E402
 
 PACKAGE_PARENT = pathlib.Path(check_task.__file__).resolve().parent.parent
 
@@ -41,6 +42,25 @@ class JobFolders(unittest.TestCase):
         for kwargs in (judge, tracer):
             self.assertIn(str(PACKAGE_PARENT), kwargs["env"]["PYTHONPATH"].split(":"))
         self.assertEqual(tracer["env"]["JAX_PLATFORMS"], "cpu")
+
+
+class CompileCache(unittest.TestCase):
+    def test_a_compile_key_is_answered_and_the_result_returned(self):
+        # The judge asks the runner for an earlier compile of its program's key (CompileKey) and
+        # waits for the answer; after compiling it reports the facts to keep (CompileFacts). A
+        # check keeps no cache: it must answer "none" and read on to the Result (before, it took
+        # the CompileKey for the judge's last message and failed on its missing `status`).
+        result = protocol.failure("compile_error", "compile", "no kernel")
+        judge = mock.MagicMock()
+        judge.stdout = io.StringIO("".join(protocol.encode(m) + "\n" for m in (
+            protocol.Progress(stage="traced", trial=-1, repeat=0),
+            protocol.CompileKey(program="ab" * 32),
+            protocol.CompileFacts(tpu_compile=None, estimate=None),
+            result)))
+        judge.stdin = io.StringIO()
+        self.assertEqual(check_task._read(judge, "judge"), result)
+        answers = [protocol.decode(line) for line in judge.stdin.getvalue().splitlines()]
+        self.assertEqual(answers, [protocol.CompileFacts(tpu_compile=None, estimate=None)])
 
 
 if __name__ == "__main__":

@@ -77,6 +77,20 @@ class TripCounts(unittest.TestCase):
         # An exit test that is not a comparison of the counter.
         self.assertIsNone(self.trips(loop(0, 64).replace("scmp.ge.s32.totalorder %s3_s3, 64", "por %p8_p8, %p9_p9")))
 
+    def test_a_start_moved_in_a_branch_delay_slot(self):
+        # The start set by a move predicated on the fall-through path of the branch before the loop
+        # (v5e, paged attention's copy loops: `%s3149_s30 = smov (!%p127_p10), 0` in the delay slot
+        # of `sbr.rel (%p127_p10)`): that move is the start's only definition, so the start is 0.
+        # Read as unknown before, each such loop was counted once and the estimate untrusted.
+        for guard in ("(!%p7_p7)", "(%p7_p7)"):
+            with self.subTest(guard=guard):
+                self.assertEqual(self.trips(loop(0, 64).replace("smov 0 ", f"smov {guard}, 0 ")), 64)
+                self.assertEqual(self.trips(loop(-4, 0).replace("smov 4294967292 ", f"smov {guard}, 4294967292 ")), 4)
+        # With a fallback value (`smov (%p, %y), K`: K where p holds, else %y) it is a select of two
+        # values, and a guard on a register that is not a predicate is not this form: no count.
+        self.assertIsNone(self.trips(loop(0, 64).replace("smov 0 ", "smov (%p7_p7, %s8_s8), 0 ")))
+        self.assertIsNone(self.trips(loop(0, 64).replace("smov 0 ", "smov (%s7_s7), 0 ")))
+
     def test_a_counter_kept_in_a_spill_slot(self):
         # An XLA fusion whose loop body runs out of scalar registers keeps its counter in a spill
         # slot: the phi is stored, and the increment reads it back (1p's attention scores: 1,282
