@@ -167,6 +167,10 @@ class _Scope:
     # key -> (the decisions it joins, in order; their outcome counts; the set of their outcome
     # tuples, as mixed-radix codes, taken anywhere on the grid where the combination is reached)
     combinations: dict = dataclasses.field(default_factory=dict)
+    # (block mapping, grid axis) -> bits: 1 where a step along the axis changes the block the
+    # mapping names, 2 where it keeps it (for index maps that follow the positions alone). The
+    # pipeline copies a block only where it changes, so this is what the estimate pays for.
+    moves: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -287,6 +291,7 @@ class _Evaluator:
         # is the tuple of the joined decisions' outcomes.
         self._outcomes = {}
         self._last_decision = None  # (key, codes, count) of the latest decision recorded
+        self.values = None  # var id -> value, of every equation walked, when a caller asks (_block_moves)
 
     def _mark(self, value, sources: frozenset):
         if _known(value):
@@ -375,6 +380,8 @@ class _Evaluator:
             # A ref the caller did not follow (a run_scoped buffer, a body the judge does not walk
             # with its operands) is followed from here on.
             env[id(var)] = value if isinstance(value, _Ref) or not _is_ref(var) else _Ref(holds_data=True)
+            if self.values is not None:
+                self.values[id(var)] = env[id(var)]
 
         def read(var):
             if type(var).__name__ == "Literal":
@@ -386,6 +393,8 @@ class _Evaluator:
             outs = self.eqn(eqn, [read(v) for v in eqn.invars], ctx, where)
             for var, value in zip(eqn.outvars, outs):
                 env[id(var)] = value
+                if self.values is not None:
+                    self.values[id(var)] = value
         return [read(v) for v in jaxpr.outvars]
 
     def eqn(self, eqn, args: list, ctx: _Ctx, where: str) -> list:
@@ -474,6 +483,8 @@ class _Evaluator:
         self.facts.scopes[where] = scope
         self._chunks = 0
         scope.decisions = self._kernel(eqn, where, scope, [(0, e) for e in extents])
+        if static:
+            scope.moves = _block_moves(eqn, extents)
 
     def _kernel(self, eqn, where: str, scope: _Scope, ranges: list) -> dict:
         """The decisions of a kernel (index maps and body) at the grid positions in `ranges`; where a
@@ -947,6 +958,115 @@ class _Evaluator:
         self._last_decision = None if kind else (where, codes, count)
 
 
+def _block_moves(eqn, extents: tuple) -> dict:
+    """Per block mapping and grid axis, whether a step along the axis changes the mapping's block
+    (bit 1), or keeps it by arithmetic (bit 2), anywhere on the grid; for the index maps that
+    follow the grid positions alone (one that reads a scalar-prefetched table follows data and is
+    left out). A block kept because a select chose a constant at both steps (a hidden pair's key
+    block named 0, `where(visible, j, 0)`), or by an integer quotient or remainder (`h // group`),
+    is kept by a decision whose outcomes, and whose divisor, are held to the checked ones
+    already, and counts as neither."""
+    if _size(extents) == 0 or _size(extents) > ELEMENT_BUDGET // 16:
+        return {}
+    positions = []
+    for axis, extent in enumerate(extents):
+        shape = [1] * len(extents)
+        shape[axis] = extent
+        positions.append(np.arange(extent, dtype=np.int32).reshape(shape))
+    moves = {}
+    mapping = eqn.params.get("grid_mapping")
+    for b, block in enumerate(getattr(mapping, "block_mappings", ()) or ()):
+        index_map = getattr(block, "index_map_jaxpr", None)
+        if index_map is None:
+            continue
+        inner = index_map.jaxpr
+        evaluator = _Evaluator()  # its own facts: the kernel's decisions were evaluated in _kernel
+        evaluator.values = {}
+        ctx = _Ctx("index map", _Scope(grid=extents), len(extents), positions=tuple(positions))
+        args = positions[:len(inner.invars)] + [UNKNOWN] * max(0, len(inner.invars) - len(positions))
+        try:
+            outs = evaluator.jaxpr(inner, [evaluator._const(c, ctx.axes) for c in index_map.consts], args, ctx,
+                                   "index map")
+        except Exception:  # not evaluated: its decisions were (in _kernel), its moves are not followed
+            continue
+        if not outs or not all(_known(o) for o in outs):
+            continue
+
+        def over_grid(value):
+            value = np.asarray(value)
+            return np.broadcast_to(value.reshape(value.shape[:len(extents)] + (1,) * (len(extents) - value.ndim)),
+                                   extents)
+        blocks = np.stack([over_grid(o) for o in outs])
+        chosen = np.stack([over_grid(_constant_chosen(inner, var, evaluator.values)) for var in inner.outvars])
+        for axis, extent in enumerate(extents):
+            if extent < 2:
+                continue
+            changed = np.any(np.diff(blocks, axis=axis + 1) != 0, axis=0)
+            later = [slice(None)] * (len(extents) + 1)
+            later[axis + 1] = slice(1, None)
+            earlier = list(later)
+            earlier[axis + 1] = slice(None, -1)
+            # A kept step is the arithmetic's where a component that moves along the axis somewhere
+            # was not a constant chosen by a select at both of its steps.
+            moving = np.any(np.diff(blocks, axis=axis + 1) != 0, axis=tuple(range(1, len(extents) + 1)))
+            by_choice = np.all(chosen[tuple(later)] & chosen[tuple(earlier)] | ~moving.reshape((-1,) + (1,) * len(extents)),
+                               axis=0)
+            kept = ~changed & ~by_choice
+            moves[(b, axis)] = int(bool(changed.any())) | (int(bool(kept.any())) << 1)
+    return moves
+
+
+def _constant_chosen(jaxpr, var, values) -> np.ndarray:
+    """Where an index map's output keeps its value by a choice (through conversions and calls): a
+    constant a select chose, or an integer quotient or remainder; a bool array over the grid
+    positions (False where it is computed otherwise)."""
+    producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
+    eqn = producers.get(id(var))
+    while eqn is not None and eqn.primitive.name in ("convert_element_type", "reshape", "squeeze",
+                                                     "broadcast_in_dim"):
+        eqn = producers.get(id(eqn.invars[0]))
+    body = next((eqn.params.get(k) for k in _CALLS if eqn is not None and eqn.params.get(k) is not None), None)
+    if body is not None:  # a call (jnp.where is jitted): the value its own program returns
+        inner = getattr(body, "jaxpr", body)
+        return _constant_chosen(inner, inner.outvars[list(map(id, eqn.outvars)).index(id(var))], values) \
+            if hasattr(inner, "outvars") and id(var) in map(id, eqn.outvars) else np.zeros((), bool)
+    if eqn is not None and eqn.primitive.name in ("div", "rem") and _dtype(eqn.outvars[0].aval).kind in "iu":
+        # A quotient (a group of heads sharing a key head, `h // (HQ / HKV)`) or a remainder keeps
+        # its value over runs of steps by what its divisor is: a number of the program that must
+        # follow the sizes (program_identity), and whose sign is a decision here already.
+        return np.ones((), bool)
+    if eqn is None or eqn.primitive.name != "select_n":
+        return np.zeros((), bool)
+
+    def value(v):
+        return np.asarray(v.val) if type(v).__name__ == "Literal" else values.get(id(v))
+    predicate, cases = value(eqn.invars[0]), [value(v) for v in eqn.invars[1:]]
+    if not _known(predicate) or not all(_known(c) for c in cases):
+        return np.zeros((), bool)
+    choice = np.clip(predicate.astype(np.int64), 0, len(cases) - 1)
+    constant = np.array([c.size > 0 and _uniform(c) for c in cases])
+    return constant[choice]
+
+
+def _move_problems(scope_key: str, full: _Scope, checked: list) -> list[str]:
+    """A block the full-size grid keeps along an axis where every checked grid changed it (an
+    index map that is the identity where checked and holds a block still at the full size, by
+    arithmetic no decision sees) is a copy the estimate skips for work the chip must do."""
+    problems = []
+    for (b, axis), bits in sorted(full.moves.items()):
+        seen = [c.moves[(b, axis)] for c in checked if (b, axis) in c.moves]
+        if not seen:
+            continue  # the axis has one step where checked: nothing to hold the full size to
+        union = 0
+        for s in seen:
+            union |= s
+        if bits & ~union & 2:
+            problems.append(f"{scope_key} index map {b}: at the full size a step along grid axis {axis} keeps "
+                            f"the block it names, where every checked grid's steps along that axis changed it "
+                            f"(a block held still only at the full size is a copy the estimate skips)")
+    return problems
+
+
 COMBINED = "(decisions combined)"
 MAX_COMBINED = 16  # decisions one combination may join (its outcome is their outcomes' tuple)
 
@@ -1127,6 +1247,7 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
                 problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked size "
                                 f"decided (checked: {_outcome_names(key, seen) or 'never reached'})")
         problems += _combination_problems(scope_key, scope, others)
+        problems += _move_problems(scope_key, scope, others)
     keys = sorted(folded)
     combinations = [tuple(folded[k][s] for k in keys) for s in range(len(checked) + 1)]
     # Covered: one checked size made every choice the full size makes (a decision over many elements

@@ -535,6 +535,16 @@ class DecisionCoverageTest(unittest.TestCase):
             return (k.astype(jnp.float32) * scale).astype(jnp.int32)
         self.assertUnproven(compare(_summed_columns(column)), "convert_element_type", "cut from a fraction")
 
+    def test_a_block_held_by_a_rounded_smooth_function_only_at_the_full_size_is_not_proven(self):
+        # k * g + 0.5 cut to an integer: the cut drops a fraction at every size (its outcomes are
+        # the checked ones), yet from row block 8 on g is 0.01 and the column block is 0 for every
+        # k: the map keeps its block along k only at the full size.
+        def column(i, k):
+            scale = 1.0 - 0.99 * jnp.tanh(jnp.exp((i.astype(jnp.float32) - 7.5) * 40.0))
+            return (k.astype(jnp.float32) * scale + 0.5).astype(jnp.int32)
+        self.assertUnproven(compare(_summed_columns(column)), "index map 0", "grid axis 1",
+                            "keeps the block")
+
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
         identity = compare(first_and_last_steps)
         self.assertTrue(identity.proven, identity.unproven)
