@@ -10,10 +10,11 @@ an operand chosen at run time reads that part only, as XLA's own generic cost an
     operand once per index;
   * a dynamic-slice reads its start indices and its slice (its result).
 
-Inside a fusion, an operand used only by such ops (as the array they slice) is bounded by the slices
-they take of it. The sum over the module's ops, an op in a loop body with a static trip count
-counted per trip (hlo_loops.py), is what the program can move at most; XLA's model counts each op
-once, so the sum is larger than any figure it could honestly give.
+A fusion may read an operand once for each of its uses (the paths from the parameter to the fusion's
+root, as XLA's fusion cost analysis counts them), and an operand that gathers or dynamic-slices take
+slices of only those slices. The sum over the module's ops, an op in a loop body with a static trip
+count counted per trip (hlo_loops.py), is what the program can move at most; XLA's model counts
+each op once, so the sum is larger than any figure it could honestly give.
 
 Why it is needed: XLA's TPU model charges a gather about 64 KiB per gathered element whatever it
 reads (measured here, jax 0.10.2, libtpu 0.0.42.1, deviceless v5e: `jnp.take_along_axis` of
@@ -35,7 +36,7 @@ _DTYPE_BYTES = {"pred": 1, "s4": 0.5, "u4": 0.5, "s8": 1, "u8": 1, "s16": 2, "u1
 _ARRAY = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*|token)\[([\d,]*)\](?:\{([^{}]*)\})?")
 _TILE = re.compile(r"T\(([\d,]+)\)")
 _COMPUTATION = re.compile(r"^\s*(ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
-_INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
+_INSTRUCTION = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 _OPCODE = re.compile(r"^([\w\-]+)\((.*)$")
 _CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
 _TO_APPLY = re.compile(r"\bto_apply=%?([\w.\-]+)")
@@ -89,6 +90,7 @@ class _Op:
     operands: list[str]
     tail: str
     parameter: int | None = None
+    root: bool = False
 
 
 def _parse(hlo_text: str) -> tuple[dict[str, list[_Op]], set[str]]:
@@ -106,7 +108,7 @@ def _parse(hlo_text: str) -> tuple[dict[str, list[_Op]], set[str]]:
         match = _INSTRUCTION.match(line) if current is not None else None
         if not match:
             continue
-        name, rest = match.groups()
+        root, name, rest = match.groups()
         shape, after = hlo_loops.split_shape(rest)
         op = _OPCODE.match(after)
         if not op:
@@ -120,27 +122,32 @@ def _parse(hlo_text: str) -> tuple[dict[str, list[_Op]], set[str]]:
         if opcode != "call":
             fused.update(_TO_APPLY.findall(tail))
         operands = [] if opcode in ("constant", "parameter", "iota") else hlo_loops.operand_names(tail)
-        current.append(_Op(name, opcode, shape, operands, tail, parameter))
+        current.append(_Op(name, opcode, shape, operands, tail, parameter, bool(root)))
     return computations, fused
 
 
 def _fusion_operand_reads(body: list[_Op]) -> dict[int, float]:
-    """{parameter number: the most bytes read of it} for the fusion body's parameters used only as
-    the array a gather or dynamic-slice takes slices of: the slices' bytes (more than the array
-    holds where indices repeat: each slice is read). The others are absent (read whole, once)."""
+    """{parameter number: how many times over the fusion may read it} (a multiple of its bytes).
+
+    The fusion evaluated op by op, each use reading its operand afresh: the paths from the
+    parameter to the root, as XLA's own fusion cost analysis counts them (an operand used by two
+    ops that both reach the root may be read twice), except that a gather or dynamic-slice reads
+    only its slices of its operand 0 (their bytes over the operand's: each slice read, more than
+    the array holds where indices repeat). A parameter no path reaches is not read."""
     shapes = {op.name: op.shape for op in body}
-    users: dict[str, list[tuple[_Op, int]]] = {}
-    for op in body:
-        for position, operand in enumerate(op.operands):
-            users.setdefault(operand, []).append((op, position))
-    reads: dict[int, float] = {}
-    for op in body:
-        if op.opcode != "parameter" or op.parameter is None:
+    needed: dict[str, float] = {op.name: 1.0 for op in body if op.root}
+    for op in reversed(body):   # HLO text defines each value before its uses
+        times = needed.get(op.name, 0.0)
+        if not times:
             continue
-        uses = users.get(op.name, [])
-        if uses and all(user.opcode in _SLICING and position == 0 for user, position in uses):
-            reads[op.parameter] = sum(shape_bytes(shapes[user.name]) for user, _ in uses)
-    return reads
+        for position, operand in enumerate(op.operands):
+            share = 1.0
+            if op.opcode in _SLICING and position == 0:
+                whole = shape_bytes(shapes.get(operand, ""))
+                share = shape_bytes(op.shape) / whole if whole else 1.0
+            needed[operand] = needed.get(operand, 0.0) + times * share
+    return {op.parameter: needed.get(op.name, 0.0) for op in body
+            if op.opcode == "parameter" and op.parameter is not None}
 
 
 _WHILE = re.compile(r"\bcondition=%?([\w.\-]+).*?\bbody=%?([\w.\-]+)")
@@ -161,7 +168,7 @@ def _loop_conditions(hlo_text: str) -> dict[str, tuple[str, str]]:
 def op_bounds(hlo_text: str) -> dict[str, float]:
     """{instruction: the most bytes it can move}, for every scheduled instruction (outside fusion
     bodies): its operands' and results' bytes as laid out, where a gather or dynamic-slice reads
-    only its slices (and, in a fusion, an operand used only by such ops only theirs)."""
+    only its slices, and a fusion reads each operand once per use (_fusion_operand_reads)."""
     computations, fused = _parse(hlo_text)
     bounds: dict[str, float] = {}
     for computation, ops in computations.items():
@@ -178,7 +185,7 @@ def op_bounds(hlo_text: str) -> dict[str, float]:
             elif op.opcode == "fusion":
                 called = _CALLS.search(op.tail)
                 reads = _fusion_operand_reads(computations.get(called.group(1), [])) if called else {}
-                operands = [reads.get(i, b) for i, b in enumerate(operands)]
+                operands = [b * reads.get(i, 1.0) for i, b in enumerate(operands)]
             bounds[op.name] = result + sum(operands)
     return bounds
 

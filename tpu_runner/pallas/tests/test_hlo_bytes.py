@@ -69,14 +69,30 @@ class GatherBounds(unittest.TestCase):
         self.assertEqual(hlo_bytes.op_bounds(module)["gather_fusion"], 16384 * 4 + 2 * 16384 * 128 * 4)
 
     def test_an_operand_also_read_otherwise_counts_whole(self):
+        # a negation that reaches the root reads the whole table; one that does not reads nothing
         module = gather_module(second_use="%neg.1 = f32[65536,128]{1,0:T(8,128)} negate(%param_0.2)")
-        self.assertEqual(hlo_bytes.op_bounds(module)["gather_fusion"], 65536 * 128 * 4 + 1024 * 4 + 8 * 128 * 4)
+        self.assertEqual(hlo_bytes.op_bounds(module)["gather_fusion"], 1024 * 4 + 2 * 8 * 128 * 4)
+        module = module.replace("ROOT %copy.1", "%copy.1").replace(
+            "copy(%gather.3)\n", "copy(%gather.3)\n  ROOT %t.2 = (f32[8,128]{1,0:T(8,128)}, "
+            "f32[65536,128]{1,0:T(8,128)}) tuple(%copy.1, %neg.1)\n")
+        self.assertEqual(hlo_bytes.op_bounds(module)["gather_fusion"],
+                         1024 * 4 + 8 * 128 * 4 + 65536 * 128 * 4 + 8 * 128 * 4)
+
+    def test_an_operand_is_read_once_per_use(self):
+        # the indices reach the gather twice (as XLA's fusion cost analysis counts such uses)
+        module = gather_module().replace(
+            "custom-call(%param_1.5)",
+            "custom-call(%add.2)").replace(
+            "  %custom-call.1 =",
+            "  %add.2 = s32[8]{0:T(1024)} add(%param_1.5, %param_1.5)\n  %custom-call.1 =")
+        self.assertEqual(hlo_bytes.op_bounds(module)["gather_fusion"], 2 * 1024 * 4 + 2 * 8 * 128 * 4)
 
     def test_the_golden_take_along_axis(self):
         bounds = hlo_bytes.op_bounds(TAKE_ALONG_AXIS)
-        # indices s32[32768], the gathered f32[4096,8] (as laid out in the gather: 128 lanes a row),
-        # the result f32[32768]: not the 2 MiB table once per index.
-        self.assertEqual(bounds["gather_fusion"], 32768 * 4 + 4096 * 128 * 4 + 32768 * 4)
+        # indices s32[32768] (twice: XLA splits each into two bit fields), the gathered f32[4096,8]
+        # (as laid out in the gather: 128 lanes a row), the result f32[32768]: not the 2 MiB table
+        # once per index.
+        self.assertEqual(bounds["gather_fusion"], 2 * 32768 * 4 + 4096 * 128 * 4 + 32768 * 4)
         bound = hlo_bytes.program_bound(TAKE_ALONG_AXIS)
         self.assertIsNotNone(bound.bytes)
         self.assertLess(bound.bytes, 30e6)
@@ -120,12 +136,14 @@ class XlaModelWithinTheBound(unittest.TestCase):
                 if name not in inner and op.opcode not in ("parameter", "get-tuple-element", "tuple", "bitcast"):
                     held += hlo_bytes.shape_bytes(op.shape) + sum(hlo_bytes.shape_bytes(shapes[o]) for o in op.operands)
         self.assertLess(held, 40e6)
-        # The bytes priced are at most what the ops hold (before: 2.18 GB, 86x), and so is the time
-        # (XLA's figure for them: bytes at the bandwidth, and 0.13 us of the model's own beside).
-        self.assertLessEqual(TAKE_ALONG_AXIS_COST["bytes accessed"] - est.xla_excess_bytes, held)
+        # The bytes priced are about what the ops hold (before: 2.18 GB, 86x): at most 5% more, the
+        # indices a fusion may read once per use (up to six times in the select: 1 MiB); and so is
+        # the time (XLA's figure for them: bytes at the bandwidth, and 0.13 us of its own beside).
+        priced = TAKE_ALONG_AXIS_COST["bytes accessed"] - est.xla_excess_bytes
+        self.assertLessEqual(priced, 1.05 * held)
         self.assertGreater(est.xla_model_seconds, 0.0)
-        self.assertLessEqual(est.xla_model_seconds, 1.01 * held / bandwidth)
-        self.assertLessEqual(est.seconds, 1.01 * held / bandwidth)
+        self.assertLessEqual(est.xla_model_seconds, 1.06 * held / bandwidth)
+        self.assertLessEqual(est.seconds, 1.06 * held / bandwidth)
 
     def test_a_model_within_the_bound_is_kept(self):
         bound = hlo_bytes.program_bound(TAKE_ALONG_AXIS).bytes
