@@ -1,8 +1,9 @@
 """The most bytes the ops of an optimized HLO module can move: a bound on XLA's `bytes accessed`.
 
-XLA's cost model (`cost_analysis()`) is a sum over the scheduled ops, and no op can read or write
-more than what its operands and results hold, as laid out in memory (each array's minor dimensions
-padded to its tile: `f32[4096,8]{1,0:T(8,128)}` holds 4096 x 128 floats). An op that reads part of
+XLA's cost model (`cost_analysis()`) is a sum over the scheduled ops, and no op moves more than its
+operands and results hold, as laid out in memory (each array's minor dimensions padded to its tile:
+`f32[4096,8]{1,0:T(8,128)}` holds 4096 x 128 floats), a fusion's operands read once per use (below).
+An op that reads part of
 an operand chosen at run time reads that part only, as XLA's own generic cost analysis
 (HloCostAnalysis::HandleGather, HandleDynamicSlice) counts it:
 
@@ -21,7 +22,7 @@ reads (measured here, jax 0.10.2, libtpu 0.0.42.1, deviceless v5e: `jnp.take_alo
 f32[4096,128] at s32[4096,8] is charged 2.154 GB for a 2 MiB operand, 128 KiB of indices and a
 128 KiB result; 4x fewer index rows, 4x fewer bytes; a 2x wider operand, the same). A program's bytes
 beyond the bound are bytes no op can move: the estimator takes their time back out of XLA's model
-(tpu_estimate.xla_model_seconds).
+(tpu_estimate.model_within_bound).
 """
 from __future__ import annotations
 
