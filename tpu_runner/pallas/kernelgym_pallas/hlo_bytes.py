@@ -42,6 +42,7 @@ _OPCODE = re.compile(r"^([\w\-]+)\((.*)$")
 _CALLS = re.compile(r"\bcalls=%?([\w.\-]+)")
 _TO_APPLY = re.compile(r"\bto_apply=%?([\w.\-]+)")
 _PARAMETER = re.compile(r"^\s*(\d+)\s*\)")
+_MOSAIC = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*\bcustom-call\(.*custom_call_target=\"tpu_custom_call\"", re.M)
 # Ops that read a part of their operand 0 chosen at run time: that part is their result.
 _SLICING = ("gather", "dynamic-slice")
 # Ops that move no bytes of their own (views, the program's inputs, the parts of a tuple).
@@ -200,8 +201,15 @@ class ByteBound:
 def program_bound(hlo_text: str, loops: hlo_loops.ModuleLoops | None = None) -> ByteBound:
     """The most bytes the module's ops can move, each op counted on every trip of the loops around
     it; no bound where an op sits in a loop without a static trip count (how XLA's model counts it
-    is not known) or the module has no op."""
+    is not known), where the module has a Mosaic kernel (its grid may read an operand many times),
+    or where it has no op."""
     loops = loops if loops is not None else hlo_loops.module_loops(hlo_text)
+    mosaic = _MOSAIC.search(hlo_text)
+    if mosaic:
+        # A Mosaic kernel's grid may fetch an operand's blocks many times over (XLA's own ragged-dot
+        # kernel in megablox_gmm's reference is charged 134 MB beyond its operands and result, the
+        # weights read again for every group): no bound is known for it.
+        return ByteBound(None, f"Mosaic kernel {mosaic.group(1)} may read its operands more than once")
     bounds = op_bounds(hlo_text)
     if not bounds:
         return ByteBound(None, "no scheduled op in the module")

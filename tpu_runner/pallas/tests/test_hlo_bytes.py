@@ -115,6 +115,23 @@ class LoopsInTheBound(unittest.TestCase):
         self.assertIn("run time", bound.why)
 
 
+class MosaicKernels(unittest.TestCase):
+    def test_a_program_with_a_mosaic_kernel_has_no_bound(self):
+        # A kernel's grid may fetch an operand's blocks again and again: XLA charges XLA's own
+        # ragged-dot kernel (megablox_gmm's reference) 134 MB beyond its operands and result.
+        module = gather_module().replace(
+            "  ROOT %gather_fusion =",
+            "  %k.1 = f32[8,128]{1,0:T(8,128)} custom-call(%i.1), custom_call_target=\"tpu_custom_call\"\n"
+            "  ROOT %gather_fusion =")
+        bound = hlo_bytes.program_bound(module)
+        self.assertIsNone(bound.bytes)
+        self.assertIn("k.1", bound.why)
+        self.assertEqual(tpu_estimate.model_within_bound(1e-3, {"bytes accessed": 1e12}, module, None, 1e12),
+                         (1e-3, 0.0))
+        # other custom calls (XLA's index packing, `ConcatBitcast`) are bounded by what they hold
+        self.assertIsNotNone(hlo_bytes.program_bound(gather_module()).bytes)
+
+
 class XlaModelWithinTheBound(unittest.TestCase):
     """XLA's TPU model charges a gather about 64 KiB per gathered element: the golden program is
     charged 2.18 GB, 2,962 us at v5e's 737.7e9 B/s, for ops that hold about 25 MB."""
