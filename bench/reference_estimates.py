@@ -136,6 +136,7 @@ def _estimate_in(task_dir: pathlib.Path, target_name: str) -> dict:
         e = kept[-1]
         row.update(reasons=list(e.reasons), mosaic_us=e.mosaic_seconds * 1e6, xla_us=e.xla_seconds * 1e6,
                    xla_floor_us=e.xla_floor_seconds * 1e6, xla_llo_cycles=e.xla_llo_cycles,
+                   xla_excess_bytes=getattr(e, "xla_excess_bytes", 0.0),
                    kernels=[k.as_json() for k in e.kernels])
     return row
 
@@ -191,16 +192,19 @@ def judged(row: dict) -> dict:
 
 
 def table(rows: dict) -> str:
-    lines = ["| task | reference estimate | XLA model | trusted | HBM floor | MXU floor | estimate / floor | flag |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| task | reference estimate | XLA model | XLA bytes beyond the ops' bound | trusted | HBM floor | MXU floor "
+             "| estimate / floor | flag |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for task_id in sorted(rows):
         r = judged(rows[task_id])
         if "estimated_us" not in r:
-            lines.append(f"| {task_id} | {r.get('error', 'not run').splitlines()[0][:80]} | | | | | | |")
+            lines.append(f"| {task_id} | {r.get('error', 'not run').splitlines()[0][:80]} | | | | | | | |")
             continue
         ratio = f"{r['ratio']:.1f}x" if r["ratio"] is not None else "-"
         why = "; ".join(r.get("reasons") or ([r["error"].splitlines()[0]] if r.get("error") else []))[:160]
-        lines.append(f"| {task_id} | {r['estimated_us']:.1f} us | {r['xla_model_us']:.1f} us | "
+        excess = r.get("xla_excess_bytes")
+        excess = "-" if excess is None else f"{excess / 1e9:.2f} GB" if excess else "0"
+        lines.append(f"| {task_id} | {r['estimated_us']:.1f} us | {r['xla_model_us']:.1f} us | {excess} | "
                      f"{'yes' if r['trusted'] else 'no: ' + why} | {r['hbm_floor_us']:.1f} us | "
                      f"{r['mxu_floor_us']:.1f} us | {ratio} | {', '.join(r['flags'])} |")
     return "\n".join(lines)

@@ -76,6 +76,9 @@ def _operands(text: str) -> list[str]:
     return names
 
 
+operand_names = _operands
+
+
 def split_shape(rest: str) -> tuple[str, str]:
     """An instruction's right-hand side as (its result shape, what follows): a tuple's `(...)`
     (its layouts hold parentheses too) or one array type, up to the first space."""

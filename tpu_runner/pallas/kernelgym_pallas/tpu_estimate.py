@@ -29,7 +29,9 @@ jax is imported):
 
 Both add the XLA ops around the kernels, priced by XLA's cost model (`cost_analysis()
 ["optimal_seconds"]`, which sees nothing inside a Mosaic kernel and, on TPU, is erratic around an
-XLA while loop; its -1 s for each op it cannot price is taken back out, xla_model_seconds), floored by the ops' own static cycles at CLOCK_HZ (the chip's clock): in "bundles" mode their final
+XLA while loop; its -1 s for each op it cannot price is taken back out, xla_model_seconds, and so is
+the time of the bytes it charges beyond what the ops can move, model_within_bound: a gather charged
+~64 KiB per gathered element), floored by the ops' own static cycles at CLOCK_HZ (the chip's clock): in "bundles" mode their final
 schedules (each bundle times its loops' trip counts, as for a kernel; an op in the body of an XLA
 while loop with a static trip count, hlo_loops.py, times that count), in "profile" mode their
 static profile. Each is a lower bound that misses something: XLA's model prices a convolution or
@@ -92,7 +94,7 @@ import pathlib
 import re
 import shutil
 
-from . import hlo_loops, llo_schedule, pipeline_model
+from . import hlo_bytes, hlo_loops, llo_schedule, pipeline_model
 
 # Schedules count chip cycles: they are converted at the chip's clock (the notes say why it is no
 # longer XLA_EQUIVALENT_CLOCK_HZ).
@@ -452,6 +454,31 @@ def xla_model_seconds(cost: dict, hlo_text: str) -> tuple[float, str | None]:
         return 0.0, (f"XLA's cost model gave {total:.6g} s with {len(unpriced)} op(s) it prices at -1 s (e.g. "
                      f"{unpriced[0]}): the two readings of their count disagree, so the model is not used")
     return total + len(unpriced), None
+
+
+def model_within_bound(seconds: float, cost: dict, hlo_text: str, loops: hlo_loops.ModuleLoops | None,
+                       bandwidth: float) -> tuple[float, float]:
+    """XLA's model (`seconds`, read back by xla_model_seconds) less the time of the bytes it counts
+    beyond the most the program's ops can move (hlo_bytes.program_bound: each op's operands and
+    results as laid out, a gather's indices and gathered slices rather than its operand per index);
+    returns (seconds, the bytes taken out).
+
+    XLA's TPU model charges a gather about 64 KiB per gathered element, and a scatter likewise
+    (hlo_bytes.py): moe_topk_router's reference, three gathers of 32,768 elements from arrays of
+    128 KiB-2 MiB, was charged 5.64 GB, 19x what all its ops hold, and priced at 7.6 ms against its
+    schedules' 0.56 ms. A sum over ops above the sum of their bounds is over-charged by at least the
+    difference: that difference is taken out at the bandwidth XLA's model prices bytes at
+    (HBM_BYTES_PER_S is read off it), so an over-charged op keeps at least its bound's time. A
+    program within the bound, or one that cannot be bounded (an op in a loop without a static trip
+    count), keeps XLA's figure as it is."""
+    counted = float(cost.get("bytes accessed", 0.0) or 0.0)
+    if seconds <= 0 or counted <= 0:
+        return seconds, 0.0
+    bound = hlo_bytes.program_bound(hlo_text, loops)
+    if bound.bytes is None or counted <= bound.bytes:
+        return seconds, 0.0
+    excess = counted - bound.bytes
+    return max(0.0, seconds - excess / bandwidth), excess
 
 
 # ---- ops that share one compiled program --------------------------------------------------------
@@ -816,6 +843,7 @@ class Estimate:
     reasons: list[str]
     kernels: list[KernelProfile]
     xla_floor_seconds: float = 0.0   # the XLA ops' schedules, each the larger of its cycles and its DMAs' bytes
+    xla_excess_bytes: float = 0.0    # bytes XLA's model counted beyond what the ops can move (taken out)
 
     @property
     def microseconds(self) -> float:
@@ -1106,6 +1134,8 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
                        f"{uncounted[0]}): counted once")
     # XLA's model, with the -1 s it counts for each op it cannot price taken back out.
     xla_model, model_reason = xla_model_seconds(compiled.cost, hlo_text)
+    # ... and without the bytes it charges beyond what the ops can move (gathers, scatters).
+    xla_model, xla_excess = model_within_bound(xla_model, compiled.cost, hlo_text, loops, bandwidth)
     # Each source misses something. XLA's model prices transcendentals at nothing (exp(sin(x) x)
     # on 16M floats: the profile 432,950 cycles, the model a copy's time) and convolutions as if
     # the MXU were full; the static figures count a loop's body once and know no HBM bandwidth.
@@ -1119,6 +1149,6 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     seconds = mosaic_seconds + xla_seconds
     return Estimate(seconds=seconds, mosaic_cycles=mosaic_cycles, mosaic_seconds=mosaic_seconds,
                     xla_seconds=xla_seconds, xla_model_seconds=xla_model, xla_llo_cycles=xla_llo,
-                    xla_floor_seconds=xla_floor,
+                    xla_floor_seconds=xla_floor, xla_excess_bytes=xla_excess,
                     method=METHODS[mode], mode=mode, trusted=not reasons and seconds > 0, reasons=reasons,
                     kernels=profiles)

@@ -586,6 +586,29 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertFalse(two_as_candidate.trusted)
         self.assertLess(two_as_candidate.kernels[0].estimated_cycles, two.kernels[0].estimated_cycles)
 
+    def test_a_small_gather_is_priced_by_the_bytes_it_moves(self):
+        # moe_topk_router's reference gathers 8 of 128 values a row (take_along_axis): XLA's TPU
+        # model charges it about 64 KiB a gathered element (2.18 GB here, for ops that hold 25 MB).
+        import jax
+        import jax.numpy as jnp
+        from kernelgym_pallas import hlo_bytes, tpu_target
+
+        def pick(p, i):
+            return jnp.take_along_axis(p, i, axis=1)
+
+        specs = [jax.ShapeDtypeStruct((4096, 128), jnp.float32), jax.ShapeDtypeStruct((4096, 8), jnp.int32)]
+        tpu_estimate.clear_dump(self.dump)
+        compiled = tpu_target.compile_for(self.target, tpu_estimate.fresh(pick), specs)
+        est = tpu_estimate.estimate(pick, specs, self.target, self.dump, compiled=compiled)
+        self.assertTrue(est.trusted, est.reasons)
+        bound = hlo_bytes.program_bound(compiled.executable.as_text()).bytes
+        bandwidth = tpu_estimate.HBM_BYTES_PER_S["v6e"]
+        self.assertGreater(compiled.cost["bytes accessed"], 50 * bound)
+        self.assertLessEqual(compiled.cost["bytes accessed"] - est.xla_excess_bytes, bound)
+        self.assertLessEqual(est.xla_model_seconds, 1.01 * bound / bandwidth)
+        # what is left is the larger of that and the ops' own schedules, far below XLA's figure
+        self.assertLess(est.seconds, compiled.cost["optimal_seconds"] / 5)
+
     def test_two_calls_of_one_kernel_are_both_priced(self):
         # Two pallas_calls of one kernel on arrays of one shape (mla_attention's k and v
         # up-projections) compile to one program, which libtpu dumps once: the second call was
