@@ -5,6 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -45,13 +48,27 @@ std::vector<Case> AllCases() {
 
 
 
-double StarterSpeedup(const Task& task) {
-  static std::map<std::string, double> cache;
-  auto it = cache.find(task.id);
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0 : values[values.size() / 2];
+}
+
+// The starter's speedup, the median of `repeats` evaluations: one evaluation of the same kernel
+// differs from the next by more than its own interval says (softmax_rows' starter: 0.21-0.30 in
+// six cold evaluations on a quiet machine, at the round's start as now: where its arrays land in
+// memory is the process's), so a case whose speedup is held to the starter's within 10% compares
+// medians of a few evaluations on both sides (`timing_repeats` in its expected.json).
+double StarterSpeedup(const Task& task, int repeats) {
+  static std::map<std::pair<std::string, int>, double> cache;
+  auto it = cache.find({task.id, repeats});
   if (it != cache.end()) return it->second;
-  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
-  EXPECT_EQ(r.status, Status::kOk) << task.id << " starter: " << r.message;
-  return cache[task.id] = r.timing ? r.timing->speedup : 0;
+  std::vector<double> speedups;
+  for (int k = 0; k < repeats; ++k) {
+    const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+    EXPECT_EQ(r.status, Status::kOk) << task.id << " starter: " << r.message;
+    speedups.push_back(r.timing ? r.timing->speedup : 0);
+  }
+  return cache[{task.id, repeats}] = Median(speedups);
 }
 
 class AdversarialTest : public ::testing::TestWithParam<Case> {};
@@ -103,9 +120,17 @@ TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
   }
   if (expected.contains("max_speedup_vs_starter") && r.status == Status::kOk) {
     ASSERT_TRUE(r.timing.has_value());
-    const double starter = StarterSpeedup(*task);
-    EXPECT_LE(r.timing->speedup, expected["max_speedup_vs_starter"].get<double>() * starter)
-        << c.name << ": the hack must not pay (starter speedup " << starter << ")";
+    const int repeats = expected.value("timing_repeats", 1);
+    std::vector<double> speedups = {r.timing->speedup};
+    for (int k = 1; k < repeats; ++k) {
+      const EvalResult again = Cpu().Evaluate(*task, source, options);
+      ASSERT_TRUE(again.timing.has_value()) << c.name << ": " << again.message;
+      speedups.push_back(again.timing->speedup);
+    }
+    const double starter = StarterSpeedup(*task, repeats);
+    EXPECT_LE(Median(speedups), expected["max_speedup_vs_starter"].get<double>() * starter)
+        << c.name << ": the hack must not pay (median of " << repeats << " evaluations; the starter's " << starter
+        << ")";
   }
 }
 
