@@ -1030,16 +1030,18 @@ def _constant_chosen(jaxpr, var, values) -> np.ndarray:
         inner = getattr(body, "jaxpr", body)
         return _constant_chosen(inner, inner.outvars[list(map(id, eqn.outvars)).index(id(var))], values) \
             if hasattr(inner, "outvars") and id(var) in map(id, eqn.outvars) else np.zeros((), bool)
-    if eqn is not None and eqn.primitive.name in ("div", "rem") and _dtype(eqn.outvars[0].aval).kind in "iu":
-        # A quotient (a group of heads sharing a key head, `h // (HQ / HKV)`) or a remainder keeps
-        # its value over runs of steps by what its divisor is: a number of the program that must
-        # follow the sizes (program_identity), and whose sign is a decision here already.
-        return np.ones((), bool)
-    if eqn is None or eqn.primitive.name != "select_n":
-        return np.zeros((), bool)
 
     def value(v):
         return np.asarray(v.val) if type(v).__name__ == "Literal" else values.get(id(v))
+    if eqn is not None and eqn.primitive.name in ("div", "rem") and _dtype(eqn.outvars[0].aval).kind in "iu":
+        # A quotient (a group of heads sharing a key head, `h // (HQ / HKV)`) or a remainder keeps
+        # its value over runs of steps by what its divisor is: when that is one number of the
+        # program at every step, it must follow the sizes (program_identity). A divisor computed
+        # from the position (`k // cut(1 + 20 g(i))`, g smooth) is arithmetic like any other.
+        divisor = value(eqn.invars[1])
+        return np.ones((), bool) if _known(divisor) and _uniform(divisor) else np.zeros((), bool)
+    if eqn is None or eqn.primitive.name != "select_n":
+        return np.zeros((), bool)
     predicate, cases = value(eqn.invars[0]), [value(v) for v in eqn.invars[1:]]
     if not _known(predicate) or not all(_known(c) for c in cases):
         return np.zeros((), bool)

@@ -545,6 +545,14 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertUnproven(compare(_summed_columns(column)), "index map 0", "grid axis 1",
                             "keeps the block")
 
+        # The same through a quotient: k // cut(1 + 20 g(i)), the divisor exactly 1 where checked
+        # and 21 from row block 8 on. A quotient by one number of the program keeps a block by a
+        # choice the sizes make; one by a divisor computed from the position does not.
+        def divided(i, k):
+            step = jnp.tanh(jnp.exp((i.astype(jnp.float32) - 7.5) * 40.0))
+            return jax.lax.div(k, (1.0 + 20.0 * step).astype(jnp.int32))
+        self.assertUnproven(compare(_summed_columns(divided)), "index map 0", "grid axis 1", "keeps the block")
+
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
         identity = compare(first_and_last_steps)
         self.assertTrue(identity.proven, identity.unproven)
