@@ -1,29 +1,19 @@
 #include "tpu_runner/pallas/reference_estimate_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include "tpu_runner/pallas/content_entry.h"
 
 namespace kernelgym {
 
 namespace {
 
 constexpr int kEntryFormat = 1;
-
-std::optional<std::string> ReadWhole(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 }  // namespace
 
@@ -42,7 +32,7 @@ std::string ReferenceEstimateKey::Material() const {
 ReferenceEstimateCache::ReferenceEstimateCache(std::filesystem::path dir) : dir_(std::move(dir)) {}
 
 std::string ReferenceEstimateCache::FileName(const ReferenceEstimateKey& key) {
-  return Sha256Hex({key.Material()}) + ".json";
+  return ContentEntryFile({}, key.Material()).filename().string();
 }
 
 std::optional<judge::ReferenceEstimate> ReferenceEstimateCache::Find(const ReferenceEstimateKey& key) {
@@ -52,16 +42,12 @@ std::optional<judge::ReferenceEstimate> ReferenceEstimateCache::Find(const Refer
     if (auto it = memory_.find(material); it != memory_.end()) return it->second;
   }
   if (dir_.empty()) return std::nullopt;
-  const std::optional<std::string> text = ReadWhole(dir_ / FileName(key));
-  if (!text) return std::nullopt;
-  // An entry counts only when it says, in full, that it is for this material, and its estimate
-  // reads as the protocol's (strictly: a field missing or of another type is no entry).
-  const nlohmann::json entry = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  if (!entry.is_object() || entry.value("format", 0) != kEntryFormat || !entry.contains("material") ||
-      !entry["material"].is_string() || entry["material"].get<std::string>() != material || !entry.contains("reference"))
-    return std::nullopt;
+  // An entry counts only when it is this material's and its estimate reads as the protocol's
+  // (strictly: a field missing or of another type is no entry).
+  const std::optional<nlohmann::json> stored = ReadContentEntry(dir_, material, kEntryFormat, "reference");
+  if (!stored) return std::nullopt;
   std::string error;
-  const std::optional<judge::Message> decoded = judge::Decode(entry["reference"], error);
+  const std::optional<judge::Message> decoded = judge::Decode(*stored, error);
   const auto* reference = decoded ? std::get_if<judge::Reference>(&*decoded) : nullptr;
   if (!reference || !reference->estimate || !reference->estimate->error.empty()) return std::nullopt;
   std::lock_guard<std::mutex> lock(mutex_);
@@ -76,28 +62,8 @@ void ReferenceEstimateCache::Store(const ReferenceEstimateKey& key, const judge:
     std::lock_guard<std::mutex> lock(mutex_);
     memory_[material] = estimate;
   }
-  if (dir_.empty()) return;
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) return;  // a cache: without it the next evaluation computes the estimate again
-  const nlohmann::json entry = {{"format", kEntryFormat},
-                                {"material", material},
-                                {"reference", judge::ToJson(judge::Reference{{}, estimate})}};
-  // Written beside and renamed over: a reader sees a whole entry or none.
-  static std::atomic<uint64_t> counter{0};
-  const std::filesystem::path file = dir_ / FileName(key);
-  const std::filesystem::path partial =
-      dir_ / (file.filename().string() + ".tmp-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-  {
-    std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << entry.dump() << "\n";
-    if (!out.flush()) {
-      std::filesystem::remove(partial, ec);
-      return;
-    }
-  }
-  std::filesystem::rename(partial, file, ec);
-  if (ec) std::filesystem::remove(partial, ec);
+  if (dir_.empty()) return;  // a cache: without an entry the next evaluation estimates again
+  WriteContentEntry(dir_, material, kEntryFormat, "reference", judge::ToJson(judge::Reference{{}, estimate}));
 }
 
 std::string JudgeCodeDigest(const std::filesystem::path& package_dir) {
