@@ -121,6 +121,9 @@ UNKNOWN = _Data()
 _ADDRESSED = "a ref or array read at an address that follows the sizes or grid positions"
 # Reads at an address: on a value the judge follows (a table of constants), what the address
 # follows is followed too, since another address at the full size gives another entry.
+# Operations that move a value without combining it with another.
+_MOVES = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "convert_element_type", "copy",
+          "copy_p", "slice", "rev", "reduce_precision", "optimization_barrier"}
 _ADDRESS_READS = {"dynamic_slice", "gather", "dynamic_update_slice", "scatter", "scatter-add"}
 TOO_LARGE = _TooLarge()
 MAX_TAINT = 64
@@ -182,6 +185,8 @@ class Facts:
     mixed: dict = dataclasses.field(default_factory=dict)  # key -> what the known operands hold
     through: dict = dataclasses.field(default_factory=dict)  # key -> operations not evaluated on the way
     too_large: dict = dataclasses.field(default_factory=dict)  # key -> why
+    # key -> (what a constant in disguise combined into data there follows, what it passed through)
+    disguised: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -211,12 +216,40 @@ def _integer_step(name: str, eqn, out_aval) -> bool:
         return _dtype(out_aval).kind in "iu"
     if name == "convert_element_type":
         source = getattr(eqn.invars[0], "aval", None)
-        return _dtype(out_aval).kind in "iu" and source is not None and _dtype(source).kind == "f"
+        return _dtype(out_aval).kind in "iu" and source is not None and _kind(_dtype(source)) == "f"
     return False
+
+
+def _to_bool(eqn) -> bool:
+    """A conversion of a number to a truth value: whether it is zero, a decision like a comparison."""
+    if eqn.primitive.name != "convert_element_type" or np.dtype(eqn.params["new_dtype"]) != np.bool_:
+        return False
+    source = getattr(eqn.invars[0], "aval", None)
+    return source is not None and _dtype(source) != np.bool_
 
 
 def _dtype(aval):
     return np.dtype(getattr(aval, "dtype", np.float32))
+
+
+def _kind(dtype) -> str:
+    """numpy's kind of a dtype, with the reals numpy does not know as reals (bfloat16, the float8
+    types: kind 'V' to numpy) read as 'f': a number computed in bfloat16 is a number like any."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "V":
+        try:
+            import ml_dtypes
+            ml_dtypes.finfo(dtype)
+            return "f"
+        except (ImportError, ValueError, TypeError):
+            return "V"
+    return dtype.kind
+
+
+def _item(x):
+    """A Python number for a numpy scalar (bfloat16's .item() keeps its own type)."""
+    kind = _kind(np.asarray(x).dtype)
+    return float(x) if kind == "f" else x.item()
 
 
 def _rank(aval) -> int:
@@ -274,7 +307,7 @@ def _is_ref(var) -> bool:
 
 def _uniform(array: np.ndarray) -> bool:
     flat = array.reshape(-1)
-    return flat.size > 0 and bool(np.all(array == flat[0]) or (array.dtype.kind == "f" and np.all(np.isnan(array))))
+    return flat.size > 0 and bool(np.all(array == flat[0]) or (_kind(array.dtype) == "f" and np.all(np.isnan(array.astype(np.float64)))))
 
 
 def _size(shape) -> int:
@@ -310,7 +343,7 @@ class _Evaluator:
         name = eqn.primitive.name
         if not args or not _known(value):
             return
-        if value.dtype == np.bool_ and (name in _COMPARE or name in ("and", "or", "xor", "not")):
+        if value.dtype == np.bool_ and (name in _COMPARE or name in ("and", "or", "xor", "not") or _to_bool(eqn)):
             # A boolean decision's value is its outcome, whatever it compared.
             self._mark(value, {where: (value, 2)})
             return
@@ -444,16 +477,16 @@ class _Evaluator:
             # A reduction's result is an aggregate over a size-dependent extent (a sum over an iota
             # is a polynomial in the sizes): evaluated for the decisions it reaches, but not a
             # number of the program's text that program_identity's readings could follow.
-            if value.dtype.kind in "iuf" and _rank(aval) == 0 and not from_decision and name not in _REDUCE and \
+            if _kind(value.dtype) in "iuf" and _rank(aval) == 0 and not from_decision and name not in _REDUCE and \
                     _uniform(value):
-                self.facts.numbers[where] = (ctx.scope_key, value.reshape(-1)[0].item())
-            elif value.dtype.kind in "iuf" and not from_decision and _uniform(value):
+                self.facts.numbers[where] = (ctx.scope_key, _item(value.reshape(-1)[0]))
+            elif _kind(value.dtype) in "iuf" and not from_decision and _uniform(value):
                 # An array of one number (`jnp.full((1, 1), K // 128)`, and what is computed from
                 # it): its value may be a count the sizes' monomials do not read (a convolution's
                 # (H-2)(W-2)), but its sign is an outcome like a decision's. A mask of 1 where
                 # checked and 0 at the full size (a shift's sign bit, an int32 wrap), multiplied into
                 # the data, is folded by the compiler, and the work it zeroes deleted.
-                number = value.reshape(-1)[0].item()
+                number = _item(value.reshape(-1)[0])
                 self.facts.signs[where] = (ctx.scope_key, (number > 0) - (number < 0) if number == number else 2)
             self._combination(eqn, args, value, ctx, where)
         return [value]
@@ -583,6 +616,10 @@ class _Evaluator:
                         continue
                 except (ValueError, TypeError, IndexError):
                     pass
+            same = _one_value(cases, ctx.axes) if not _known(index) and index is not TOO_LARGE else None
+            if same is not None:
+                outs.append(same.astype(_dtype(var.aval), copy=False))  # every branch gives it
+                continue
             outs.append(_derived(cases + ([] if _known(index) else [index]), f"{where} result {j}", where))
         return outs
 
@@ -767,10 +804,16 @@ class _Evaluator:
         decision = name in _COMPARE or name in ("max", "min", "clamp", "rem", "div", "select_n", "sign", "abs",
                                                  "floor", "ceil", "round") or \
             (name in ("and", "or", "xor", "not") and _dtype(out_aval) == np.bool_) or \
-            _integer_step(name, eqn, out_aval)
-        if name == "div" and _dtype(out_aval).kind == "f":
+            _integer_step(name, eqn, out_aval) or _to_bool(eqn)
+        if name == "div" and _kind(_dtype(out_aval)) == "f":
             decision = False  # a quotient of reals is a scaling, not a choice
         known = [a for a in args if _known(a)]
+        if name == "select_n" and len(args) > 2 and not _known(args[0]) and args[0] is not TOO_LARGE:
+            same = _one_value(args[1:], ctx.axes)
+            if same is not None:
+                # A choice between one value, whatever decides it, is that value: the compiler folds
+                # it (where(x > 0, 1, 1) is 1, not data).
+                return same
         if any(a is TOO_LARGE for a in args):
             if decision or (name == "select_n" and args[0] is TOO_LARGE):
                 self.facts.too_large[where] = "it follows the grid positions over more elements than the judge evaluates"
@@ -785,6 +828,15 @@ class _Evaluator:
             # a constant in disguise is compared like a number.
             constant = bool(data) and all(a.constant for a in data)
             through = frozenset().union(*(a.through for a in data))
+            disguised = [a for a in data if a.constant and a.taint]
+            if disguised and not constant and name not in _MOVES:
+                # A value the judge followed from numbers alone, through what it does not evaluate
+                # (a ref stored and loaded, a loop's carry), combined into data: the compiler may
+                # fold it to what the full size makes of it (a mask of 1 where checked and 0 there,
+                # multiplied into the sums), which no check saw.
+                self.facts.disguised[where] = (
+                    tuple(sorted(map(repr, frozenset().union(*(a.taint for a in disguised))))),
+                    tuple(sorted(frozenset().union(*(a.through for a in disguised)))))
             # A constant in disguise scaled by a number is that number in disguise (`(x*0.0 + 1) * K`).
             ingredients = set() if (name in _SCALING or decision) and not constant else \
                 {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
@@ -815,6 +867,10 @@ class _Evaluator:
             return TOO_LARGE
         with np.errstate(all="ignore"):
             value = self._apply(eqn, args, ctx, where)
+        if value is UNKNOWN:
+            # What numpy does not do, jax does, as the compiler would fold it (clz of a constant is
+            # a constant): an operation on known values that is element by element.
+            value = _by_jax(eqn, args, ctx.axes)
         if value is UNKNOWN:  # an operation the judge does not evaluate: its result follows its inputs
             return _derived(args, where, name)
         return np.asarray(value) if isinstance(value, np.generic) else value  # numpy hands 0-d results back as scalars
@@ -884,6 +940,10 @@ class _Evaluator:
             return np.power(args[0], int(params["y"]))
         if name == "convert_element_type":
             result = args[0].astype(np.dtype(params["new_dtype"]))
+            if _to_bool(eqn):
+                # A number made a truth value is a comparison with zero.
+                self.decide(where, result, ctx, 2)
+                return result
             if _integer_step(name, eqn, out_aval):
                 # A real made an integer is cut to a step: its sign, and whether the cut dropped
                 # anything, are the outcome (k * g where g is 1 where checked and 0.3 at the full
@@ -1089,8 +1149,65 @@ def _annihilated(name: str, args: list, eqn, axes: int):
             return np.full(shape, True if dtype == np.bool_ else -1, dtype)
     if name in ("sub", "xor") and len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1] and \
             type(eqn.invars[0]).__name__ != "Literal":
-        return np.zeros(shape, dtype) if dtype.kind in "iub" else None
+        return np.zeros(shape, dtype) if _kind(dtype) in "iub" else None
     return None
+
+
+def _one_value(values: list, axes: int):
+    """The value all of `values` hold (known, equal element by element), or None."""
+    if not values or not all(_known(v) for v in values):
+        return None
+    try:
+        ndim = max(v.ndim for v in values)
+        lifted = [v.reshape(v.shape[:axes] + (1,) * (ndim - v.ndim) + v.shape[axes:]) for v in values]
+        shape = np.broadcast_shapes(*(v.shape for v in lifted))
+    except ValueError:
+        return None
+    if _size(shape) > ELEMENT_BUDGET:
+        return None
+    first = lifted[0]
+    with np.errstate(all="ignore"):
+        if all(np.array_equal(np.broadcast_to(first, shape), np.broadcast_to(v, shape)) for v in lifted[1:]):
+            return first
+    return None
+
+
+# Operations jax evaluates for the judge (_by_jax) only when they work element by element: every
+# operand and the result have one shape. Not these, whose cost or meaning is not per element.
+_NOT_BY_JAX = ("cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp", "sort", "argsort", "fft", "cholesky",
+               "lu", "qr", "eig", "eigh", "svd", "triangular_solve", "schur", "hessenberg", "tridiagonal",
+               "tridiagonal_solve", "householder_product", "rng_bit_generator", "random_bits", "random_seed",
+               "random_wrap", "random_unwrap", "threefry2x32", "pure_callback", "io_callback", "debug_callback")
+
+
+def _by_jax(eqn, args: list, axes: int):
+    """An element-by-element operation on known values that numpy does not do (clz, population
+    count, erf, a bitcast between widths...), evaluated by jax on the CPU over every position."""
+    name = eqn.primitive.name
+    if name in _NOT_BY_JAX or getattr(eqn, "effects", None) or not args or len(eqn.outvars) != 1:
+        return UNKNOWN
+    if not all(_known(a) for a in args):
+        return UNKNOWN
+    shapes = {tuple(getattr(v.aval, "shape", ())) for v in (*eqn.invars, *eqn.outvars)}
+    if len(shapes) != 1:
+        return UNKNOWN
+    (shape,) = shapes
+    try:
+        lead = np.broadcast_shapes(*(a.shape[:axes] for a in args))
+        count = _size(lead)
+        if count * _size(shape) * (len(args) + 1) > ELEMENT_BUDGET:
+            return UNKNOWN
+        flat = [np.broadcast_to(a, a.shape[:axes] + shape).astype(_dtype(v.aval)) for a, v in zip(args, eqn.invars)]
+        flat = [np.broadcast_to(a, lead + shape).reshape((count,) + shape) for a in flat]
+        import jax
+
+        def one(*operands):
+            return eqn.primitive.bind(*operands, **eqn.params)
+        with jax.default_device(jax.devices("cpu")[0]):
+            out = jax.vmap(one)(*flat) if count > 1 else one(*(a[0] for a in flat))
+        return np.asarray(out).reshape(lead + shape)
+    except Exception:  # a primitive jax will not run here (a TPU one): not evaluated, as before
+        return UNKNOWN
 
 
 def _literal_one(var) -> bool:
@@ -1123,7 +1240,7 @@ def _outcome_names(key: str, bits: int) -> str:
     elif key.endswith(" [cut]"):
         names = tuple(f"{sign}{cut}" for cut in ("", " cut from a fraction")
                       for sign in ("a negative integer", "zero", "a positive integer"))
-    elif primitive in _COMPARE or primitive in ("and", "or", "xor", "not"):
+    elif primitive in _COMPARE or primitive in ("and", "or", "xor", "not", "convert_element_type"):
         names = _OUTCOMES["bool"]
     elif primitive in ("max", "min"):
         names = ("the first below the second", "the two equal", "the first above the second")
@@ -1211,6 +1328,15 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
             problems.append(f"{key}: a decision between data and a number or position that changes with the sizes "
                             f"cannot be evaluated without the data, so the full size's choices are not known to be "
                             f"the checked ones")
+    for key in sorted(set().union(*(f.disguised for f in facts.values()))):
+        entries = [f.disguised.get(key) for f in facts.values()]
+        if not (any(e is None for e in entries) or len({e[0] for e in entries}) > 1):
+            continue
+        through = sorted({re.sub(r" (carry|xs|ys|result) \d+$", "", t.rsplit(" / ", 1)[-1])
+                          for e in entries if e is not None for t in e[1]})
+        problems.append(f"{key}: a value that follows the sizes through {', '.join(through) or 'data'} (which the "
+                        f"judge does not evaluate, and a compiler may fold) is combined into the data, so what it "
+                        f"makes of the data at the full size is not known to be what was checked")
     for key, (scope_key, sign) in full.signs.items():
         seen = {facts[s].signs[key][1] for s in fit_sets if key in facts[s].signs}
         if seen and sign not in seen:

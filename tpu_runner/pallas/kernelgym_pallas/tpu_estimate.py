@@ -993,6 +993,11 @@ def estimate(fn=None, specs=None, target=None, dump_dir=None, *, compiled=None, 
     matched = _match(hlo_kernels, facts, kernel_order.independent_pairs(closed_jaxpr) if closed_jaxpr is not None
                      else frozenset())
     xla_own_kernels = trusted_code and not facts and closed_jaxpr is not None
+    if facts and not hlo_kernels:
+        # XLA deletes a pallas_call whose result nothing uses (a mask folded to zero at the full
+        # size multiplies it away): the kernel that was checked is not the program that is priced.
+        reasons.append(f"{len(facts)} pallas_calls traced and no Mosaic kernel compiled: the compiler deleted the "
+                       f"kernels, so what is priced is not the checked program")
     if hlo_kernels and any(m is None for m in matched) and not xla_own_kernels:
         reasons.append(f"{len(facts)} pallas_calls traced, {len(hlo_kernels)} Mosaic kernels compiled, and they do "
                        f"not pair up by their operands (or pair up in more than one way): the grids cannot be assigned")

@@ -403,7 +403,86 @@ def _summed_columns(column_map):
     return kernel
 
 
+def _size_mask(x_ref):
+    """1 - (C/128 - 4)(C/128 - 5): 1 at both checked sizes, -3539 at the full size."""
+    b = _blocks(x_ref)
+    return 1 - (b - 4) * (b - 5)
+
+
+# Zeros the judge once took for data (round 6 of the outside red team): an operation numpy does not
+# do, on a constant; a select or a cond on data whose cases are one value. The compiler folds each.
+ZEROS_IN_DISGUISE = {
+    "clz": lambda x_ref: jax.lax.clz(jnp.full((1, 1), 1, jnp.int32)) - 31,
+    "population_count": lambda x_ref: jax.lax.population_count(jnp.zeros((1, 1), jnp.int32)),
+    "erf": lambda x_ref: jax.lax.erf(jnp.zeros((1, 1), jnp.float32)).astype(jnp.int32),
+    "select with equal cases": lambda x_ref: jnp.where(x_ref[0, 0] > 0, 0, 0) + jnp.zeros((1, 1), jnp.int32),
+    "cond with equal branches": lambda x_ref: jax.lax.cond(x_ref[0, 0] > 0, lambda: jnp.zeros((1, 1), jnp.int32),
+                                                           lambda: jnp.zeros((1, 1), jnp.int32)),
+}
+
+
+def _masked_through(zero):
+    def body(x_ref, y_ref):
+        y_ref[...] = x_ref[...] * (_size_mask(x_ref) + zero(x_ref)).astype(jnp.float32)
+    return _rows_kernel(body)
+
+
+def _masked_in_bfloat16(x_ref, y_ref):
+    n = jnp.full((1, 1), _blocks(x_ref), jnp.bfloat16)
+    w = jnp.bfloat16(1) - (n - jnp.bfloat16(4)) * (n - jnp.bfloat16(5))
+    y_ref[...] = x_ref[...] * w.astype(jnp.float32)
+
+
+def _masked_by_a_truth_value(x_ref, y_ref):
+    # (C/128 - 4)(C/128 - 5) made a truth value: false where checked, true at the full size.
+    b = _blocks(x_ref)
+    flag = jnp.full((1, 1), (b - 4) * (b - 5), jnp.float32).astype(jnp.bool_)
+    y_ref[...] = x_ref[...] * (1 - flag.astype(jnp.int32)).astype(jnp.float32)
+
+
+def _masked_through_smem(x_ref, y_ref, slot_ref):
+    slot_ref[0] = _size_mask(x_ref)
+    y_ref[...] = x_ref[...] * slot_ref[0].astype(jnp.float32)
+
+
+def _scaled_through_smem(x_ref, y_ref, slot_ref):
+    slot_ref[0] = jnp.int32(2)  # the same at every size: a constant, not a mask
+    y_ref[...] = x_ref[...] * slot_ref[0].astype(jnp.float32)
+
+
+def _with_smem(body):
+    from jax.experimental.pallas import tpu as pltpu
+
+    def kernel(x):
+        r, c = x.shape
+        block = pl.BlockSpec((8, c), lambda i: (i, 0))
+        return pl.pallas_call(body, grid=(r // 8,), in_specs=[block], out_specs=block,
+                              out_shape=jax.ShapeDtypeStruct((r, c), x.dtype),
+                              scratch_shapes=[pltpu.SMEM((1,), jnp.int32)])(x)
+    return kernel
+
+
 class DecisionCoverageTest(unittest.TestCase):
+    def test_a_mask_through_what_the_compiler_folds_is_evaluated(self):
+        # Each was proven before: the zero was data to the judge, the mask with it.
+        for how, zero in ZEROS_IN_DISGUISE.items():
+            with self.subTest(how):
+                identity = compare(_masked_through(zero))
+                self.assertFalse(identity.proven, how)
+                self.assertTrue(any("array of one number" in r and "negative at the full size" in r
+                                    for r in identity.unproven), identity.unproven)
+
+    def test_a_mask_computed_in_bfloat16_is_a_number_like_any(self):
+        self.assertUnproven(compare(_rows_kernel(_masked_in_bfloat16)), "array of one number", "negative")
+
+    def test_a_number_made_a_truth_value_is_a_decision(self):
+        self.assertUnproven(compare(_rows_kernel(_masked_by_a_truth_value)), "convert_element_type", "decides true")
+
+    def test_a_size_mask_through_a_ref_combined_into_data_is_not_proven(self):
+        self.assertUnproven(compare(_with_smem(_masked_through_smem)), "combined into the data", "through a ref")
+        identity = compare(_with_smem(_scaled_through_smem))
+        self.assertTrue(identity.proven, identity.unproven)
+
     def assertUnproven(self, identity, *words):
         self.assertFalse(identity.proven)
         self.assertTrue(any(all(w in reason for w in words) for reason in identity.unproven), identity.unproven)

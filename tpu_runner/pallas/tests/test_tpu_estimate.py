@@ -634,6 +634,28 @@ class DevicelessCompiles(unittest.TestCase):
         self.assertTrue(two.trusted, two.reasons)
         self.assertEqual([k.estimated_cycles for k in two.kernels], [one.kernels[0].estimated_cycles] * 2)
 
+    def test_a_kernel_the_compiler_deleted_is_not_trusted(self):
+        # A pallas_call whose result nothing uses is deleted by XLA: no Mosaic kernel is compiled,
+        # and the program priced (the XLA ops alone) is not the kernel that was checked. The
+        # pairing complained only when at least one kernel was compiled (red team, round 6: the
+        # result masked by a size mask XLA folds to zero, paid 30.68x for writing zeros).
+        import jax
+        import jax.numpy as jnp
+        from jax.experimental import pallas as pl
+
+        def body(x, o):
+            o[...] = x[...] * 2.0
+
+        def dropped(x):
+            spec = pl.BlockSpec((256, 512), lambda i: (i, 0))
+            pl.pallas_call(body, grid=(8,), in_specs=[spec], out_specs=spec,
+                           out_shape=jax.ShapeDtypeStruct(x.shape, x.dtype))(x)
+            return x + 1.0
+
+        est = self._estimate(dropped, [jax.ShapeDtypeStruct((2048, 512), jnp.float32)])
+        self.assertFalse(est.trusted)
+        self.assertTrue(any("no Mosaic kernel compiled" in r for r in est.reasons), est.reasons)
+
     def test_a_long_kernel_name_keeps_its_schedule(self):
         # libtpu cuts a dump file's name near 250 characters and hashes the tail: a kernel named
         # that long (splash attention's are 232) was left unpriced and untrusted.
