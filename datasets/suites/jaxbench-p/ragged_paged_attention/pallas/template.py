@@ -9,11 +9,12 @@
 #          "work_list" static bounds: the wrapper lists every (token tile, sequence with tokens in
 #                      it) pair, tile by tile, in tiles of 16 tokens (at most tiles + S - 1
 #                      pairs), padded to 2 * S pairs by repeating the last one; grid (2, S) walks
-#                      the list. The wrapper transposes the pool to [P, HK, 2, PS, D]; a step
-#                      copies all PPS pages of its pair's sequence (every kv head's k and v: one
-#                      copy a page, all signalling one semaphore, one wait for the whole buffer:
-#                      every page whatever the kv length, so the wait's size is fixed), then for
-#                      each kv head one softmax pass of the tile's query rows over the PPS * PS
+#                      the list. The wrapper transposes the pool to [P, HK, 2, PS, D]; step k
+#                      copies all PPS pages of pair k's sequence (every kv head's k and v: one
+#                      copy a page, all signalling one semaphore, one wait for the whole slot:
+#                      every page whatever the kv length, so the wait's size is fixed) into one
+#                      of two slots while it computes pair k - 1 from the other: for each kv
+#                      head one softmax pass of the tile's query rows over the PPS * PS
 #                      positions (a row keeps its own sequence's positions up to its own causal
 #                      limit; rows of other sequences keep what their own pair wrote). Every loop
 #                      has a constant trip count, so the estimate is trusted; it pays for the
@@ -147,47 +148,58 @@ def _work_list_block(pt_ref, item_tile_ref, item_seq_ref,                # scala
                      o_ref,                                               # output
                      page_buf, sem,                                       # scratch
                      *, ps, pps, d):
-    # Grid (i, j): pair k = i * S + j of the work list. kv_hbm is the pool as [P, HK, 2, PS, D]
-    # (the wrapper's transpose), so a page's k and v of every kv head are one contiguous copy into
-    # slot p of page_buf; the PPS copies signal one semaphore and one wait, a descriptor the size
-    # of the whole buffer, waits for all of them. Then, kv head by kv head, one softmax pass of
-    # the tile's query rows of that head over the PPS * PS positions.
+    # Grid (i, j): step k = i * S + j. kv_hbm is the pool as [P, HK, 2, PS, D] (the wrapper's
+    # transpose), so a page's k and v of every kv head are one contiguous copy. Two slots of a
+    # sequence's pages: step k copies pair k's into slot k % 2 (the PPS copies signal that slot's
+    # semaphore) while it computes pair k - 1 from the other slot, copied a step earlier; one wait,
+    # a descriptor the size of the whole slot, waits for all of a slot's copies. Then, kv head by
+    # kv head, one softmax pass of the tile's query rows of that head over the PPS * PS positions.
     k = pl.program_id(0) * pl.num_programs(1) + pl.program_id(1)
-    s = item_seq_ref[k]
     scale = 1.0 / (float(d) ** 0.5)
+    seq_next = item_seq_ref[k]
 
     def start(p, carry):
-        page = pt_ref[s * pps + p]
-        pltpu.make_async_copy(kv_hbm.at[page], page_buf.at[p], sem).start()
+        page = pt_ref[seq_next * pps + p]
+        pltpu.make_async_copy(kv_hbm.at[page], page_buf.at[k % 2, p], sem.at[k % 2]).start()
         return carry
 
-    # unrolled 8 a trip: the page-table reads and address arithmetic of eight copies share bundles
+    # step k starts pair k's pages into slot k % 2, then computes pair k - 1 from the other slot
+    # (started a step earlier); step 0 computes nothing, and the last pair, always a padding
+    # repeat (at most S + 15 pairs exist, 2 * S are listed), is started but never computed
     jax.lax.fori_loop(0, pps, start, 0, unroll=8)
-    pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf, sem).wait()
-    positions = pps * ps
-    row_seq, row_last = rseq_ref[...], rlast_ref[...]   # (rows, 1): each query row's sequence, last position
-    rows = row_seq.shape[0]
-    pos = jax.lax.broadcasted_iota(jnp.int32, (rows, positions), 1)
-    mine = row_seq == s
-    visible = mine & (pos <= row_last)
 
-    def head(h, carry):
-        k_all = page_buf[:, h, 0].reshape(positions, d)     # (PPS, PS, D) -> (positions, D): free
-        v_all = page_buf[:, h, 1].reshape(positions, d)
-        q = q_ref[h]                                        # (rows, D): the tile's query rows of kv head h
-        sc = jax.lax.dot_general(q, k_all, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
-        # M_INIT, not -inf: a row of another sequence (all masked) stays finite and is not kept
-        sc = jnp.where(visible, sc, M_INIT)
-        m = jnp.max(sc, axis=1, keepdims=True)
-        e = jnp.exp(sc - m)
-        l = jnp.sum(e, axis=1, keepdims=True)
-        acc = jnp.dot(e.astype(v_all.dtype), v_all, preferred_element_type=jnp.float32)
-        # the output block stays in VMEM while consecutive pairs name the same tile: a row keeps
-        # what its own sequence's pair wrote
-        o_ref[h] = jnp.where(mine, (acc / l).astype(o_ref.dtype), o_ref[h])
-        return carry
+    @pl.when(k == pl.num_programs(0) * pl.num_programs(1) - 1)
+    def _():
+        # the last step's copies (a padding pair's) are awaited too: no copy outlives the kernel
+        pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf.at[k % 2], sem.at[k % 2]).wait()
 
-    jax.lax.fori_loop(0, page_buf.shape[1], head, 0)
+    @pl.when(k > 0)
+    def _():
+        slot = (k + 1) % 2
+        s = item_seq_ref[k - 1]
+        pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf.at[slot], sem.at[slot]).wait()
+        buf = page_buf.at[slot]
+        positions = pps * ps
+        row_seq, row_last = rseq_ref[...], rlast_ref[...]
+        rows = row_seq.shape[0]
+        pos = jax.lax.broadcasted_iota(jnp.int32, (rows, positions), 1)
+        mine = row_seq == s
+        visible = mine & (pos <= row_last)
+
+        def head(h, carry):
+            k_all = buf[:, h, 0].reshape(positions, d)
+            v_all = buf[:, h, 1].reshape(positions, d)
+            q = q_ref[h]
+            sc = jax.lax.dot_general(q, k_all, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
+            sc = jnp.where(visible, sc, M_INIT)
+            m = jnp.max(sc, axis=1, keepdims=True)
+            e = jnp.exp(sc - m)
+            l = jnp.sum(e, axis=1, keepdims=True)
+            acc = jnp.dot(e.astype(v_all.dtype), v_all, preferred_element_type=jnp.float32)
+            o_ref[h] = jnp.where(mine, (acc / l).astype(o_ref.dtype), o_ref[h])
+            return carry
+
+        jax.lax.fori_loop(0, page_buf.shape[2], head, 0)
 
 
 def _work_list(q, kv_pages, page_table, q_lens, context_lens):
@@ -228,7 +240,8 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens):
     pool = kv_pages.transpose(0, 2, 3, 1, 4)
 
     def tile(i, j, it):
-        return it[i * s_count + j]
+        # step k computes pair k - 1 (step 0 nothing: pair 0's tile, which step 1 keeps)
+        return it[jnp.maximum(i * s_count + j - 1, 0)]
 
     body = lambda *refs: _work_list_block(*refs, ps=ps, pps=pps, d=d)
     grid_spec = pltpu.PrefetchScalarGridSpec(
@@ -239,12 +252,13 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens):
                   pl.BlockSpec((rows, 1), lambda i, j, pt, it, iseq: (tile(i, j, it), 0)),
                   pl.BlockSpec(memory_space=pl.ANY)],           # the page pool stays in HBM
         out_specs=pl.BlockSpec((hk_count, rows, d), lambda i, j, pt, it, iseq: (0, tile(i, j, it), 0)),
-        scratch_shapes=[pltpu.VMEM((pps, hk_count, 2, ps, d), kv_pages.dtype), pltpu.SemaphoreType.DMA],
+        scratch_shapes=[pltpu.VMEM((2, pps, hk_count, 2, ps, d), kv_pages.dtype), pltpu.SemaphoreType.DMA((2,))],
     )
     o_r = pl.pallas_call(
         body,
         grid_spec=grid_spec,
         out_shape=jax.ShapeDtypeStruct((hk_count, t * g, d), q.dtype),
+        compiler_params=pltpu.CompilerParams(vmem_limit_bytes=64 * 2**20),
     )(page_table.reshape(-1).astype(jnp.int32), item_tile, item_seq, q_r, row_seq, row_last, pool)
     return o_r.reshape(hk_count, t, g, d).transpose(1, 0, 2, 3).reshape(t, hq, d)
 
