@@ -886,6 +886,7 @@ class _Machine:
     def __init__(self, schedule: Schedule):
         self.schedule = schedule
         self.env: dict = {}
+        self.spills: dict = {}   # spill slot -> the value last stored to it (`sst`), as the loop ran
 
     def operand(self, text: str):
         text = text.strip()
@@ -897,8 +898,19 @@ class _Machine:
         return self.env.get(text) if text.startswith("%") else None
 
     def run(self, instruction: Instruction, phi_value=None) -> None:
+        # A scalar kept in a spill slot (a grid loop's counter when its body runs out of scalar
+        # registers): its store and its reload, in the order the bundles run.
+        if instruction.opcode == "sst" and len(instruction.operands) == 1:
+            match = _SPILL_STORE.match(instruction.operands[0])
+            if match:
+                self.spills[match.group(1)] = self.operand(match.group(2))
         if not instruction.name:
             return
+        if instruction.opcode == "sld" and len(instruction.operands) == 1:
+            match = _SPILL_LOAD.match(instruction.operands[0])
+            if match:
+                self.env[instruction.name] = self.spills.get(match.group(1))
+                return
         ops = list(instruction.operands)
         # A predicated instruction: `op (%p), a, b` runs when p holds; `op (%p, %old), a, b` is
         # `p ? op(a, b) : old` (a select in SSA form).
@@ -1008,41 +1020,160 @@ def _play(schedule: Schedule, loop: Region | None, trips_played: int):
         time += schedule.weight[b]
     if loop is None:
         return events
-    previous: dict = {}
+    skips = _forward_skips(schedule, loop)   # the bundles its forward branches may skip
     for trip in range(trips_played):
         snapshot = dict(machine.env)
-        for b in range(first, last + 1):
+        b = first
+        while b <= last:
             region = schedule.innermost[b]
-            # A bundle's phis join first; its other instructions may use values defined in the
-            # same bundle (SSA names are unique, so running them twice settles the order).
-            for instruction in schedule.code[b]:
-                if instruction.opcode == "sphi" and region is not None:
-                    init, back = _phi_operands(values, instruction, region)
-                    if region is loop and trip > 0:
-                        phi = snapshot.get(back) if back else None
+            nested = _nested_loop(loop, region)
+            if nested is not None and b == nested.first and _plays_in_full(nested):
+                # A loop nested in this one (a copy loop in the grid loop's body): where the
+                # branches around it are known to let it run this trip, its trips run one after
+                # another and the copies it starts join the events, so a wait in this loop is
+                # matched with the copies it waits for (started in this trip or an earlier one)
+                # rather than taken to wait for a copy started just before it. Where a branch
+                # skips it this trip, it starts nothing; where a branch cannot be decided, it is
+                # run once as before and its copies are not counted (never a copy that may not run).
+                runs_now = _runs_this_trip(machine, skips, b)
+                if runs_now is not None:
+                    if runs_now:
+                        time = _play_nested(schedule, machine, nested, trip, time, _runs(loop), events)
                     else:
-                        phi = machine.operand(init) if init else None
-                    machine.run(instruction, phi)
-            for _ in range(2):
-                for instruction in schedule.code[b]:
-                    if instruction.opcode != "sphi":
-                        machine.run(instruction)
+                        time += sum(schedule.weight[x] for x in range(nested.first, nested.last + 1)) / runs
+                    b = nested.last + 1
+                    continue
+            _run_bundle(schedule, machine, b, region, loop if trip > 0 else None, snapshot)
             for instruction in schedule.code[b]:
                 if region is loop and instruction.opcode.startswith("dma.") and \
                         (instruction.opcode == "dma.done.wait" or not instruction.opcode.startswith("dma.done")):
                     if machine.guard(instruction) is False:
                         continue  # predicated off in this trip (a first trip's wait, a last trip's start)
+                    if _runs_this_trip(machine, skips, b) is False:
+                        continue  # a branch skips it this trip (a grid pipeline's first and last trips)
+                    kind = "wait" if instruction.opcode == "dma.done.wait" else "start"
+                    if not any(e.bundle == b and not e.pipeline and e.kind == kind for e in schedule.dma):
+                        continue  # the grid pipeline's, priced per step by the caller: its flag is not needed
                     flag = machine.flag(instruction)
                     if flag is None:
                         return None
-                    kind = "wait" if instruction.opcode == "dma.done.wait" else "start"
-                    if not any(e.bundle == b and not e.pipeline and e.kind == kind for e in schedule.dma):
-                        continue
                     events.append((trip, time, kind, flag, _bytes_of(instruction, values)))
             time += schedule.weight[b] / runs
-        del previous
-        previous = {}
+            b += 1
     return events
+
+
+# A loop nested in the played one is run trip by trip (_play_nested) only up to this many bundles
+# a trip of the played loop; past it, its bundles run once as before and its copies are not seen.
+NESTED_PLAY_BUNDLES = 20_000
+
+
+def _nested_loop(loop: Region, region: Region | None) -> Region | None:
+    """The outermost loop inside `loop` (under its predicated regions too) that holds `region`;
+    None when `region` is `loop` or not inside it."""
+    found = None
+    while region is not None and region is not loop:
+        if region.is_loop:
+            found = region
+        region = region.parent
+    return found if region is loop else None
+
+
+def _plays_in_full(nested: Region) -> bool:
+    if not nested.trips:
+        return False
+    return nested.trips * (nested.last - nested.first + 1) <= NESTED_PLAY_BUNDLES
+
+
+def _run_bundle(schedule: Schedule, machine: "_Machine", b: int, region: Region | None,
+                looping: Region | None, snapshot: dict) -> None:
+    """Runs bundle b's scalar instructions: its phis first (the value from the previous trip where
+    `looping` is the bundle's own loop, else the value from before the loop), then the others
+    twice (SSA names are unique, so a second pass settles values defined in the same bundle)."""
+    values = schedule.values
+    for instruction in schedule.code[b]:
+        if instruction.opcode == "sphi" and region is not None:
+            init, back = _phi_operands(values, instruction, region)
+            if region is looping:
+                phi = snapshot.get(back) if back else None
+            else:
+                phi = machine.operand(init) if init else None
+            machine.run(instruction, phi)
+    for _ in range(2):
+        for instruction in schedule.code[b]:
+            if instruction.opcode != "sphi":
+                machine.run(instruction)
+
+
+def _forward_skips(schedule: Schedule, loop: Region) -> "_RangeConditions | None":
+    """The bundles of `loop` that its forward branches may skip (`sbr.rel (%p) target = $regionN`
+    ahead: the bundles in between run where the branch is not taken), as _RangeConditions; a
+    branch back (to this loop's head, or to a nested loop's, whose closing bundle the dump may
+    mark as this loop's) skips nothing. None where a target cannot be found."""
+    start_of: dict = {}
+    for b, labels in enumerate(schedule.labels):
+        for label in labels:
+            start_of.setdefault(label, b)
+    ranges = []
+    for b in range(loop.first, loop.last + 1):
+        if schedule.innermost[b] is not loop:
+            continue
+        for instruction in schedule.code[b]:
+            match = _BRANCH.search(instruction.raw)
+            if not match or match.group(3) in loop.labels:
+                continue
+            target = start_of.get(match.group(3))
+            if target is None:
+                return None
+            if target > b:
+                ranges.append((b + 1, target, match.group(2), match.group(1) != "!"))
+    return _RangeConditions(ranges)
+
+
+def _runs_this_trip(machine: "_Machine", skips, bundle: int) -> bool | None:
+    """Whether `bundle` runs in the trip being played, by the forward branches that may skip it
+    (_loop_blocks' conditions: it runs where each predicate != its `negated`): True, False, or
+    None where a predicate is not known (or the branches could not be read)."""
+    if skips is None:
+        return None
+    for predicate, negated in skips.get(bundle, []):
+        value = machine.operand(predicate)
+        if not isinstance(value, bool):
+            return None
+        if value == negated:
+            return False
+    return True
+
+
+def _play_nested(schedule: Schedule, machine: "_Machine", nested: Region, trip: int, time: float,
+                 outer_runs: float, events: list) -> float:
+    """Plays every trip of `nested` (a loop inside the played loop, in its trip `trip`), adding
+    the copies it starts to `events`; returns the time after it. Only a start known to run is
+    added: one whose predicate holds (or that has none), outside any branch of the loop that may
+    skip it unless the branch is known not to; and whose flag is known. Its own waits are priced
+    with its own loop (manual_dma_stall_cycles)."""
+    values = schedule.values
+    per_trip = outer_runs * nested.trips
+    skips = _forward_skips(schedule, nested)
+    for inner in range(nested.trips):
+        snapshot = dict(machine.env)
+        for b in range(nested.first, nested.last + 1):
+            region = schedule.innermost[b]
+            _run_bundle(schedule, machine, b, region, nested if inner > 0 else None, snapshot)
+            if region is nested and _runs_this_trip(machine, skips, b):
+                for instruction in schedule.code[b]:
+                    if not instruction.opcode.startswith("dma.") or instruction.opcode.startswith("dma.done"):
+                        continue
+                    predicated = bool(instruction.operands and _GUARD.search(instruction.operands[0]))
+                    if predicated and machine.guard(instruction) is not True:
+                        continue
+                    flag = machine.flag(instruction)
+                    if flag is None or not any(e.bundle == b and not e.pipeline and e.kind == "start"
+                                               for e in schedule.dma):
+                        continue
+                    events.append((trip, time, "start", flag, _bytes_of(instruction, values)))
+            time += schedule.weight[b] / per_trip
+    return time
 
 
 def _bytes_of(instruction: Instruction, values: _Values) -> float:
@@ -1057,7 +1188,8 @@ def _bytes_of(instruction: Instruction, values: _Values) -> float:
 
 def _stalls_by_trip(events, latency_cycles: float, bytes_per_cycle: float) -> dict:
     """Plays the events in order: each wait consumes the oldest outstanding start on its exact
-    flag and stalls until that copy is done; a stall delays everything after it. A copy's bytes
+    flag (and the next ones, while their bytes fall short of the wait's) and stalls until that
+    copy is done; a stall delays everything after it. A copy's bytes
     start to move a latency after its start, and copies in flight share the chip's bandwidth: each
     one's bytes move after those of the copies started before it (one queue), so a copy split into
     pieces started together is done when the whole would have been, while the latencies of copies
@@ -1074,6 +1206,13 @@ def _stalls_by_trip(events, latency_cycles: float, bytes_per_cycle: float) -> di
             continue
         queue = outstanding.get(flag)
         issued, started_size, done = queue.pop(0) if queue else (now, size, now)
+        # A wait for more bytes than that copy moves (one wait for a buffer filled by many copies
+        # signalling one flag: a page table's pages) consumes the next ones too, until its bytes
+        # are covered, and lasts until the last of them is done.
+        while started_size < size and queue:
+            _, more, more_done = queue.pop(0)
+            started_size += more
+            done = max(done, more_done)
         done = max(done, issued + latency_cycles + max(size, started_size) / bytes_per_cycle)
         stall = max(0.0, done - now)
         delay += stall

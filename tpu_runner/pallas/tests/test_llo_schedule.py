@@ -8,7 +8,8 @@ The golden files in data/ are whole final schedules from deviceless v6e compiles
 libtpu 0.0.42.1) of silu_mul kernels at the task's full size (2^24 floats):
 tests/adversarial_pallas/estimate_static_loop, estimate_negative_loop_start,
 estimate_serial_small_dmas and estimate_primed_serial_dmas, and tests/fixtures/pallas_estimate/
-manual_double_buffer.py and emit_pipeline_silu.py.
+manual_double_buffer.py and emit_pipeline_silu.py; v6e_copy_loop_{once,double} are
+tests/fixtures/pallas_estimate/copy_loop_in_the_grid.py (a copy loop nested in the grid loop).
 """
 from __future__ import annotations
 
@@ -192,6 +193,47 @@ class DmaPricing(unittest.TestCase):
         self.assertTrue(schedule.dma and all(e.pipeline for e in schedule.dma))
         self.assertEqual(llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE), 0)
         self.assertEqual(schedule.dma_bytes(pipeline=False), 0)
+
+    def test_golden_copy_loop_in_the_grid_loop_is_played(self):
+        # Step i's copy loop (nested in the grid loop) starts step i + 1's 16 copies into the other
+        # slot; the grid loop's one wait is for its own slot's whole buffer. The nested loop is
+        # run trip by trip, so the wait is matched with the copies started a step earlier.
+        schedule = golden("copy_loop_double")
+        wait = [e for e in schedule.dma if e.kind == "wait" and not e.pipeline][-1]
+        grid = schedule.innermost[wait.bundle]
+        self.assertEqual(grid.trips, 65)
+        events = llo_schedule._play(schedule, grid, 4)
+        self.assertIsNotNone(events)
+        starts = [[flag for trip, _, kind, flag, _ in events if trip == t and kind == "start"] for t in range(4)]
+        # step 0 primes its own slot under `pl.when(i == 0)` and starts step 1's: 32 copies; every
+        # later step only the next step's 16 (the branch around the priming loop is run: it skips)
+        self.assertEqual([len(s) for s in starts], [32, 16, 16, 16])
+        self.assertEqual([s[-1] for s in starts], [("allocation3", 1), ("allocation3", 0), ("allocation3", 1),
+                                                   ("allocation3", 0)])
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        copy = V6E_LATENCY + 16 * 4096 / V6E_BYTES_PER_CYCLE   # a step's buffer, started and awaited at once
+        # A step's compute covers the next step's copies: far less than a copy a step (before the
+        # nested loop was played, each wait found no start and paid a whole copy: 64 x 580 cycles).
+        self.assertLess(stall, 0.1 * 64 * copy)
+        self.assertGreater(stall, 0)                         # step 0 waits for the copies it just primed
+
+    def test_golden_one_wait_for_a_copy_loop_waits_for_all_of_it(self):
+        # Each step starts its own 16 copies in a nested loop and waits at once for the whole
+        # buffer: the wait consumes all 16 (not the oldest alone), so it lasts until the last
+        # one is done: a latency at least each step, as no compute lies between.
+        schedule = golden("copy_loop_once")
+        stall = llo_schedule.manual_dma_stall_cycles(schedule, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertGreater(stall / 64, V6E_LATENCY)
+        self.assertLess(stall / 64, V6E_LATENCY + 16 * 4096 / V6E_BYTES_PER_CYCLE + 1)
+
+    def test_a_wait_for_more_than_one_copy_consumes_the_next_ones(self):
+        # Four 1 KiB copies on one flag, then a wait for 4 KiB: done when all four are, and the
+        # flag has nothing left for a later wait (which stalls a whole copy).
+        events = [(0, 0.0, "start", ("a", 0), 1024.0) for _ in range(4)]
+        events += [(0, 0.0, "wait", ("a", 0), 4096.0), (1, 10_000.0, "wait", ("a", 0), 1024.0)]
+        stalls = llo_schedule._stalls_by_trip(events, V6E_LATENCY, V6E_BYTES_PER_CYCLE)
+        self.assertAlmostEqual(stalls[0], V6E_LATENCY + 4096 / V6E_BYTES_PER_CYCLE)
+        self.assertAlmostEqual(stalls[1], V6E_LATENCY + 1024 / V6E_BYTES_PER_CYCLE)
 
     def test_pieces_started_together_share_the_bandwidth(self):
         # One 128 KiB copy, or the same bytes as 8 pieces on 8 flags started together and awaited

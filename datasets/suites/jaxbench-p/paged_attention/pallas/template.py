@@ -15,6 +15,14 @@
 #                      (PPS, PS, D) VMEM buffer at once, then folds page after page into the online
 #                      softmax, waiting for each page's copy just before it, so the later copies
 #                      overlap the earlier pages' compute.
+#          "sequence_pages" one grid step per sequence (16 at the full size): the page pool stays in HBM
+#                      in its own [P, PS, HK, D] layout (no relayout of the pool before the kernel)
+#                      and the kernel copies each of the sequence's PPS pages whole, every kv head's
+#                      rows of it (one DMA a page, a fixed number a step, all signalling one
+#                      semaphore), waits once for all of them, then runs one softmax pass over the
+#                      sequence's PPS * PS * HK rows for every query head, the rows of other kv heads
+#                      and past the length masked (HK times the MXU and softmax work, on masked
+#                      columns; no online rescaling, no loop over pages or heads in the compute).
 import functools
 
 import jax
@@ -115,6 +123,50 @@ def _sequence_block(page_table_ref, lengths_ref, q_ref, k_hbm, v_hbm, o_ref, k_b
     o_ref[...] = (acc / l).astype(o_ref.dtype)
 
 
+def _sequence_pages_block(page_table_ref, lengths_ref, q_ref, k_hbm, v_hbm, o_ref, k_buf, v_buf, sems,
+                          *, scale, page_size):
+    # Grid (b,): the whole sequence a step. Page p's (PS, HK, D) rows, all kv heads, are one
+    # contiguous tile-aligned copy into slot p of k_buf / v_buf; every page is copied (PPS copies a
+    # step whatever the length: the wait below is for the whole buffer, so its size is fixed) and
+    # the positions past the length masked. One wait per buffer: the PPS copies signal one
+    # semaphore and the wait is for the bytes of all of them (a wait per page in a loop would be
+    # priced as uncovered latency, llo_schedule cannot play a loop nested in the grid loop).
+    # Viewed as (PPS * PS * HK, D), row r is position r // HK of kv head r % HK: one product
+    # scores every query head against every row, and a query head keeps only its own kv head's
+    # rows (rem(r, HK) == its head // G) up to the length (r < length * HK).
+    b = pl.program_id(0)
+    length = lengths_ref[b]
+    pages, _, HK, D = k_buf.shape
+    HQ = q_ref.shape[0]
+
+    def start(p, carry):
+        page = page_table_ref[b, p]
+        pltpu.make_async_copy(k_hbm.at[page], k_buf.at[p], sems.at[0]).start()
+        pltpu.make_async_copy(v_hbm.at[page], v_buf.at[p], sems.at[1]).start()
+        return carry
+
+    # unrolled 8 a trip: the page-table reads and address arithmetic of eight copies share bundles
+    jax.lax.fori_loop(0, pages, start, 0, unroll=8)
+    # one descriptor the size of the whole buffer: its wait is for all PPS copies' bytes
+    pltpu.make_async_copy(k_hbm.at[pl.ds(0, pages)], k_buf, sems.at[0]).wait()
+    rows = pages * page_size * HK
+    k = k_buf[...].reshape(rows, D)
+    s = jax.lax.dot_general(q_ref[...], k, (((1,), (1,)), ((), ())),
+                            preferred_element_type=jnp.float32) * scale      # (HQ, rows)
+    r = jax.lax.broadcasted_iota(jnp.int32, (HQ, rows), 1)
+    head = jax.lax.broadcasted_iota(jnp.int32, (HQ, rows), 0)
+    # lax.rem / lax.div: the indices are non-negative, no floor correction to decide on
+    own = jax.lax.rem(r, HK) == jax.lax.div(head, HQ // HK)
+    s = jnp.where(own & (r < length * HK), s, -jnp.inf)
+    m = jnp.max(s, axis=1, keepdims=True)
+    e = jnp.exp(s - m)
+    l = jnp.sum(e, axis=1, keepdims=True)
+    pltpu.make_async_copy(v_hbm.at[pl.ds(0, pages)], v_buf, sems.at[1]).wait()
+    v = v_buf[...].reshape(rows, D)
+    acc = jnp.dot(e.astype(v.dtype), v, preferred_element_type=jnp.float32)    # (HQ, D)
+    o_ref[...] = (acc / l).astype(o_ref.dtype)
+
+
 def _page_block(page_table_ref, lengths_ref, q_ref, k_ref, v_ref, own_ref, pick_ref, o_ref, m_ref, l_ref,
                 acc_ref, *, scale, page_size):
     # Grid (b, page p), p innermost: one page of every kv head per step (k_ref / v_ref: the
@@ -188,6 +240,26 @@ def kernel(q, k_pages, v_pages, page_table, lengths):
             grid_spec=grid_spec,
             out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
         )(page_table.astype(jnp.int32), lengths.astype(jnp.int32), q, k2, v2)
+
+    if FETCH == "sequence_pages":
+        grid_spec = pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=2,
+            grid=(B,),
+            in_specs=[pl.BlockSpec((sq, HQ, D), lambda b, pt, ln: (b, 0, 0)),
+                      pl.BlockSpec(memory_space=pl.ANY),      # the page pool stays in HBM, as given
+                      pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((sq, HQ, D), lambda b, pt, ln: (b, 0, 0)),
+            scratch_shapes=[pltpu.VMEM((PPS, PS, HK, D), k_pages.dtype), pltpu.VMEM((PPS, PS, HK, D), v_pages.dtype),
+                            pltpu.SemaphoreType.DMA((2,))],
+        )
+        body = functools.partial(_sequence_pages_block, scale=scale, page_size=PS)
+        return pl.pallas_call(
+            body,
+            grid_spec=grid_spec,
+            out_shape=jax.ShapeDtypeStruct(q.shape, q.dtype),
+            # a whole sequence's pages and its (HQ, PPS * PS * HK) scores: 17 MB at the full size
+            compiler_params=pltpu.CompilerParams(vmem_limit_bytes=64 * 2**20),
+        )(page_table.astype(jnp.int32), lengths.astype(jnp.int32), q, k_pages, v_pages)
 
     if FETCH == "page":
         # q block-diagonal, [B, HQ, HK * D]: query head i's values in kv head i // G's D lanes
