@@ -1,0 +1,569 @@
+"""The full-size program itself, run off a TPU on a sample of its grid (a feasibility prototype).
+
+Off a TPU the estimate prices the full-size program, which is never run: it is tied to the
+checked small programs by a proof (program_identity.py, decision_coverage.py). This module runs
+it instead, on a few of its output blocks: the candidate's full-size `pallas_call`, in TPU
+interpret mode, on only the grid steps that write the sampled blocks, with the real index maps
+and the real kernel body, on inputs drawn at the full sizes. Each sampled block is compared with
+an oracle computed on the same inputs: the task's trusted starter, run the same way on the grid
+steps that cover the same elements.
+
+How a subset of a grid runs. The out index maps are evaluated over the whole full-size grid
+(vectorized): every step that writes a sampled block is kept, in grid order, since accumulators
+live across those steps. The `pallas_call` is rewritten to a grid of S steps (the kept ones):
+- every index map becomes a table lookup of the block it named at that step, into operands that
+  hold only the blocks the kept steps touch (`compact`: per dimension, the distinct blocks named),
+  so a full-size input is never materialized;
+- the kernel body is untouched; its `program_id`s read the original step's coordinates and its
+  `num_programs` the full-size extents (the grid environment the interpreter binds), so a branch
+  on either sees the full size;
+- inputs are drawn per tile from the seed and the tile's position (`LazyInputs`): the values of an
+  element do not depend on which blocks were sampled, so the candidate's and the oracle's runs
+  read the same numbers.
+
+What it refuses, by name (`not_sampled`; the caller decides what that means for the payment):
+programs whose outputs are not one `pallas_call`'s, operands computed from large inputs outside
+the kernel, scalar prefetch, operands in HBM/ANY (manual DMA: the block tables say nothing of what
+it reads), aliased outputs, vmapped grids, index maps with other than blocked or squeezed
+dimensions, and an output block written in two separate runs of steps (what a TPU would have
+written back in between cannot be reproduced by running the runs side by side).
+
+What it cannot see (said in docs/pallas.md): state carried in scratch from one output block's
+steps to the next (the sampled run starts from uninitialized, NaN-filled scratch), and a kernel
+that writes into its own input buffers; and, being a sample, a difference confined to blocks
+that were not drawn.
+"""
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Sequence
+
+import numpy as np
+
+# Inputs at most this large (and inputs whose draw is global: permutations, partitions) are drawn
+# whole; larger ones per tile, only where a kept step reads them.
+WHOLE_INPUT_BYTES = 4 << 20
+# The tile an input is drawn in: its last dimension in runs of 512, the one before in runs of 64,
+# the others one at a time. The tiling is fixed per tensor, never the candidate's.
+TILE_LAST, TILE_SECOND = 512, 64
+# A full grid larger than this is not evaluated (the index maps are evaluated at every step).
+MAX_GRID_POINTS = 1 << 24
+
+
+@dataclasses.dataclass
+class Verdict:
+    status: str               # "agree", "disagree", "not_sampled", "crashed"
+    reason: str = ""
+    blocks: list = dataclasses.field(default_factory=list)   # (output, block index) compared
+    steps: int = 0            # grid steps the candidate ran
+    oracle_steps: int = 0
+    seconds: dict = dataclasses.field(default_factory=dict)  # plan, inputs, candidate, oracle
+
+
+class NotSampled(Exception):
+    """A program this module cannot run on a sample of its grid; the message says why."""
+
+
+class Revisits(Exception):
+    """The full-size grid writes an output block in two separate runs of steps: TPU interpret mode
+    refuses that (a revisited block) in the checked runs, and a TPU writes back whatever its
+    buffer held in between. A failing verdict, not a limit of the sampling."""
+
+
+# --------------------------------------------------------------------------- the program's form
+
+@dataclasses.dataclass
+class Plan:
+    closed: object            # the full-size ClosedJaxpr
+    eqn: object               # its one pallas_call
+    operand_sources: list     # per pallas_call operand: ("input", i) or ("computed", var)
+    output_of: list           # per program output: index among the pallas_call's outputs
+    full_grid: tuple
+
+
+def plan(closed_jaxpr) -> Plan:
+    """The program's sampled form, or NotSampled with the reason."""
+    jaxpr = closed_jaxpr.jaxpr
+    calls = [e for e in jaxpr.eqns if e.primitive.name == "pallas_call"]
+    if len(calls) != 1:
+        raise NotSampled(f"the program has {len(calls)} pallas_calls; sampling handles one")
+    eqn = calls[0]
+    gm = eqn.params["grid_mapping"]
+    if gm.num_index_operands:
+        raise NotSampled("the kernel takes scalar-prefetch operands (its blocks follow data)")
+    if gm.num_dynamic_grid_bounds:
+        raise NotSampled("the grid has dynamic bounds")
+    if gm.vmapped_dims:
+        raise NotSampled("the pallas_call is vmapped")
+    if eqn.params.get("input_output_aliases"):
+        raise NotSampled("an output is aliased to an input")
+    if eqn.params.get("mesh") is not None:
+        raise NotSampled("the kernel runs on a core mesh")
+    for bm in gm.block_mappings:
+        space = str(getattr(bm.transformed_block_aval, "memory_space", "")).lower()
+        if "any" in space or "hbm" in space:
+            raise NotSampled(f"{bm.origin} stays in HBM (manual DMA: its reads are not in the index maps)")
+        for dim in bm.block_shape:
+            if type(dim).__name__ not in ("Blocked", "Squeezed"):
+                raise NotSampled(f"{bm.origin} has a {type(dim).__name__} block dimension")
+    grid = tuple(int(g) for g in gm.grid)
+    if int(np.prod(grid, dtype=np.int64)) > MAX_GRID_POINTS:
+        raise NotSampled(f"the grid has {int(np.prod(grid))} steps")
+    output_of = []
+    for var in jaxpr.outvars:
+        hits = [k for k, o in enumerate(eqn.outvars) if o is var]
+        if not hits:
+            raise NotSampled("a program output is computed outside the pallas_call")
+        output_of.append(hits[0])
+    # Operands: program inputs as they are, or values computed outside the kernel from small
+    # inputs only (a bias reshaped, a scale), which are computed whole.
+    invar_index = {v: i for i, v in enumerate(jaxpr.invars)}
+    sources = []
+    for var in eqn.invars:
+        if hasattr(var, "val"):
+            sources.append(("literal", var.val))
+        elif var in invar_index:
+            sources.append(("input", invar_index[var]))
+        else:
+            sources.append(("computed", var))
+    return Plan(closed_jaxpr, eqn, sources, output_of, grid)
+
+
+def _cone_inputs(jaxpr, var) -> set:
+    """The program inputs a value outside the kernel is computed from."""
+    producers = {o: e for e in jaxpr.eqns for o in e.outvars}
+    seen, todo, inputs = set(), [var], set()
+    invars = set(jaxpr.invars)
+    while todo:
+        v = todo.pop()
+        if hasattr(v, "val") or v in seen:
+            continue
+        seen.add(v)
+        if v in invars:
+            inputs.add(v)
+        elif v in producers:
+            if producers[v].primitive.name == "pallas_call":
+                raise NotSampled("an operand is computed by another pallas_call")
+            todo.extend(producers[v].invars)
+    return inputs
+
+
+# --------------------------------------------------------------------------- the grid
+
+def _grid_points(grid: tuple) -> np.ndarray:
+    """Every step of the grid in the order the grid runs them (last axis fastest): [steps, axes]."""
+    if not grid:
+        return np.zeros((1, 0), np.int32)
+    return np.indices(grid, dtype=np.int32).reshape(len(grid), -1).T
+
+
+def _index_map_table(bm, points: np.ndarray) -> np.ndarray:
+    """The block each step names: [steps, dims] (one evaluation of the index map, vectorized)."""
+    import jax
+    from jax._src import core
+    fn = core.jaxpr_as_fun(bm.index_map_jaxpr)
+    cols = [points[:, a] for a in range(points.shape[1])]
+    out = jax.vmap(lambda *ids: tuple(fn(*ids)))(*cols) if cols else tuple(fn())
+    out = [np.broadcast_to(np.asarray(o, np.int64), (points.shape[0],)) for o in out]
+    return np.stack(out, axis=1) if out else np.zeros((points.shape[0], 0), np.int64)
+
+
+def _extent(bm, dim: int, full: int) -> int:
+    d = bm.block_shape[dim]
+    return 1 if type(d).__name__ == "Squeezed" else int(d.block_size)
+
+
+def _block_count(bm, dim: int) -> int:
+    full = int(bm.array_aval.shape[dim])
+    size = _extent(bm, dim, full)
+    return -(-full // size)
+
+
+def element_box(bm, block: Sequence[int]) -> tuple:
+    """The elements block `block` of mapping `bm` covers: (start, stop) per dimension."""
+    box = []
+    for d, b in enumerate(block):
+        full = int(bm.array_aval.shape[d])
+        size = _extent(bm, d, full)
+        box.append((int(b) * size, min((int(b) + 1) * size, full)))
+    return tuple(box)
+
+
+# --------------------------------------------------------------------------- inputs
+
+class LazyInputs:
+    """A task's full-size inputs, drawn per tile from (seed, input, tile position) with the task's
+    initializers (inputs.draw): the same element has the same value whoever asks for it."""
+
+    def __init__(self, specs, seed: int):
+        from . import inputs as draws
+        self.specs, self.seed, self._draw = specs, seed, draws.draw
+        self._whole: dict[int, np.ndarray] = {}
+        self._tiles: dict[tuple, np.ndarray] = {}  # the candidate's run reads the oracle's tiles again
+
+    def _tile(self, spec) -> tuple:
+        n = len(spec.shape)
+        return tuple(TILE_LAST if d == n - 1 else TILE_SECOND if d == n - 2 else 1 for d in range(n))
+
+    def whole_size(self, index: int) -> bool:
+        spec = self.specs[index]
+        nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
+        return nbytes <= WHOLE_INPUT_BYTES or spec.init["kind"] in ("permutation", "partition")
+
+    def whole(self, index: int) -> np.ndarray:
+        if index not in self._whole:
+            spec = self.specs[index]
+            if not self.whole_size(index):
+                raise NotSampled(f"input '{spec.name}' is too large to draw whole "
+                                 f"({list(spec.shape)}) and the kernel does not read it by blocks")
+            self._whole[index] = self._draw(spec, np.random.default_rng([self.seed, index, 1 << 30]))
+        return self._whole[index]
+
+    def take(self, index: int, positions: Sequence[np.ndarray]) -> np.ndarray:
+        """input[np.ix_(*positions)]: the elements at these positions per dimension."""
+        if self.whole_size(index):
+            return self.whole(index)[np.ix_(*positions)]
+        spec = self.specs[index]
+        tile = self._tile(spec)
+        tiles = [np.unique(p // t) for p, t in zip(positions, tile)]
+        shape = [len(ts) * t for ts, t in zip(tiles, tile)]
+        block = np.empty(shape, dtype=spec.dtype)
+        for coords in np.ndindex(*[len(ts) for ts in tiles]):
+            where = tuple(int(tiles[d][c]) for d, c in enumerate(coords))
+            starts = [w * t for w, t in zip(where, tile)]
+            sizes = [min(t, full - s) for t, full, s in zip(tile, spec.shape, starts)]
+            piece = self._tiles.get((index, where))
+            if piece is None:
+                piece = self._draw(dataclasses.replace(spec, shape=sizes),
+                                   np.random.default_rng([self.seed, index, *where]))
+                self._tiles[(index, where)] = piece
+            block[tuple(slice(c * t, c * t + s) for c, t, s in zip(coords, tile, sizes))] = piece
+        local = [np.searchsorted(ts, p // t) * t + p % t for ts, p, t in zip(tiles, positions, tile)]
+        return block[np.ix_(*local)]
+
+
+# --------------------------------------------------------------------------- a sampled run
+
+@dataclasses.dataclass
+class _Sub:
+    steps: np.ndarray          # kept steps' grid coordinates [S, axes]
+    tables: list               # per block mapping: the block each kept step names [S, dims]
+    kept: list                 # per block mapping, per dim: the distinct blocks named (sorted)
+
+
+def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, dict]:
+    """The grid steps that write the wanted blocks of each pallas_call output (in grid order), and
+    the full-grid tables of the out index maps. NotSampled if a block is written in two runs."""
+    gm = plan_.eqn.params["grid_mapping"]
+    points = _grid_points(plan_.full_grid)
+    n_in = gm.num_inputs
+    keep = np.zeros(points.shape[0], bool)
+    for k, blocks in want.items():
+        table = _index_map_table(gm.block_mappings[n_in + k], points)
+        for block in blocks:
+            hit = np.all(table == np.asarray(block, np.int64), axis=1)
+            where = np.flatnonzero(hit)
+            if where.size and where[-1] - where[0] + 1 != where.size:
+                raise Revisits(f"at the full sizes, output {k}'s block {tuple(block)} is written in separate runs "
+                               f"of grid steps (first at step {where[0]}, again at step {where[-1]} after others): "
+                               f"a revisited output block")
+            keep |= hit
+    return points[keep], {}
+
+
+def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, interpret_params) -> tuple:
+    """Runs the pallas_call on the steps that write the wanted blocks. Returns ({(k, block):
+    array or None when no step writes it}, steps run)."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import core
+    from jax._src.pallas import core as pallas_core
+    from jax._src.pallas.pallas_call import pallas_call_p
+
+    eqn = plan_.eqn
+    gm = eqn.params["grid_mapping"]
+    n_in, n_out = gm.num_inputs, gm.num_outputs
+    steps, _ = _steps_for(plan_, want)
+    result = {}
+    if steps.shape[0] == 0:
+        return {(k, tuple(b)): None for k, bs in want.items() for b in bs}, 0
+    tables = [_index_map_table(bm, steps) for bm in gm.block_mappings]
+    kept = [[np.unique(t[:, d]) for d in range(t.shape[1])] for t in tables]
+    compact_tables = [np.stack([np.searchsorted(kept[m][d], tables[m][:, d]) for d in range(tables[m].shape[1])],
+                               axis=1).astype(np.int32) if tables[m].shape[1] else tables[m].astype(np.int32)
+                      for m in range(len(tables))]
+
+    def positions(bm, m) -> list[np.ndarray]:
+        out = []
+        for d, blocks in enumerate(kept[m]):
+            full = int(bm.array_aval.shape[d])
+            size = _extent(bm, d, full)
+            out.append(np.concatenate([np.arange(b * size, min((b + 1) * size, full)) for b in blocks]))
+        return out
+
+    # Operands: the kept blocks only.
+    computed = _computed_operands(plan_, lazy)
+    operands = []
+    for m, (bm, source) in enumerate(zip(gm.block_mappings[:n_in], plan_.operand_sources)):
+        pos = positions(bm, m)
+        if source[0] == "input":
+            operands.append(lazy.take(source[1], pos))
+        elif source[0] == "literal":
+            operands.append(np.asarray(source[1])[np.ix_(*pos)] if pos else np.asarray(source[1]))
+        else:
+            operands.append(np.asarray(computed[source[1]])[np.ix_(*pos)] if pos else np.asarray(computed[source[1]]))
+    out_shapes = [tuple(len(p) for p in positions(bm, n_in + k)) for k, bm in enumerate(gm.block_mappings[n_in:])]
+
+    # The rewritten call: S steps, index maps as table lookups, the body's grid environment the
+    # original step's coordinates and the full-size extents.
+    pid_table = jnp.asarray(steps.astype(np.int32))
+    full_grid = plan_.full_grid
+
+    def local_grid_env(grid_point, grid):
+        return tuple(pallas_core.GridAxis(pid_table[grid_point[0], a], full_grid[a]) for a in range(len(full_grid)))
+
+    new_bms = []
+    for m, bm in enumerate(gm.block_mappings):
+        table = jnp.asarray(compact_tables[m])
+        ndim = compact_tables[m].shape[1]
+        index_map = jax.make_jaxpr(lambda s, t=table, n=ndim: tuple(t[s, d] for d in range(n)))(jnp.int32(0))
+        shape = tuple(operands[m].shape) if m < n_in else out_shapes[m - n_in]
+        new_bms.append(dataclasses.replace(bm, index_map_jaxpr=index_map,
+                                           array_aval=bm.array_aval.update(shape=shape),
+                                           allow_captured_consts=True))
+    from jax import tree_util
+    new_gm = dataclasses.replace(
+        gm, grid=(int(steps.shape[0]),), grid_names=None, block_mappings=tuple(new_bms),
+        index_map_tree=tree_util.tree_structure(((0,), {})),
+        index_map_avals=(core.ShapedArray((), jnp.int32),), local_grid_env=local_grid_env)
+    params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params,
+                  out_avals=tuple(a.update(shape=s) for a, s in zip(eqn.params["out_avals"], out_shapes)),
+                  compiler_params=_one_axis(eqn.params.get("compiler_params")), cost_estimate=None)
+    outs = pallas_call_p.bind(*[jnp.asarray(o) for o in operands], **params)
+    outs = [np.asarray(o) for o in outs]
+
+    # The wanted blocks, cut out of the compact outputs.
+    for k, blocks in want.items():
+        m = n_in + k
+        bm = gm.block_mappings[m]
+        for block in blocks:
+            block = tuple(int(b) for b in block)
+            written = any(np.array_equal(row, block) for row in tables[m])
+            if not written:
+                result[(k, block)] = None
+                continue
+            index = []
+            for d, b in enumerate(block):
+                full = int(bm.array_aval.shape[d])
+                size = _extent(bm, d, full)
+                start = sum(min((u + 1) * size, full) - u * size for u in kept[m][d] if u < b)
+                index.append(slice(start, start + min((b + 1) * size, full) - b * size))
+            result[(k, block)] = outs[k][tuple(index)]
+    return result, int(steps.shape[0])
+
+
+def _one_axis(compiler_params):
+    """The kernel's compiler parameters for a one-axis grid (dimension semantics for one axis)."""
+    if not compiler_params:
+        return compiler_params
+    out = {}
+    for key, value in dict(compiler_params).items():
+        if dataclasses.is_dataclass(value) and getattr(value, "dimension_semantics", None) is not None:
+            value = dataclasses.replace(value, dimension_semantics=("arbitrary",))
+        out[key] = value
+    return type(compiler_params)(out) if not isinstance(compiler_params, dict) else out
+
+
+def _computed_operands(plan_: Plan, lazy: LazyInputs) -> dict:
+    """The operands computed outside the kernel, from whole (small) inputs only."""
+    from jax._src import core
+    jaxpr = plan_.closed.jaxpr
+    wanted = [s[1] for s in plan_.operand_sources if s[0] == "computed"]
+    if not wanted:
+        return {}
+    env = {}
+    for v in set().union(*[_cone_inputs(jaxpr, w) for w in wanted]):
+        env[v] = lazy.whole(jaxpr.invars.index(v))
+    for cv, c in zip(jaxpr.constvars, plan_.closed.consts):
+        env[cv] = c
+    pending = set(wanted)
+    for e in jaxpr.eqns:
+        if e.primitive.name == "pallas_call":
+            continue
+        if not all(hasattr(v, "val") or v in env for v in e.invars):
+            continue
+        vals = [v.val if hasattr(v, "val") else env[v] for v in e.invars]
+        out = e.primitive.bind(*vals, **e.params)
+        out = out if e.primitive.multiple_results else [out]
+        for o, val in zip(e.outvars, out):
+            env[o] = val
+        pending -= set(e.outvars)
+        if not pending:
+            break
+    if pending:
+        raise NotSampled("an operand computed outside the kernel could not be evaluated")
+    return {w: env[w] for w in wanted}
+
+
+# --------------------------------------------------------------------------- the check
+
+def choose_blocks(bm, rng: np.random.Generator, count: int) -> list[tuple]:
+    """The first and last block of an output, and `count` more drawn at random (not the
+    candidate's choice: the judge's seed)."""
+    counts = [_block_count(bm, d) for d in range(len(bm.block_shape))]
+    chosen = {tuple(0 for _ in counts), tuple(c - 1 for c in counts)}
+    total = int(np.prod(counts, dtype=np.int64))
+    for flat in rng.choice(total, size=min(count, total), replace=False):
+        chosen.add(tuple(int(x) for x in np.unravel_index(int(flat), counts)))
+    return sorted(chosen)
+
+
+def _covering(plan_: Plan, k: int, box: tuple) -> list[tuple]:
+    """The blocks of pallas_call output k that cover the element box."""
+    gm = plan_.eqn.params["grid_mapping"]
+    bm = gm.block_mappings[gm.num_inputs + k]
+    ranges = []
+    for d, (lo, hi) in enumerate(box):
+        size = _extent(bm, d, int(bm.array_aval.shape[d]))
+        ranges.append(range(lo // size, (hi - 1) // size + 1))
+    return [tuple(int(r[i]) for r, i in zip(ranges, idx)) for idx in np.ndindex(*[len(r) for r in ranges])]
+
+
+def _assemble(plan_: Plan, k: int, blocks: dict, box: tuple) -> np.ndarray | None:
+    gm = plan_.eqn.params["grid_mapping"]
+    bm = gm.block_mappings[gm.num_inputs + k]
+    out = None
+    for block, value in blocks.items():
+        if value is None:
+            return None
+        bbox = element_box(bm, block)
+        value = value.reshape(tuple(hi - lo for lo, hi in bbox))
+        if out is None:
+            out = np.full(tuple(hi - lo for lo, hi in box), np.nan, dtype=value.dtype)
+        src, dst = [], []
+        for (lo, hi), (blo, bhi) in zip(box, bbox):
+            a, b = max(lo, blo), min(hi, bhi)
+            src.append(slice(a - blo, b - blo))
+            dst.append(slice(a - lo, b - lo))
+        out[tuple(dst)] = value[tuple(src)]
+    return out
+
+
+def _compare(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> int:
+    e, a = expected.astype(np.float64), actual.astype(np.float64)
+    if np.issubdtype(expected.dtype, np.integer):
+        return int(np.sum(e != a))
+    return int(np.sum(~(np.abs(a - e) <= atol + rtol * np.abs(e))))
+
+
+def interpret_params():
+    from jax.experimental.pallas import tpu as pltpu
+    return pltpu.InterpretParams(out_of_bounds_reads="raise", uninitialized_memory="nan")
+
+
+def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
+    """The oracle's side of a check, which does not depend on the candidate (a judge can compute it
+    once per task and seed, beside the reference's outputs): the sampled element boxes of each
+    program output (the oracle's first and last block and `count` drawn from the seed) and the
+    oracle's values there. Returns (boxes {(output, box): values}, steps, inputs, seconds)."""
+    from . import tpu_numerics
+    started = time.perf_counter()
+    try:
+        orac = plan(tpu_numerics.as_on_tpu(oracle_full))
+    except NotSampled as error:
+        raise NotSampled(f"the oracle (the task's starter): {error}") from None
+    lazy = LazyInputs(task.size_sets["full"].inputs, seed)
+    rng = np.random.default_rng([seed, 0x5A3D])
+    gm = orac.eqn.params["grid_mapping"]
+    want = {k: choose_blocks(gm.block_mappings[gm.num_inputs + k], rng, count) for k in sorted(set(orac.output_of))}
+    got, steps = run_sampled(orac, want, lazy, interpret_params())
+    boxes = {}
+    for j, k in enumerate(orac.output_of):
+        bm = gm.block_mappings[gm.num_inputs + k]
+        for block in want[k]:
+            value = got[(k, tuple(block))]
+            if value is None:
+                raise NotSampled(f"the oracle (the task's starter) writes no block {block} of output {j}")
+            boxes[(j, element_box(bm, block))] = value.reshape(tuple(hi - lo for lo, hi in element_box(bm, block)))
+    return boxes, steps, lazy, time.perf_counter() - started
+
+
+def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, oracle=None) -> Verdict:
+    """The candidate's full-size program against the oracle's on the same sampled output elements.
+    Both programs as the judge holds them (ClosedJaxprs traced at the full sizes); `oracle` is
+    sample()'s result when the caller keeps it."""
+    from . import tpu_numerics
+    seconds = {}
+    started = time.perf_counter()
+    try:
+        cand = plan(tpu_numerics.as_on_tpu(candidate_full))
+    except NotSampled as error:
+        return Verdict("not_sampled", str(error))
+    seconds["plan"] = time.perf_counter() - started
+    try:
+        boxes, oracle_steps, lazy, seconds["oracle"] = oracle or sample(oracle_full, task, seed, count)
+    except (NotSampled, Revisits) as error:
+        return Verdict("not_sampled", str(error), seconds=seconds)
+    full = task.size_sets["full"]
+    gm = cand.eqn.params["grid_mapping"]
+    if len(cand.output_of) != len(full.outputs):
+        return Verdict("disagree", f"the program has {len(cand.output_of)} outputs; the task has {len(full.outputs)}")
+    want = {}
+    for (j, box) in boxes:
+        want.setdefault(cand.output_of[j], set()).update(_covering(cand, cand.output_of[j], box))
+    try:
+        t = time.perf_counter()
+        got, steps = run_sampled(cand, {k: sorted(v) for k, v in want.items()}, lazy, interpret_params())
+        seconds["candidate"] = time.perf_counter() - t
+    except NotSampled as error:
+        return Verdict("not_sampled", str(error), seconds=seconds)
+    except Revisits as error:
+        return Verdict("crashed", str(error), seconds=seconds)
+    except Exception as error:  # the candidate's kernel raised at the full size
+        return Verdict("crashed", f"the full-size kernel raised on its sampled steps: {type(error).__name__}: "
+                                  f"{str(error)[:300]}", seconds=seconds)
+    for (j, box) in boxes:
+        k = cand.output_of[j]
+        missing = [b for b in _covering(cand, k, box) if got[(k, b)] is None]
+        if missing:
+            return Verdict("disagree", f"at the full sizes, output '{full.outputs[j].name}' block {missing[0]} is "
+                                       f"written by no grid step", [], steps, oracle_steps, seconds)
+    compared = []
+    for (j, box), expected in boxes.items():
+        k = cand.output_of[j]
+        spec = full.outputs[j]
+        blocks = _covering(cand, k, box)
+        actual = _assemble(cand, k, {b: got[(k, b)] for b in blocks}, box)
+        # Both are within the task's tolerance of the exact answer where they are right, so they
+        # agree within twice it (the oracle is not the exact answer: it is the trusted starter).
+        bad = _compare(expected, actual, 2 * spec.atol, 2 * spec.rtol)
+        compared.append((spec.name, box))
+        if bad:
+            err = float(np.nanmax(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
+            return Verdict("disagree", f"at the full sizes, output '{spec.name}' elements {box}: {bad} of "
+                                       f"{expected.size} outside tolerance of the starter's, max abs difference "
+                                       f"{err:.3g}", compared, steps, oracle_steps, seconds)
+    return Verdict("agree", "", compared, steps, oracle_steps, seconds)
+
+
+def check_task(task_dir, candidate_source: str, seed: int = 1, count: int = 2, layout: str = "kernelgym",
+               suite: str = "") -> Verdict:
+    """Standalone: traces the candidate and the task's starter at the full sizes and checks the
+    candidate's program on a sample (the judge would use the programs it already holds)."""
+    import pathlib
+    import tempfile
+    import jax
+    import jax.numpy as jnp
+    from . import task_spec
+    task_dir = pathlib.Path(task_dir)
+    task = task_spec.load_task(task_dir, layout, suite or task_dir.parent.name)
+    args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets["full"].inputs]
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder) / "candidate.py"
+        path.write_text(candidate_source)
+        kernel = task_spec.load_function(path, "kernel", "sampled_candidate")
+        candidate = jax.make_jaxpr(kernel)(*args)
+    starter = task_spec.load_function(task.starter_path, "kernel", "sampled_starter")
+    oracle = jax.make_jaxpr(starter)(*args)
+    return check_program(candidate, oracle, task, seed, count)

@@ -1,0 +1,163 @@
+"""full_size_sample.py: the full-size pallas_call run in TPU interpret mode on the grid steps that
+write a few sampled output blocks, against a trusted kernel's same blocks. A small 'full' size
+(a 512 x 2048 x 256 matmul on a 4 x 2 x 8 grid) keeps each case to a few seconds; the attacks are
+the red team's shapes: a clamp that never bites on a checked grid, a branch on the grid's length,
+an output index map that leaves blocks unwritten."""
+
+import pathlib
+import sys
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
+
+from kernelgym_pallas import full_size_sample as fss, task_spec  # noqa: E402
+
+M, K, N = 512, 2048, 256
+B = 128  # M and N blocks
+BK = 256  # K blocks: 8 steps at this 'full' size; a checked grid would have 2 or 3
+
+
+def _task():
+    normal = {"kind": "normal", "mean": 0.0, "std": 1.0}
+    full = task_spec.ShapeSet(
+        sizes={"M": M, "K": K, "N": N},
+        inputs=[task_spec.TensorSpec("A", np.dtype(np.float32), [M, K], normal),
+                task_spec.TensorSpec("B", np.dtype(np.float32), [K, N], normal)],
+        outputs=[task_spec.TensorSpec("C", np.dtype(np.float32), [M, N], atol=1e-4, rtol=1e-4)])
+    return task_spec.PallasTask("test/matmul", "kernelgym", pathlib.Path("."), None, {"full": full})
+
+
+def _matmul(a_map=lambda i, j, k: (i, k), b_map=lambda i, j, k: (k, j), out_map=lambda i, j, k: (i, j),
+            accumulate_when=None):
+    def body(a_ref, b_ref, c_ref, acc_ref):
+        k = pl.program_id(2)
+
+        @pl.when(k == 0)
+        def _():
+            acc_ref[...] = jnp.zeros_like(acc_ref)
+
+        def step():
+            acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], precision="highest")
+
+        if accumulate_when is None:
+            step()
+        else:
+            pl.when(accumulate_when())(step)
+
+        @pl.when(k == pl.num_programs(2) - 1)
+        def _():
+            c_ref[...] = acc_ref[...]
+
+    def kernel(a, b):
+        m, kk = a.shape
+        n = b.shape[1]
+        return pl.pallas_call(
+            body, grid=(m // B, n // B, kk // BK),
+            in_specs=[pl.BlockSpec((B, BK), a_map), pl.BlockSpec((BK, B), b_map)],
+            out_specs=pl.BlockSpec((B, B), out_map),
+            out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
+            scratch_shapes=[pltpu.VMEM((B, B), jnp.float32)])(a, b)
+    return kernel
+
+
+def _program(kernel):
+    return jax.make_jaxpr(kernel)(jax.ShapeDtypeStruct((M, K), jnp.float32), jax.ShapeDtypeStruct((K, N), jnp.float32))
+
+
+class FullSizeSampleTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.task = _task()
+        cls.oracle_program = _program(_matmul())
+        cls.oracle = fss.sample(cls.oracle_program, cls.task, seed=7, count=2)
+
+    def check(self, kernel):
+        return fss.check_program(_program(kernel), self.oracle_program, self.task, seed=7, oracle=self.oracle)
+
+    def test_the_oracle_samples_the_first_and_last_block_and_matches_numpy(self):
+        boxes, steps, lazy, _ = self.oracle
+        self.assertIn((0, ((0, B), (0, B))), boxes)
+        self.assertIn((0, ((M - B, M), (N - B, N))), boxes)
+        self.assertEqual(steps, len(boxes) * (K // BK))  # every k step of every sampled block, no other
+        for (_, box), value in boxes.items():
+            (r0, r1), (c0, c1) = box
+            a = lazy.take(0, [np.arange(r0, r1), np.arange(K)]).astype(np.float64)
+            b = lazy.take(1, [np.arange(K), np.arange(c0, c1)]).astype(np.float64)
+            np.testing.assert_allclose(value, a @ b, rtol=1e-4, atol=1e-3)
+
+    def test_an_honest_kernel_with_other_blocks_agrees(self):
+        # Another tiling covers the sampled elements with its own blocks: still compared element by element.
+        def kernel(a, b):
+            def body(a_ref, b_ref, c_ref):
+                c_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision="highest")
+            return pl.pallas_call(body, grid=(a.shape[0] // 256,),
+                                  in_specs=[pl.BlockSpec((256, K), lambda i: (i, 0)),
+                                            pl.BlockSpec((K, N), lambda i: (0, 0))],
+                                  out_specs=pl.BlockSpec((256, N), lambda i: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((a.shape[0], N), a.dtype))(a, b)
+        verdict = self.check(kernel)
+        self.assertEqual(verdict.status, "agree", verdict.reason)
+        self.assertGreaterEqual(len(verdict.blocks), 2)
+
+    def test_a_clamp_that_bites_only_at_the_full_size_disagrees(self):
+        # min(k, 3) is k on a checked grid of 2 or 3 k steps; here k 4..7 re-read block 3.
+        verdict = self.check(_matmul(a_map=lambda i, j, k: (i, jnp.minimum(k, 3)),
+                                     b_map=lambda i, j, k: (jnp.minimum(k, 3), j)))
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
+        self.assertIn("outside tolerance", verdict.reason)
+
+    def test_work_skipped_when_the_grid_is_long_disagrees(self):
+        # The body sees the full-size num_programs: a branch on it is taken as on the chip.
+        verdict = self.check(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4))
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
+
+    def test_an_output_block_no_step_writes_disagrees(self):
+        # Column blocks past the first are never named: the last block (always sampled) is never written.
+        verdict = self.check(_matmul(out_map=lambda i, j, k: (i, jnp.minimum(j, 0))))
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
+        self.assertIn("written by no grid step", verdict.reason)
+
+    def test_an_output_block_written_in_two_runs_fails(self):
+        # Row blocks past the second all land on block 1, between steps of other column blocks:
+        # interpret mode refuses such a revisit, and the full-size grid is the one that does it.
+        verdict = self.check(_matmul(out_map=lambda i, j, k: (jnp.minimum(i, 1), j)))
+        self.assertEqual(verdict.status, "crashed", verdict.reason)
+        self.assertIn("revisited output block", verdict.reason)
+
+    def test_scalar_prefetch_is_not_sampled_and_says_why(self):
+        def kernel(a, b):
+            def body(t_ref, a_ref, b_ref, c_ref):
+                c_ref[...] = jnp.dot(a_ref[...], b_ref[...])
+            spec = pltpu.PrefetchScalarGridSpec(
+                num_scalar_prefetch=1, grid=(a.shape[0] // B,),
+                in_specs=[pl.BlockSpec((B, K), lambda i, t: (t[i], 0)), pl.BlockSpec((K, N), lambda i, t: (0, 0))],
+                out_specs=pl.BlockSpec((B, N), lambda i, t: (i, 0)))
+            return pl.pallas_call(body, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((a.shape[0], N), a.dtype))(
+                jnp.arange(a.shape[0] // B, dtype=jnp.int32), a, b)
+        verdict = self.check(kernel)
+        self.assertEqual(verdict.status, "not_sampled")
+        self.assertIn("scalar-prefetch", verdict.reason)
+
+
+class LazyInputsTest(unittest.TestCase):
+    def test_an_element_has_one_value_whoever_asks_and_follows_the_initializer(self):
+        spec = task_spec.TensorSpec("X", np.dtype(np.float32), [300, 5000], {"kind": "normal", "mean": 2.0, "std": 0.5})
+        lazy = fss.LazyInputs([spec], seed=3)
+        self.assertFalse(lazy.whole_size(0))
+        wide = lazy.take(0, [np.arange(0, 300), np.arange(4000, 5000)])
+        narrow = fss.LazyInputs([spec], seed=3).take(0, [np.array([7, 299]), np.array([4999, 4000, 4513])])
+        np.testing.assert_array_equal(narrow, wide[np.ix_([7, 299], [999, 0, 513])])
+        self.assertAlmostEqual(float(wide.mean()), 2.0, delta=0.01)
+        self.assertAlmostEqual(float(wide.std()), 0.5, delta=0.01)
+        other_seed = fss.LazyInputs([spec], seed=4).take(0, [np.arange(0, 300), np.arange(4000, 5000)])
+        self.assertFalse(np.array_equal(other_seed, wide))
+
+
+if __name__ == "__main__":
+    unittest.main()
