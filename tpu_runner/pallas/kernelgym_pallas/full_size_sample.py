@@ -58,7 +58,9 @@ class Verdict:
     blocks: list = dataclasses.field(default_factory=list)   # (output, block index) compared
     steps: int = 0            # grid steps the candidate ran
     oracle_steps: int = 0
-    seconds: dict = dataclasses.field(default_factory=dict)  # plan, inputs, candidate, oracle
+    # plan, oracle, candidate: wall-clock seconds; oracle_cpu, candidate_cpu: CPU seconds of this
+    # process (all its threads: XLA's included)
+    seconds: dict = dataclasses.field(default_factory=dict)
 
 
 class NotSampled(Exception):
@@ -72,6 +74,10 @@ class Revisits(Exception):
 
 
 # --------------------------------------------------------------------------- the program's form
+
+# Primitives that only re-view an array, keeping each element's row-major position.
+_VIEWS = ("reshape", "squeeze", "expand_dims")
+
 
 @dataclasses.dataclass
 class Plan:
@@ -110,21 +116,32 @@ def plan(closed_jaxpr) -> Plan:
     grid = tuple(int(g) for g in gm.grid)
     if int(np.prod(grid, dtype=np.int64)) > MAX_GRID_POINTS:
         raise NotSampled(f"the grid has {int(np.prod(grid))} steps")
+    producers = {o: e for e in jaxpr.eqns for o in e.outvars}
+
+    def through_views(var):
+        # A reshape keeps every element's row-major (flat) position: the sample is taken in flat
+        # positions, so the program's views of an input or of an output are seen through.
+        while var in producers and producers[var].primitive.name in _VIEWS:
+            var = producers[var].invars[0]
+        return var
+
     output_of = []
     for var in jaxpr.outvars:
+        var = through_views(var)
         hits = [k for k, o in enumerate(eqn.outvars) if o is var]
         if not hits:
-            raise NotSampled("a program output is computed outside the pallas_call")
+            raise NotSampled("a program output is computed outside the pallas_call (other than by a reshape)")
         output_of.append(hits[0])
-    # Operands: program inputs as they are, or values computed outside the kernel from small
-    # inputs only (a bias reshaped, a scale), which are computed whole.
+    # Operands: program inputs (or reshapes of them), or values computed outside the kernel from
+    # small inputs only (a bias reshaped, a scale), which are computed whole.
     invar_index = {v: i for i, v in enumerate(jaxpr.invars)}
     sources = []
     for var in eqn.invars:
+        seen = var if hasattr(var, "val") else through_views(var)
         if hasattr(var, "val"):
             sources.append(("literal", var.val))
-        elif var in invar_index:
-            sources.append(("input", invar_index[var]))
+        elif seen in invar_index:
+            sources.append(("input", invar_index[seen]))
         else:
             sources.append(("computed", var))
     return Plan(closed_jaxpr, eqn, sources, output_of, grid)
@@ -220,27 +237,53 @@ class LazyInputs:
             self._whole[index] = self._draw(spec, np.random.default_rng([self.seed, index, 1 << 30]))
         return self._whole[index]
 
-    def take(self, index: int, positions: Sequence[np.ndarray]) -> np.ndarray:
-        """input[np.ix_(*positions)]: the elements at these positions per dimension."""
+    def take(self, index: int, positions: Sequence[np.ndarray], shape: Sequence[int] | None = None) -> np.ndarray:
+        """The elements at these positions per dimension (np.ix_) of the input viewed with `shape`
+        (a reshape of it: the same row-major order; default its own shape)."""
+        spec = self.specs[index]
+        if shape is not None and tuple(shape) != tuple(spec.shape):
+            grid = np.meshgrid(*positions, indexing="ij")
+            flat = np.ravel_multi_index(tuple(g.reshape(-1) for g in grid), tuple(shape))
+            return self.take_flat(index, flat).reshape(tuple(len(p) for p in positions))
         if self.whole_size(index):
             return self.whole(index)[np.ix_(*positions)]
-        spec = self.specs[index]
         tile = self._tile(spec)
         tiles = [np.unique(p // t) for p, t in zip(positions, tile)]
         shape = [len(ts) * t for ts, t in zip(tiles, tile)]
         block = np.empty(shape, dtype=spec.dtype)
         for coords in np.ndindex(*[len(ts) for ts in tiles]):
             where = tuple(int(tiles[d][c]) for d, c in enumerate(coords))
-            starts = [w * t for w, t in zip(where, tile)]
-            sizes = [min(t, full - s) for t, full, s in zip(tile, spec.shape, starts)]
-            piece = self._tiles.get((index, where))
-            if piece is None:
-                piece = self._draw(dataclasses.replace(spec, shape=sizes),
-                                   np.random.default_rng([self.seed, index, *where]))
-                self._tiles[(index, where)] = piece
-            block[tuple(slice(c * t, c * t + s) for c, t, s in zip(coords, tile, sizes))] = piece
+            piece = self._piece(index, where)
+            block[tuple(slice(c * t, c * t + s) for c, t, s in zip(coords, tile, piece.shape))] = piece
         local = [np.searchsorted(ts, p // t) * t + p % t for ts, p, t in zip(tiles, positions, tile)]
         return block[np.ix_(*local)]
+
+    def take_flat(self, index: int, flat: np.ndarray) -> np.ndarray:
+        """The elements at these row-major positions."""
+        spec = self.specs[index]
+        if self.whole_size(index):
+            return self.whole(index).reshape(-1)[flat]
+        tile = self._tile(spec)
+        where = np.stack(np.unravel_index(flat, tuple(spec.shape)), axis=1)
+        tiles, inverse = np.unique(where // np.asarray(tile), axis=0, return_inverse=True)
+        out = np.empty(flat.shape[0], dtype=spec.dtype)
+        inverse = inverse.reshape(-1)
+        for t, coords in enumerate(tiles):
+            rows = np.flatnonzero(inverse == t)
+            piece = self._piece(index, tuple(int(c) for c in coords))
+            local = where[rows] - coords * np.asarray(tile)
+            out[rows] = piece[tuple(local.T)]
+        return out
+
+    def _piece(self, index: int, where: tuple) -> np.ndarray:
+        piece = self._tiles.get((index, where))
+        if piece is None:
+            spec = self.specs[index]
+            tile = self._tile(spec)
+            sizes = [min(t, full - w * t) for t, full, w in zip(tile, spec.shape, where)]
+            piece = self._draw(dataclasses.replace(spec, shape=sizes), np.random.default_rng([self.seed, index, *where]))
+            self._tiles[(index, where)] = piece
+        return piece
 
 
 # --------------------------------------------------------------------------- a sampled run
@@ -308,7 +351,7 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     for m, (bm, source) in enumerate(zip(gm.block_mappings[:n_in], plan_.operand_sources)):
         pos = positions(bm, m)
         if source[0] == "input":
-            operands.append(lazy.take(source[1], pos))
+            operands.append(lazy.take(source[1], pos, tuple(bm.array_aval.shape)))
         elif source[0] == "literal":
             operands.append(np.asarray(source[1])[np.ix_(*pos)] if pos else np.asarray(source[1]))
         else:
@@ -340,8 +383,11 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params,
                   out_avals=tuple(a.update(shape=s) for a, s in zip(eqn.params["out_avals"], out_shapes)),
                   compiler_params=_one_axis(eqn.params.get("compiler_params")), cost_estimate=None)
-    outs = pallas_call_p.bind(*[jnp.asarray(o) for o in operands], **params)
-    outs = [np.asarray(o) for o in outs]
+    try:
+        outs = pallas_call_p.bind(*[jnp.asarray(o) for o in operands], **params)
+        outs = [np.asarray(o) for o in outs]
+    except Exception as error:  # the kernel's doing (an interpret-mode error, a bad read)
+        raise KernelRaised(f"{type(error).__name__}: {str(error)[:300]}") from error
 
     # The wanted blocks, cut out of the compact outputs.
     for k, blocks in want.items():
@@ -364,15 +410,20 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
 
 
 def _one_axis(compiler_params):
-    """The kernel's compiler parameters for a one-axis grid (dimension semantics for one axis)."""
-    if not compiler_params:
-        return compiler_params
-    out = {}
-    for key, value in dict(compiler_params).items():
+    """The kernel's compiler parameters for a one-axis grid: dimension semantics for one axis
+    (a sequential one: the kept steps run in grid order). A mapping of backends to parameters
+    (jax's older form) or the TPU's parameters themselves."""
+    def fix(value):
         if dataclasses.is_dataclass(value) and getattr(value, "dimension_semantics", None) is not None:
-            value = dataclasses.replace(value, dimension_semantics=("arbitrary",))
-        out[key] = value
-    return type(compiler_params)(out) if not isinstance(compiler_params, dict) else out
+            return dataclasses.replace(value, dimension_semantics=("arbitrary",))
+        return value
+    if isinstance(compiler_params, dict):
+        return {key: fix(value) for key, value in compiler_params.items()}
+    return fix(compiler_params)
+
+
+class KernelRaised(Exception):
+    """The candidate's kernel raised while it ran on its sampled steps."""
 
 
 def _computed_operands(plan_: Plan, lazy: LazyInputs) -> dict:
@@ -419,34 +470,40 @@ def choose_blocks(bm, rng: np.random.Generator, count: int) -> list[tuple]:
     return sorted(chosen)
 
 
-def _covering(plan_: Plan, k: int, box: tuple) -> list[tuple]:
-    """The blocks of pallas_call output k that cover the element box."""
+def _blocks_of(plan_: Plan, k: int, flat: np.ndarray) -> tuple[np.ndarray, list[tuple]]:
+    """Where row-major positions of pallas_call output k lie: their multi-indices, the block of each
+    (an array [n, dims]) and the distinct blocks."""
     gm = plan_.eqn.params["grid_mapping"]
     bm = gm.block_mappings[gm.num_inputs + k]
-    ranges = []
-    for d, (lo, hi) in enumerate(box):
-        size = _extent(bm, d, int(bm.array_aval.shape[d]))
-        ranges.append(range(lo // size, (hi - 1) // size + 1))
-    return [tuple(int(r[i]) for r, i in zip(ranges, idx)) for idx in np.ndindex(*[len(r) for r in ranges])]
+    shape = tuple(int(d) for d in bm.array_aval.shape)
+    if int(np.prod(shape, dtype=np.int64)) <= int(flat.max(initial=0)):
+        raise NotSampled(f"output {k} has {int(np.prod(shape))} elements; the sample reaches {int(flat.max())}")
+    where = np.stack(np.unravel_index(flat, shape), axis=1)
+    extents = np.asarray([_extent(bm, d, shape[d]) for d in range(len(shape))])
+    blocks = where // extents
+    return where, blocks, [tuple(int(x) for x in b) for b in np.unique(blocks, axis=0)]
 
 
-def _assemble(plan_: Plan, k: int, blocks: dict, box: tuple) -> np.ndarray | None:
+def _gather(plan_: Plan, k: int, flat: np.ndarray, got: dict) -> np.ndarray | tuple:
+    """The values at row-major positions of output k from the blocks a sampled run returned, or
+    the first block that no step wrote."""
     gm = plan_.eqn.params["grid_mapping"]
     bm = gm.block_mappings[gm.num_inputs + k]
+    shape = tuple(int(d) for d in bm.array_aval.shape)
+    where, blocks, distinct = _blocks_of(plan_, k, flat)
+    extents = np.asarray([_extent(bm, d, shape[d]) for d in range(len(shape))])
     out = None
-    for block, value in blocks.items():
+    for block in distinct:
+        value = got[(k, block)]
         if value is None:
-            return None
-        bbox = element_box(bm, block)
-        value = value.reshape(tuple(hi - lo for lo, hi in bbox))
+            return block
+        box = element_box(bm, block)
+        value = value.reshape(tuple(hi - lo for lo, hi in box))
         if out is None:
-            out = np.full(tuple(hi - lo for lo, hi in box), np.nan, dtype=value.dtype)
-        src, dst = [], []
-        for (lo, hi), (blo, bhi) in zip(box, bbox):
-            a, b = max(lo, blo), min(hi, bhi)
-            src.append(slice(a - blo, b - blo))
-            dst.append(slice(a - lo, b - lo))
-        out[tuple(dst)] = value[tuple(src)]
+            out = np.empty(flat.shape[0], dtype=value.dtype)
+        rows = np.flatnonzero(np.all(blocks == np.asarray(block), axis=1))
+        local = where[rows] - np.asarray(block) * extents
+        out[rows] = value[tuple(local.T)]
     return out
 
 
@@ -464,11 +521,12 @@ def interpret_params():
 
 def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
     """The oracle's side of a check, which does not depend on the candidate (a judge can compute it
-    once per task and seed, beside the reference's outputs): the sampled element boxes of each
-    program output (the oracle's first and last block and `count` drawn from the seed) and the
-    oracle's values there. Returns (boxes {(output, box): values}, steps, inputs, seconds)."""
+    once per task and seed, beside the reference's outputs): the sampled elements of each program
+    output (those of the oracle's first and last block and of `count` blocks drawn from the seed,
+    as row-major positions) and the oracle's values there. Returns ({(output, block): (positions,
+    values)}, steps, inputs, seconds)."""
     from . import tpu_numerics
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.process_time()
     try:
         orac = plan(tpu_numerics.as_on_tpu(oracle_full))
     except NotSampled as error:
@@ -478,15 +536,19 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
     gm = orac.eqn.params["grid_mapping"]
     want = {k: choose_blocks(gm.block_mappings[gm.num_inputs + k], rng, count) for k in sorted(set(orac.output_of))}
     got, steps = run_sampled(orac, want, lazy, interpret_params())
-    boxes = {}
+    samples = {}
     for j, k in enumerate(orac.output_of):
         bm = gm.block_mappings[gm.num_inputs + k]
+        shape = tuple(int(d) for d in bm.array_aval.shape)
         for block in want[k]:
-            value = got[(k, tuple(block))]
-            if value is None:
-                raise NotSampled(f"the oracle (the task's starter) writes no block {block} of output {j}")
-            boxes[(j, element_box(bm, block))] = value.reshape(tuple(hi - lo for lo, hi in element_box(bm, block)))
-    return boxes, steps, lazy, time.perf_counter() - started
+            box = element_box(bm, block)
+            grid = np.meshgrid(*[np.arange(lo, hi) for lo, hi in box], indexing="ij")
+            flat = np.ravel_multi_index(tuple(g.reshape(-1) for g in grid), shape)
+            values = _gather(orac, k, flat, got)
+            if isinstance(values, tuple):
+                raise NotSampled(f"the oracle (the task's starter) writes no block {values} of output {j}")
+            samples[(j, tuple(block))] = (flat, values)
+    return samples, steps, lazy, {"oracle": time.perf_counter() - started, "oracle_cpu": time.process_time() - started_cpu}
 
 
 def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, oracle=None) -> Verdict:
@@ -502,48 +564,46 @@ def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, 
         return Verdict("not_sampled", str(error))
     seconds["plan"] = time.perf_counter() - started
     try:
-        boxes, oracle_steps, lazy, seconds["oracle"] = oracle or sample(oracle_full, task, seed, count)
+        samples, oracle_steps, lazy, oracle_seconds = oracle or sample(oracle_full, task, seed, count)
+        seconds.update(oracle_seconds)
     except (NotSampled, Revisits) as error:
         return Verdict("not_sampled", str(error), seconds=seconds)
     full = task.size_sets["full"]
-    gm = cand.eqn.params["grid_mapping"]
     if len(cand.output_of) != len(full.outputs):
         return Verdict("disagree", f"the program has {len(cand.output_of)} outputs; the task has {len(full.outputs)}")
-    want = {}
-    for (j, box) in boxes:
-        want.setdefault(cand.output_of[j], set()).update(_covering(cand, cand.output_of[j], box))
     try:
-        t = time.perf_counter()
+        want = {}
+        for (j, _), (flat, _) in samples.items():
+            want.setdefault(cand.output_of[j], set()).update(_blocks_of(cand, cand.output_of[j], flat)[2])
+        t, t_cpu = time.perf_counter(), time.process_time()
         got, steps = run_sampled(cand, {k: sorted(v) for k, v in want.items()}, lazy, interpret_params())
-        seconds["candidate"] = time.perf_counter() - t
+        seconds["candidate"], seconds["candidate_cpu"] = time.perf_counter() - t, time.process_time() - t_cpu
     except NotSampled as error:
         return Verdict("not_sampled", str(error), seconds=seconds)
     except Revisits as error:
         return Verdict("crashed", str(error), seconds=seconds)
-    except Exception as error:  # the candidate's kernel raised at the full size
-        return Verdict("crashed", f"the full-size kernel raised on its sampled steps: {type(error).__name__}: "
-                                  f"{str(error)[:300]}", seconds=seconds)
-    for (j, box) in boxes:
-        k = cand.output_of[j]
-        missing = [b for b in _covering(cand, k, box) if got[(k, b)] is None]
-        if missing:
-            return Verdict("disagree", f"at the full sizes, output '{full.outputs[j].name}' block {missing[0]} is "
+    except KernelRaised as error:
+        return Verdict("crashed", f"the full-size kernel raised on its sampled steps: {error}", seconds=seconds)
+    actuals = {}
+    for (j, block), (flat, _) in samples.items():
+        actual = _gather(cand, cand.output_of[j], flat, got)
+        if isinstance(actual, tuple):
+            return Verdict("disagree", f"at the full sizes, output '{full.outputs[j].name}' block {actual} is "
                                        f"written by no grid step", [], steps, oracle_steps, seconds)
+        actuals[(j, block)] = actual
     compared = []
-    for (j, box), expected in boxes.items():
-        k = cand.output_of[j]
+    for (j, block), (flat, expected) in samples.items():
         spec = full.outputs[j]
-        blocks = _covering(cand, k, box)
-        actual = _assemble(cand, k, {b: got[(k, b)] for b in blocks}, box)
+        actual = actuals[(j, block)]
         # Both are within the task's tolerance of the exact answer where they are right, so they
         # agree within twice it (the oracle is not the exact answer: it is the trusted starter).
         bad = _compare(expected, actual, 2 * spec.atol, 2 * spec.rtol)
-        compared.append((spec.name, box))
+        compared.append((spec.name, block))
         if bad:
             err = float(np.nanmax(np.abs(actual.astype(np.float64) - expected.astype(np.float64))))
-            return Verdict("disagree", f"at the full sizes, output '{spec.name}' elements {box}: {bad} of "
-                                       f"{expected.size} outside tolerance of the starter's, max abs difference "
-                                       f"{err:.3g}", compared, steps, oracle_steps, seconds)
+            return Verdict("disagree", f"at the full sizes, output '{spec.name}' (the starter's block {block}): "
+                                       f"{bad} of {expected.size} elements outside tolerance of the starter's, max "
+                                       f"abs difference {err:.3g}", compared, steps, oracle_steps, seconds)
     return Verdict("agree", "", compared, steps, oracle_steps, seconds)
 
 

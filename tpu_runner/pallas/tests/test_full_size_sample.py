@@ -81,15 +81,16 @@ class FullSizeSampleTest(unittest.TestCase):
         return fss.check_program(_program(kernel), self.oracle_program, self.task, seed=7, oracle=self.oracle)
 
     def test_the_oracle_samples_the_first_and_last_block_and_matches_numpy(self):
-        boxes, steps, lazy, _ = self.oracle
-        self.assertIn((0, ((0, B), (0, B))), boxes)
-        self.assertIn((0, ((M - B, M), (N - B, N))), boxes)
-        self.assertEqual(steps, len(boxes) * (K // BK))  # every k step of every sampled block, no other
-        for (_, box), value in boxes.items():
-            (r0, r1), (c0, c1) = box
-            a = lazy.take(0, [np.arange(r0, r1), np.arange(K)]).astype(np.float64)
-            b = lazy.take(1, [np.arange(K), np.arange(c0, c1)]).astype(np.float64)
-            np.testing.assert_allclose(value, a @ b, rtol=1e-4, atol=1e-3)
+        samples, steps, lazy, _ = self.oracle
+        self.assertIn((0, (0, 0)), samples)
+        self.assertIn((0, (M // B - 1, N // B - 1)), samples)
+        self.assertEqual(steps, len(samples) * (K // BK))  # every k step of every sampled block, no other
+        for (_, (bi, bj)), (flat, value) in samples.items():
+            rows, cols = np.unravel_index(flat, (M, N))
+            self.assertEqual((rows.min(), rows.max(), cols.min(), cols.max()), (bi * B, bi * B + B - 1, bj * B, bj * B + B - 1))
+            a = lazy.take(0, [np.arange(bi * B, bi * B + B), np.arange(K)]).astype(np.float64)
+            b = lazy.take(1, [np.arange(K), np.arange(bj * B, bj * B + B)]).astype(np.float64)
+            np.testing.assert_allclose(value.reshape(B, B), a @ b, rtol=1e-4, atol=1e-3)
 
     def test_an_honest_kernel_with_other_blocks_agrees(self):
         # Another tiling covers the sampled elements with its own blocks: still compared element by element.
@@ -155,6 +156,10 @@ class LazyInputsTest(unittest.TestCase):
         np.testing.assert_array_equal(narrow, wide[np.ix_([7, 299], [999, 0, 513])])
         self.assertAlmostEqual(float(wide.mean()), 2.0, delta=0.01)
         self.assertAlmostEqual(float(wide.std()), 0.5, delta=0.01)
+        # Viewed through a reshape (a kernel's operand x.reshape(-1, 100)): the same elements.
+        viewed = fss.LazyInputs([spec], seed=3).take(0, [np.array([10, 2999]), np.arange(0, 100)], (15000, 100))
+        np.testing.assert_array_equal(viewed[0], lazy.take(0, [np.array([0]), np.arange(1000, 1100)])[0])
+        np.testing.assert_array_equal(viewed[1], lazy.take(0, [np.array([59]), np.arange(4900, 5000)])[0])
         other_seed = fss.LazyInputs([spec], seed=4).take(0, [np.arange(0, 300), np.arange(4000, 5000)])
         self.assertFalse(np.array_equal(other_seed, wide))
 
