@@ -47,6 +47,10 @@ WHOLE_INPUT_BYTES = 4 << 20
 # The tile an input is drawn in: its last dimension in runs of 512, the one before in runs of 64,
 # the others one at a time. The tiling is fixed per tensor, never the candidate's.
 TILE_LAST, TILE_SECOND = 512, 64
+# The kept blocks of all operands and outputs together may hold at most this many bytes: a sampled
+# block that reads a whole large input (a reduction over it) is refused rather than drawn (one
+# such run, 4 GiB of float32 read by every sampled block, took 21 GiB before this limit).
+MAX_COMPACT_BYTES = 256 << 20
 # A full grid larger than this is not evaluated (the index maps are evaluated at every step).
 MAX_GRID_POINTS = 1 << 24
 
@@ -295,9 +299,9 @@ class _Sub:
     kept: list                 # per block mapping, per dim: the distinct blocks named (sorted)
 
 
-def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, dict]:
+def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, np.ndarray]:
     """The grid steps that write the wanted blocks of each pallas_call output (in grid order), and
-    the full-grid tables of the out index maps. NotSampled if a block is written in two runs."""
+    1 for each that starts a run of consecutive steps. Revisits if a block is written in two runs."""
     gm = plan_.eqn.params["grid_mapping"]
     points = _grid_points(plan_.full_grid)
     n_in = gm.num_inputs
@@ -312,12 +316,20 @@ def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, d
                                f"of grid steps (first at step {where[0]}, again at step {where[-1]} after others): "
                                f"a revisited output block")
             keep |= hit
-    return points[keep], {}
+    linear = np.flatnonzero(keep)
+    # A run is a stretch of consecutive grid steps; the steps between runs are not run.
+    starts = np.ones(linear.shape[0], np.int32)
+    starts[1:] = (np.diff(linear) != 1).astype(np.int32)
+    return points[keep], starts
 
 
-def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, interpret_params) -> tuple:
+def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, interpret_params,
+                int_poison: int = -(1 << 31)) -> tuple:
     """Runs the pallas_call on the steps that write the wanted blocks. Returns ({(k, block):
-    array or None when no step writes it}, steps run)."""
+    array or None when no step writes it}, steps run). At the first step of each run of
+    consecutive steps, every scratch buffer is overwritten first (NaN, integers `int_poison`):
+    what the steps in between would have left there is not reproduced, so a kernel that reads it
+    reads poison, not the previous run's leftovers."""
     import jax
     import jax.numpy as jnp
     from jax._src import core
@@ -327,7 +339,7 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     eqn = plan_.eqn
     gm = eqn.params["grid_mapping"]
     n_in, n_out = gm.num_inputs, gm.num_outputs
-    steps, _ = _steps_for(plan_, want)
+    steps, starts = _steps_for(plan_, want)
     result = {}
     if steps.shape[0] == 0:
         return {(k, tuple(b)): None for k, bs in want.items() for b in bs}, 0
@@ -346,6 +358,11 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         return out
 
     # Operands: the kept blocks only.
+    sizes = [int(np.prod([len(p) for p in positions(bm, m)], dtype=np.int64)) * np.dtype(bm.array_aval.dtype).itemsize
+             for m, bm in enumerate(gm.block_mappings)]
+    if sum(sizes) > MAX_COMPACT_BYTES:
+        raise NotSampled(f"the sampled blocks read and write {sum(sizes) >> 20} MiB at the full sizes "
+                         f"(more than {MAX_COMPACT_BYTES >> 20} MiB)")
     computed = _computed_operands(plan_, lazy)
     operands = []
     for m, (bm, source) in enumerate(zip(gm.block_mappings[:n_in], plan_.operand_sources)):
@@ -363,8 +380,12 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     pid_table = jnp.asarray(steps.astype(np.int32))
     full_grid = plan_.full_grid
 
+    start_table = jnp.asarray(starts)
+
     def local_grid_env(grid_point, grid):
-        return tuple(pallas_core.GridAxis(pid_table[grid_point[0], a], full_grid[a]) for a in range(len(full_grid)))
+        # The original axes, and one more that the poisoning wrapper reads: 1 at a run's first step.
+        return tuple(pallas_core.GridAxis(pid_table[grid_point[0], a], full_grid[a]) for a in range(len(full_grid))) + \
+            (pallas_core.GridAxis(start_table[grid_point[0]], 2),)
 
     new_bms = []
     for m, bm in enumerate(gm.block_mappings):
@@ -380,7 +401,8 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         gm, grid=(int(steps.shape[0]),), grid_names=None, block_mappings=tuple(new_bms),
         index_map_tree=tree_util.tree_structure(((0,), {})),
         index_map_avals=(core.ShapedArray((), jnp.int32),), local_grid_env=local_grid_env)
-    params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params,
+    body = _poisoned_at_run_starts(eqn.params["jaxpr"], len(gm.scratch_avals), full_grid, int_poison)
+    params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params, jaxpr=body,
                   out_avals=tuple(a.update(shape=s) for a, s in zip(eqn.params["out_avals"], out_shapes)),
                   compiler_params=_one_axis(eqn.params.get("compiler_params")), cost_estimate=None)
     try:
@@ -407,6 +429,44 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
                 index.append(slice(start, start + min((b + 1) * size, full) - b * size))
             result[(k, block)] = outs[k][tuple(index)]
     return result, int(steps.shape[0])
+
+
+def _poisoned_at_run_starts(body, n_scratch: int, full_grid: tuple, int_poison: int):
+    """The kernel body with its scratch buffers overwritten at a run's first step (the grid axis
+    after the original ones says which), then the body as it was."""
+    if not n_scratch:
+        return body
+    import jax
+    import jax.numpy as jnp
+    from jax._src import api_util, core
+    from jax._src import linear_util as lu
+    from jax._src.interpreters import partial_eval as pe
+    from jax._src.pallas import core as pallas_core
+    from jax.experimental import pallas as pl
+
+    def poison_value(dtype):
+        if jnp.issubdtype(dtype, jnp.floating):
+            return jnp.nan
+        if jnp.issubdtype(dtype, jnp.integer):
+            info = jnp.iinfo(dtype)
+            return max(info.min, min(info.max, int_poison))
+        return True
+
+    def wrapped(*refs):
+        def poison():
+            for ref in refs[len(refs) - n_scratch:]:
+                ref[...] = jnp.full(ref.shape, poison_value(ref.dtype), ref.dtype)
+        pl.when(pl.program_id(len(full_grid)) == 1)(poison)
+        core.eval_jaxpr(body, [], *refs)
+        return []
+
+    avals = [v.aval for v in body.invars]
+    info = api_util.debug_info("sampled kernel", wrapped, tuple(avals), {})
+    with pallas_core.tracing_grid_env(tuple(full_grid) + (2,), ()):
+        jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(wrapped, debug_info=info), avals)
+    if consts:
+        raise NotSampled("the kernel body could not be wrapped without constants")
+    return jaxpr
 
 
 def _one_axis(compiler_params):
@@ -507,6 +567,24 @@ def _gather(plan_: Plan, k: int, flat: np.ndarray, got: dict) -> np.ndarray | tu
     return out
 
 
+def _integer_scratch(plan_: Plan) -> bool:
+    return any(np.issubdtype(np.dtype(getattr(a, "dtype", np.float32)), np.integer)
+               for a in plan_.eqn.params["grid_mapping"].scratch_avals)
+
+
+def _same(a, b) -> bool:
+    if a is None or b is None:
+        return a is b
+    return np.array_equal(np.asarray(a).view(np.uint8), np.asarray(b).view(np.uint8))
+
+
+def _nan_where_finite(expected: np.ndarray, actual: np.ndarray) -> bool:
+    if not (np.issubdtype(actual.dtype, np.floating) or actual.dtype.kind == "V" or str(actual.dtype) == "bfloat16"):
+        return False
+    e, a = expected.astype(np.float64), actual.astype(np.float64)
+    return bool(np.any(np.isnan(a) & np.isfinite(e)))
+
+
 def _compare(expected: np.ndarray, actual: np.ndarray, atol: float, rtol: float) -> int:
     e, a = expected.astype(np.float64), actual.astype(np.float64)
     if np.issubdtype(expected.dtype, np.integer):
@@ -576,7 +654,15 @@ def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, 
         for (j, _), (flat, _) in samples.items():
             want.setdefault(cand.output_of[j], set()).update(_blocks_of(cand, cand.output_of[j], flat)[2])
         t, t_cpu = time.perf_counter(), time.process_time()
-        got, steps = run_sampled(cand, {k: sorted(v) for k, v in want.items()}, lazy, interpret_params())
+        wanted = {k: sorted(v) for k, v in want.items()}
+        got, steps = run_sampled(cand, wanted, lazy, interpret_params(), int_poison=-(1 << 31))
+        if _integer_scratch(cand):
+            # Integer state poisoned both ways: an answer that changes read state the steps that
+            # were not run would have left (an SMEM counter across output blocks).
+            other, _ = run_sampled(cand, wanted, lazy, interpret_params(), int_poison=(1 << 31) - 1)
+            if any(not _same(got[key], other[key]) for key in got):
+                return Verdict("not_sampled", "the sampled answer depends on integer scratch state carried from "
+                                              "grid steps that were not run", [], steps, oracle_steps, seconds)
         seconds["candidate"], seconds["candidate_cpu"] = time.perf_counter() - t, time.process_time() - t_cpu
     except NotSampled as error:
         return Verdict("not_sampled", str(error), seconds=seconds)
@@ -595,6 +681,12 @@ def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, 
     for (j, block), (flat, expected) in samples.items():
         spec = full.outputs[j]
         actual = actuals[(j, block)]
+        if _nan_where_finite(expected, actual):
+            # Scratch is NaN at each run's first step: a NaN answer read state carried from steps
+            # that were not run (a scan across output blocks), or memory nothing wrote.
+            return Verdict("not_sampled", f"output '{spec.name}' is NaN where the starter's is not: the kernel reads "
+                                          f"scratch its block's steps did not write (state carried from grid steps "
+                                          f"that were not run)", compared, steps, oracle_steps, seconds)
         # Both are within the task's tolerance of the exact answer where they are right, so they
         # agree within twice it (the oracle is not the exact answer: it is the trusted starter).
         bad = _compare(expected, actual, 2 * spec.atol, 2 * spec.rtol)

@@ -34,11 +34,12 @@ def _task():
 
 
 def _matmul(a_map=lambda i, j, k: (i, k), b_map=lambda i, j, k: (k, j), out_map=lambda i, j, k: (i, j),
-            accumulate_when=None):
+            accumulate_when=None, reset=True):
     def body(a_ref, b_ref, c_ref, acc_ref):
         k = pl.program_id(2)
+        first = k == 0 if reset else (pl.program_id(0) == 0) & (pl.program_id(1) == 0) & (k == 0)
 
-        @pl.when(k == 0)
+        @pl.when(first)
         def _():
             acc_ref[...] = jnp.zeros_like(acc_ref)
 
@@ -144,6 +145,52 @@ class FullSizeSampleTest(unittest.TestCase):
         verdict = self.check(kernel)
         self.assertEqual(verdict.status, "not_sampled")
         self.assertIn("scalar-prefetch", verdict.reason)
+
+
+    def test_state_carried_across_output_blocks_is_not_sampled(self):
+        # An SMEM counter set at the grid's first step and counted at every step: work stops after
+        # 40 steps, past every checked grid (24 steps at most) and before this grid's 64. The sample
+        # skips the steps between its blocks, so the count it sees is not the chip's: it must not
+        # agree, and it cannot disagree soundly either; the integer state is poisoned both ways.
+        def body(a_ref, b_ref, c_ref, acc_ref, count_ref):
+            first = (pl.program_id(0) == 0) & (pl.program_id(1) == 0) & (pl.program_id(2) == 0)
+
+            @pl.when(first)
+            def _():
+                count_ref[0] = 0
+
+            @pl.when(pl.program_id(2) == 0)
+            def _():
+                acc_ref[...] = jnp.zeros_like(acc_ref)
+
+            @pl.when(count_ref[0] < 40)
+            def _():
+                acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], precision="highest")
+            count_ref[0] = count_ref[0] + 1
+
+            @pl.when(pl.program_id(2) == pl.num_programs(2) - 1)
+            def _():
+                c_ref[...] = acc_ref[...]
+
+        def kernel(a, b):
+            return pl.pallas_call(
+                body, grid=(a.shape[0] // B, b.shape[1] // B, a.shape[1] // BK),
+                in_specs=[pl.BlockSpec((B, BK), lambda i, j, k: (i, k)), pl.BlockSpec((BK, B), lambda i, j, k: (k, j))],
+                out_specs=pl.BlockSpec((B, B), lambda i, j, k: (i, j)),
+                out_shape=jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
+                scratch_shapes=[pltpu.VMEM((B, B), jnp.float32), pltpu.SMEM((1,), jnp.int32)])(a, b)
+        verdict = self.check(kernel)
+        self.assertEqual(verdict.status, "not_sampled", verdict.reason)
+        self.assertIn("integer scratch state carried", verdict.reason)
+
+    def test_an_accumulator_never_reset_reads_poison_and_is_not_sampled(self):
+        # Accumulates across output blocks (wrongly here; a scan would rightly): the steps between
+        # sampled blocks are not run, so the sample can say nothing either way (without the poison
+        # this one disagreed, and an honest scan would have too); its scratch is NaN at each run's
+        # first step, not the previous sampled block's leftovers.
+        verdict = self.check(_matmul(reset=False))
+        self.assertEqual(verdict.status, "not_sampled", verdict.reason)
+        self.assertIn("state carried", verdict.reason)
 
 
 class LazyInputsTest(unittest.TestCase):
