@@ -409,6 +409,8 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         outs = pallas_call_p.bind(*[jnp.asarray(o) for o in operands], **params)
         outs = [np.asarray(o) for o in outs]
     except Exception as error:  # the kernel's doing (an interpret-mode error, a bad read)
+        from jax.experimental.pallas import tpu as pltpu
+        pltpu.reset_tpu_interpret_mode_state()  # interpret mode's shared state is stale after an error
         raise KernelRaised(f"{type(error).__name__}: {str(error)[:300]}") from error
 
     # The wanted blocks, cut out of the compact outputs.

@@ -114,6 +114,12 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(verdict.status, "disagree", verdict.reason)
         self.assertIn("outside tolerance", verdict.reason)
 
+    def test_a_read_past_the_input_only_at_the_full_size_crashes(self):
+        # k + k // 4 is k on a checked grid of 2 or 3 steps; here step 7 names block 8 of 8.
+        verdict = self.check(_matmul(a_map=lambda i, j, k: (i, k + k // 4), b_map=lambda i, j, k: (k + k // 4, j)))
+        self.assertEqual(verdict.status, "crashed", verdict.reason)
+        self.assertIn("raised on its sampled steps", verdict.reason)
+
     def test_work_skipped_when_the_grid_is_long_disagrees(self):
         # The body sees the full-size num_programs: a branch on it is taken as on the chip.
         verdict = self.check(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4))
