@@ -120,6 +120,20 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(verdict.status, "crashed", verdict.reason)
         self.assertIn("raised on its sampled steps", verdict.reason)
 
+    def test_an_output_left_unwritten_only_at_the_full_size_disagrees(self):
+        # No scratch: the NaN the interpreter fills an unwritten block with is the kernel's own answer.
+        def kernel(a, b):
+            def body(a_ref, b_ref, c_ref):
+                @pl.when(pl.num_programs(0) <= 3)
+                def _():
+                    c_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision="highest")
+            return pl.pallas_call(body, grid=(a.shape[0] // B,),
+                                  in_specs=[pl.BlockSpec((B, K), lambda i: (i, 0)), pl.BlockSpec((K, N), lambda i: (0, 0))],
+                                  out_specs=pl.BlockSpec((B, N), lambda i: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((a.shape[0], N), a.dtype))(a, b)
+        verdict = self.check(kernel)
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
+
     def test_work_skipped_when_the_grid_is_long_disagrees(self):
         # The body sees the full-size num_programs: a branch on it is taken as on the chip.
         verdict = self.check(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4))
@@ -187,7 +201,7 @@ class FullSizeSampleTest(unittest.TestCase):
                 scratch_shapes=[pltpu.VMEM((B, B), jnp.float32), pltpu.SMEM((1,), jnp.int32)])(a, b)
         verdict = self.check(kernel)
         self.assertEqual(verdict.status, "not_sampled", verdict.reason)
-        self.assertIn("integer scratch state carried", verdict.reason)
+        self.assertIn("scratch state carried", verdict.reason)
 
     def test_an_accumulator_never_reset_reads_poison_and_is_not_sampled(self):
         # Accumulates across output blocks (wrongly here; a scan would rightly): the steps between
