@@ -44,9 +44,10 @@ import numpy as np
 # Inputs at most this large (and inputs whose draw is global: permutations, partitions) are drawn
 # whole; larger ones per tile, only where a kept step reads them.
 WHOLE_INPUT_BYTES = 4 << 20
-# The tile an input is drawn in: its last dimension in runs of 512, the one before in runs of 64,
+# The tile an input is drawn in: its last dimension in runs of 512, the one before in runs of 64
+# for a matrix and of 8 above (often a head axis: one head's rows read 8 heads' worth, not 64),
 # the others one at a time. The tiling is fixed per tensor, never the candidate's.
-TILE_LAST, TILE_SECOND = 512, 64
+TILE_LAST, TILE_SECOND, TILE_SECOND_HIGHER = 512, 64, 8
 # The kept blocks of all operands and outputs together may hold at most this many bytes: a sampled
 # block that reads a whole large input (a reduction over it) is refused rather than drawn (one
 # such run, 4 GiB of float32 read by every sampled block, took 21 GiB before this limit).
@@ -225,7 +226,8 @@ class LazyInputs:
 
     def _tile(self, spec) -> tuple:
         n = len(spec.shape)
-        return tuple(TILE_LAST if d == n - 1 else TILE_SECOND if d == n - 2 else 1 for d in range(n))
+        second = TILE_SECOND if n == 2 else TILE_SECOND_HIGHER
+        return tuple(TILE_LAST if d == n - 1 else second if d == n - 2 else 1 for d in range(n))
 
     def whole_size(self, index: int) -> bool:
         spec = self.specs[index]
@@ -267,16 +269,18 @@ class LazyInputs:
         spec = self.specs[index]
         if self.whole_size(index):
             return self.whole(index).reshape(-1)[flat]
-        tile = self._tile(spec)
+        tile = np.asarray(self._tile(spec))
         where = np.stack(np.unravel_index(flat, tuple(spec.shape)), axis=1)
-        tiles, inverse = np.unique(where // np.asarray(tile), axis=0, return_inverse=True)
+        tiles = where // tile
+        tile_id = np.ravel_multi_index(tuple(tiles.T), tuple(-(-np.asarray(spec.shape) // tile)))
+        order = np.argsort(tile_id, kind="stable")
+        _, starts = np.unique(tile_id[order], return_index=True)
         out = np.empty(flat.shape[0], dtype=spec.dtype)
-        inverse = inverse.reshape(-1)
-        for t, coords in enumerate(tiles):
-            rows = np.flatnonzero(inverse == t)
+        for a, b in zip(starts, list(starts[1:]) + [order.shape[0]]):
+            rows = order[a:b]
+            coords = tiles[rows[0]]
             piece = self._piece(index, tuple(int(c) for c in coords))
-            local = where[rows] - coords * np.asarray(tile)
-            out[rows] = piece[tuple(local.T)]
+            out[rows] = piece[tuple((where[rows] - coords * tile).T)]
         return out
 
     def _piece(self, index: int, where: tuple) -> np.ndarray:
