@@ -296,13 +296,6 @@ class LazyInputs:
 
 # --------------------------------------------------------------------------- a sampled run
 
-@dataclasses.dataclass
-class _Sub:
-    steps: np.ndarray          # kept steps' grid coordinates [S, axes]
-    tables: list               # per block mapping: the block each kept step names [S, dims]
-    kept: list                 # per block mapping, per dim: the distinct blocks named (sorted)
-
-
 def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, np.ndarray]:
     """The grid steps that write the wanted blocks of each pallas_call output (in grid order), and
     1 for each that starts a run of consecutive steps. Revisits if a block is written in two runs."""
@@ -348,6 +341,15 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     if steps.shape[0] == 0:
         return {(k, tuple(b)): None for k, bs in want.items() for b in bs}, 0
     tables = [_index_map_table(bm, steps) for bm in gm.block_mappings]
+    for m, (bm, table) in enumerate(zip(gm.block_mappings, tables)):
+        for d in range(table.shape[1]):
+            count = _block_count(bm, d)
+            outside = np.flatnonzero((table[:, d] < 0) | (table[:, d] >= count))
+            if outside.size:  # told here: the compact operands would wrap a negative index around
+                q = outside[0]
+                raise KernelRaised(f"at the full sizes, step {tuple(int(x) for x in steps[q])} names block "
+                                   f"{tuple(int(x) for x in table[q])} of {bm.origin}, outside its "
+                                   f"{count} blocks along dimension {d}")
     kept = [[np.unique(t[:, d]) for d in range(t.shape[1])] for t in tables]
     compact_tables = [np.stack([np.searchsorted(kept[m][d], tables[m][:, d]) for d in range(tables[m].shape[1])],
                                axis=1).astype(np.int32) if tables[m].shape[1] else tables[m].astype(np.int32)

@@ -118,7 +118,14 @@ class FullSizeSampleTest(unittest.TestCase):
         # k + k // 4 is k on a checked grid of 2 or 3 steps; here step 7 names block 8 of 8.
         verdict = self.check(_matmul(a_map=lambda i, j, k: (i, k + k // 4), b_map=lambda i, j, k: (k + k // 4, j)))
         self.assertEqual(verdict.status, "crashed", verdict.reason)
-        self.assertIn("raised on its sampled steps", verdict.reason)
+        self.assertIn("outside its 8 blocks", verdict.reason)
+
+    def test_a_negative_block_index_only_at_the_full_size_crashes(self):
+        # k - k // 4 * 8 is k on a checked grid; here step 4 names block -4: a read before the
+        # input, which the compact operands must not wrap around to its end.
+        verdict = self.check(_matmul(a_map=lambda i, j, k: (i, k - k // 4 * 8), b_map=lambda i, j, k: (k - k // 4 * 8, j)))
+        self.assertEqual(verdict.status, "crashed", verdict.reason)
+        self.assertIn("block (0, -4)", verdict.reason)
 
     def test_an_output_left_unwritten_only_at_the_full_size_disagrees(self):
         # No scratch: the NaN the interpreter fills an unwritten block with is the kernel's own answer.
