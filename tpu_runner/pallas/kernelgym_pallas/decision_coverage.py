@@ -49,6 +49,7 @@ import re
 import numpy as np
 
 ELEMENT_BUDGET = 1 << 24  # elements one evaluated value may hold (positions x block)
+JAX_CALL_BUDGET = 256  # operations one program may have evaluated by jax (each may compile)
 MAX_CHUNKS = 512  # parts a kernel's grid may be split into to keep each value within the budget
 
 
@@ -325,6 +326,7 @@ class _Evaluator:
         self._outcomes = {}
         self._last_decision = None  # (key, codes, count) of the latest decision recorded
         self.values = None  # var id -> value, of every equation walked, when a caller asks (_block_moves)
+        self._jax_calls = 0  # operations evaluated by jax (_by_jax) in this program
 
     def _mark(self, value, sources: frozenset):
         if _known(value):
@@ -867,10 +869,12 @@ class _Evaluator:
             return TOO_LARGE
         with np.errstate(all="ignore"):
             value = self._apply(eqn, args, ctx, where)
-        if value is UNKNOWN:
+        if value is UNKNOWN and self._jax_calls < JAX_CALL_BUDGET:
             # What numpy does not do, jax does, as the compiler would fold it (clz of a constant is
-            # a constant): an operation on known values that is element by element.
+            # a constant): an operation on known values that is element by element. Each call
+            # may compile a small executable: past the budget the rest stay derived (fail closed).
             value = _by_jax(eqn, args, ctx.axes)
+            self._jax_calls += value is not UNKNOWN
         if value is UNKNOWN:  # an operation the judge does not evaluate: its result follows its inputs
             return _derived(args, where, name)
         return np.asarray(value) if isinstance(value, np.generic) else value  # numpy hands 0-d results back as scalars
