@@ -105,6 +105,10 @@ struct TimingReport {
   double seconds = 0;
   double reference_alone_median_ns = 0;  // timed before the candidate was loaded
   HostLoad host;
+  // How the judge, the reference and the candidate were scheduled in the timing window: "rr:1"
+  // (real-time, so that no other process slices into a timed call) or "normal" (the details say
+  // why). Empty in records from before it was reported.
+  std::string scheduling;
   std::vector<TimingSample> samples;
 };
 

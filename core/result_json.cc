@@ -231,6 +231,7 @@ TimingReport ReadTiming(const json& j, const std::string& where) {
   t.seconds = ReadNumber(f.Require("seconds"), f.Path("seconds"));
   t.reference_alone_median_ns = ReadNumber(f.Require("reference_alone_median_ns"), f.Path("reference_alone_median_ns"));
   if (const json* h = f.Find("host")) t.host = ReadHostLoad(*h, f.Path("host"));
+  if (const json* s = f.Find("scheduling")) t.scheduling = ReadString(*s, f.Path("scheduling"));
   if (const json* samples = f.Find("samples")) t.samples = ReadArray(*samples, f.Path("samples"), ReadSample);
   f.Finish();
   return t;
@@ -422,6 +423,7 @@ json ValidResultToJson(const EvalResult& r, bool include_samples) {
                    {"discarded", t.discarded},
                    {"seconds", t.seconds},
                    {"reference_alone_median_ns", t.reference_alone_median_ns}};
+    if (!t.scheduling.empty()) j["timing"]["scheduling"] = t.scheduling;
     if (t.host.sampled)  // written only when read, so records from before it or without /proc stay as they were
       j["timing"]["host"] = {{"cpus", t.host.cpus},
                              {"load_avg_1m", t.host.load_avg_1m},

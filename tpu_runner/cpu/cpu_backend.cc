@@ -226,6 +226,10 @@ EvalResult CpuBackend::Evaluate(const Task& task, const std::string& source, con
   timing.seconds = run.timing_seconds;
   timing.reference_alone_median_ns = run.reference_alone_ns;
   timing.host = host_load;
+  timing.scheduling = run.timing_scheduling;
+  if (!run.timing_priority_error.empty())
+    result.details.push_back("timing: scheduled as the runner is, not real-time (" + run.timing_priority_error +
+                             "): other processes on the timing CPU may have run inside the timed calls");
   // Every round counts (the judge discards none: a rule that picks rounds could be steered by
   // the candidate, docs/sandbox.md); the median and its order-statistic interval are robust to
   // the rounds another tenant disturbed.

@@ -426,6 +426,10 @@ class Session {
       run_.samples.push_back(s);
     }
     run_.timing_seconds = f.meta.value("seconds", 0.0);
+    if (const auto p = f.meta.find("priority"); p != f.meta.end() && p->is_object()) {
+      run_.timing_scheduling = p->value("scheduling", std::string());
+      run_.timing_priority_error = p->value("error", std::string());
+    }
     const json& mismatch = f.meta["mismatch"];
     if (!mismatch.is_null()) {
       // A NaN or an infinity (unwritten poison) travels as JSON null.

@@ -34,6 +34,10 @@ struct HarnessRun {
   // The CPU time the reference's process used before it could take its job: loading libtorch
   // (~0.5-0.7 s) when spawned, next to nothing when forked from a warm zygote. -1: not reported.
   double reference_start_cpu_seconds = -1;
+  // How the timing window was scheduled ("rr:1" or "normal"; the judge raises it for all three
+  // processes or for none: harness_main.cc), and why not when it stayed normal.
+  std::string timing_scheduling;
+  std::string timing_priority_error;
 };
 
 // The harness's process as the session drives it: spawned by the runner in a sandbox of its own
