@@ -52,6 +52,7 @@ EvalResult FullResult() {
   t.seconds = 0.41;
   t.reference_alone_median_ns = 970;
   t.host = {true, 2, 1.75, 3, 0.625, 0.03125};
+  t.scheduling = "rr:1";
   t.samples = {{1000, 500, 999, 499, 0, true, false},
                {1001, 501, 998, 497, 1, false, false},
                {5000, 600, 900, 450, 2, true, true}};
@@ -105,6 +106,7 @@ TEST(ResultFromJson, IsTheExactInverseOfResultToJsonWithSamples) {
   EXPECT_TRUE(back->timing->host.sampled);
   EXPECT_EQ(back->timing->host.procs_running, 3);
   EXPECT_DOUBLE_EQ(back->timing->host.steal_fraction, 0.03125);
+  EXPECT_EQ(back->timing->scheduling, "rr:1");
   EXPECT_EQ(back->profile->remarks[1].message, "couldn't vectorize loop");
 }
 
