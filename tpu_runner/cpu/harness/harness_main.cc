@@ -89,10 +89,10 @@ constexpr double kAfterReturnCpuSlackNs = 500'000;
 // for the judge, the reference and the candidate alike (round-robin among equals, so the judge
 // still gets the CPU every time slice from a call that never returns, and its own yields still
 // reach the side it waits for). A nice value is not enough: the fair scheduler lets a running
-// neighbour finish its slice before a woken task of any nice value runs (nice -20 measured no
-// better than 0). Only for a single-threaded task timed on a CPU that leaves another to the rest
-// of the machine; the candidate cannot change it (no scheduler call is on its allow-list) and
-// threads it starts later do not inherit it (SCHED_RESET_ON_FORK).
+// neighbour finish its slice before a woken task of any nice value runs (nice -20 for the three,
+// set by the judge: 0.075-0.333 at load 7). Only for a single-threaded task timed on a CPU that
+// leaves another to the rest of the machine; the candidate cannot change it (no scheduler call is
+// on its allow-list) and threads it starts later do not inherit it (SCHED_RESET_ON_FORK).
 constexpr int kTimingRealtimePriority = 1;
 // Where the executor's file view is mounted before it chroots into it (in the sandbox's own /tmp).
 constexpr char kViewMountPoint[] = "/tmp/kernelgym-view";
