@@ -53,7 +53,10 @@ def evaluate(build, task, source, cold, workdir):
     return {"status": r.get("status"), "seconds": seconds, "speedup": timing.get("speedup"),
             "cpu_speedup": statistics.median(cpu_ratios) if cpu_ratios else None,
             "interleaved_over_alone": ref / alone if alone else None, "message": r.get("message", ""),
-            "rounds": timing.get("rounds"), "converged": bool(timing.get("converged"))}
+            "rounds": timing.get("rounds"), "converged": bool(timing.get("converged")),
+            "reference_best_ms": ((timing.get("reference") or {}).get("min_ns") or 0) / 1e6,
+            "candidate_best_ms": ((timing.get("candidate") or {}).get("min_ns") or 0) / 1e6,
+            "scheduling": timing.get("scheduling", "")}
 
 
 def summarize(rows):
@@ -73,6 +76,11 @@ def summarize(rows):
         out.update(cpu_speedup_mean=mean, cpu_speedup_cv=(statistics.stdev(cpu) / mean if len(cpu) > 1 else 0.0))
     if ratio:
         out["ref_interleaved_over_alone_median"] = statistics.median(ratio)
+    for side in ("reference", "candidate"):
+        best = [r[f"{side}_best_ms"] for r in ok if r.get(f"{side}_best_ms")]
+        if best:
+            out[f"{side}_best_ms_range"] = [round(min(best), 4), round(max(best), 4)]
+    out["scheduling"] = sorted({r.get("scheduling") or "" for r in ok})
     bad = [r for r in rows if r["status"] != "ok"]
     if bad:
         out["not_ok"] = [f'{r["status"]}: {r["message"][:160]}' for r in bad[:3]]
