@@ -50,6 +50,8 @@ import numpy as np
 
 ELEMENT_BUDGET = 1 << 24  # elements one evaluated value may hold (positions x block)
 JAX_CALL_BUDGET = 256  # operations one program may have evaluated by jax (each may compile)
+HELD_BYTES = 1 << 30  # evaluated values one walk of a kernel (or of the program) may hold
+MAX_LOOP_TRIPS = 1024  # trips of a while loop on numbers alone the judge runs (past them: followed)
 MAX_CHUNKS = 512  # parts a kernel's grid may be split into to keep each value within the budget
 
 
@@ -234,16 +236,21 @@ def _dtype(aval):
 
 
 def _kind(dtype) -> str:
-    """numpy's kind of a dtype, with the reals numpy does not know as reals (bfloat16, the float8
-    types: kind 'V' to numpy) read as 'f': a number computed in bfloat16 is a number like any."""
+    """numpy's kind of a dtype, with the numbers numpy does not know (bfloat16, the float8 types,
+    int4: kind 'V' to numpy) read as 'f' or 'i': a number computed in bfloat16 is a number like any."""
     dtype = np.dtype(dtype)
     if dtype.kind == "V":
         try:
             import ml_dtypes
-            ml_dtypes.finfo(dtype)
-            return "f"
-        except (ImportError, ValueError, TypeError):
+        except ImportError:
             return "V"
+        for kind, info in (("f", ml_dtypes.finfo), ("i", ml_dtypes.iinfo)):
+            try:
+                info(dtype)
+                return kind
+            except (ValueError, TypeError):
+                continue
+        return "V"
     return dtype.kind
 
 
@@ -327,6 +334,8 @@ class _Evaluator:
         self._last_decision = None  # (key, codes, count) of the latest decision recorded
         self.values = None  # var id -> value, of every equation walked, when a caller asks (_block_moves)
         self._jax_calls = 0  # operations evaluated by jax (_by_jax) in this program
+        self._stores = 0  # operations that may have written a ref, so far (loads between are one value)
+        self._held = 0  # bytes of the evaluated values the current walk holds
 
     def _mark(self, value, sources: frozenset):
         if _known(value):
@@ -423,16 +432,45 @@ class _Evaluator:
                 return self._mark(self._const(var.val, ctx.axes), frozenset())
             return env.get(id(var), UNKNOWN)
 
+        # What each variable is, as an expression of the body's inputs (common subexpressions: the
+        # compiler merges two copies of one expression, so `a - b` of two copies is `a - a`).
+        keys = {}
+
+        def key(var):
+            if type(var).__name__ == "Literal":
+                value = np.asarray(var.val)
+                return ("literal", str(value.dtype), repr(value.tolist()) if value.size <= 16 else id(var))
+            return keys.get(id(var), ("input", id(var)))
+
         for n, eqn in enumerate(jaxpr.eqns):
             where = f"{path} / {eqn.primitive.name} (operation {n + 1})"
-            outs = self.eqn(eqn, [read(v) for v in eqn.invars], ctx, where)
-            for var, value in zip(eqn.outvars, outs):
+            operand_keys = [key(v) for v in eqn.invars]
+            args = [read(v) for v in eqn.invars]
+            # Only on data: known operands are evaluated (and their decisions recorded) as they are.
+            how, what = _identity(eqn, operand_keys) if not all(_known(a) for a in args) else (None, None)
+            folded = None
+            if how == "value":
+                folded = np.full((1,) * (ctx.axes + _rank(eqn.outvars[0].aval)), what, _dtype(eqn.outvars[0].aval))
+            outs = self.eqn(eqn, args, ctx, where, folded)
+            own = _expression_key(eqn, operand_keys, self._stores)
+            for k, value in enumerate(outs):
+                if _known(value) and value.nbytes > 4096:
+                    # What one walk holds is bounded (a chain of position-wide values would hold
+                    # gigabytes): past the budget a value is too large to evaluate, as one that
+                    # alone exceeds the element budget (a kernel's grid is then split).
+                    self._held += value.nbytes
+                    if self._held > HELD_BYTES:
+                        outs[k] = TOO_LARGE
+            for k, (var, value) in enumerate(zip(eqn.outvars, outs)):
                 env[id(var)] = value
+                keys[id(var)] = operand_keys[what] if how == "operand" else (own, k)
                 if self.values is not None:
                     self.values[id(var)] = value
+            if any(_is_ref(v) for v in eqn.invars) and eqn.primitive.name not in ("get", "masked_load"):
+                self._stores += 1  # a load after a store is another expression
         return [read(v) for v in jaxpr.outvars]
 
-    def eqn(self, eqn, args: list, ctx: _Ctx, where: str) -> list:
+    def eqn(self, eqn, args: list, ctx: _Ctx, where: str, folded=None) -> list:
         name = eqn.primitive.name
         outs = eqn.outvars
         if name == "pallas_call":
@@ -468,7 +506,7 @@ class _Evaluator:
             self._bodies(eqn, ctx, where, args)
             return [_derived(args, where, name)] * len(outs)
         try:
-            value = self.compute(eqn, args, ctx, where)
+            value = folded if folded is not None else self.compute(eqn, args, ctx, where)
         except (ValueError, TypeError, OverflowError, FloatingPointError, IndexError):
             value = _derived(args, where, name)
         if _known(value):
@@ -526,6 +564,7 @@ class _Evaluator:
         value would hold more than the budget, the longest range is halved and each half evaluated."""
         part = _Scope(grid=scope.grid, static=scope.static, combinations=scope.combinations)  # a union: shared
         outer_too_large, self.facts.too_large = self.facts.too_large, {}
+        outer_held, self._held = self._held, 0
         try:
             positions = []
             for axis, (lo, hi) in enumerate(ranges):
@@ -558,6 +597,7 @@ class _Evaluator:
                     break
         finally:
             too_large, self.facts.too_large = self.facts.too_large, outer_too_large
+            self._held = outer_held
         axis = max(range(len(ranges)), key=lambda a: ranges[a][1] - ranges[a][0], default=None)
         if not too_large or not scope.static or axis is None or ranges[axis][1] - ranges[axis][0] < 2 or \
                 self._chunks >= MAX_CHUNKS:
@@ -655,8 +695,14 @@ class _Evaluator:
         results follow that, and the numbers its condition reads (they set the trip count)."""
         params = eqn.params
         cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
-        carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[cond_n + body_n:])]
         cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+        if args and all(_known(a) for a in args):
+            # A loop on numbers alone is run, trip by trip, as the compiler can (a zero made by
+            # three trips of c + 1, then minus 3, is a zero).
+            ran = self._run_loop(eqn, args, ctx, where)
+            if ran is not None:
+                return ran
+        carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[cond_n + body_n:])]
         # Its trip count follows whatever its operands follow (a run-time count is not evaluated).
         ctx = dataclasses.replace(ctx, trips=ctx.trips | {(where, "run-time trips")} | frozenset().union(
             *(_provenance(a, f"{where} trip count", k) for k, a in enumerate(args))))
@@ -671,6 +717,34 @@ class _Evaluator:
         trips = trips.taint if isinstance(trips, _Data) else frozenset({(where, "trip count")})
         changes = [o is not i for o, i in zip(body.jaxpr.outvars, body.jaxpr.invars[body_n:])]
         return self._loop_results(carries, changes, trips, where)
+
+    def _run_loop(self, eqn, args, ctx: _Ctx, where: str):
+        """A while loop's results where its operands are known and every trip's are too, within
+        MAX_LOOP_TRIPS trips (per position: a position whose condition fails keeps its carries);
+        None otherwise."""
+        params = eqn.params
+        cond_n, body_n = params["cond_nconsts"], params["body_nconsts"]
+        cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+        carries = list(args[cond_n + body_n:])
+        for _ in range(MAX_LOOP_TRIPS):
+            going = self.jaxpr(cond.jaxpr, [self._const(c, ctx.axes) for c in cond.consts],
+                               list(args[:cond_n]) + carries, ctx, f"{where} cond")[0]
+            if not _known(going):
+                return None
+            if not np.any(going):
+                return [np.asarray(c).astype(_dtype(v.aval), copy=False) for c, v in zip(carries, eqn.outvars)]
+            outs = self.jaxpr(body.jaxpr, [self._const(c, ctx.axes) for c in body.consts],
+                              list(args[cond_n:cond_n + body_n]) + carries, ctx, f"{where} body")
+            if not all(_known(o) for o in outs):
+                return None
+            try:
+                carries = [np.where(going.reshape(going.shape + (1,) * max(0, np.ndim(o) - going.ndim)), o, c)
+                           for o, c in zip(outs, carries)]
+            except ValueError:
+                return None
+            if any(np.size(c) > ELEMENT_BUDGET for c in carries):
+                return None
+        return None
 
     def scan(self, eqn, args, ctx: _Ctx, where: str) -> list:
         """A static loop (fori_loop's form): a counter carried from a known start and stepped by one
@@ -1212,6 +1286,63 @@ def _by_jax(eqn, args: list, axes: int):
         return np.asarray(out).reshape(lead + shape)
     except Exception:  # a primitive jax will not run here (a TPU one): not evaluated, as before
         return UNKNOWN
+
+
+def _expression_key(eqn, operand_keys: list, stores: int):
+    """An equation's result as an expression of its operands' (two equal keys: one value, which
+    the compiler's common-subexpression pass merges). Loads are one value only between stores;
+    anything with a body of its own, or effects, is a value of its own."""
+    name = eqn.primitive.name
+    if getattr(eqn, "effects", None) and name not in ("get", "masked_load"):
+        return ("equation", id(eqn))
+    params = []
+    for k, v in sorted(eqn.params.items()):
+        if hasattr(v, "eqns") or hasattr(v, "jaxpr") or (isinstance(v, (tuple, list)) and
+                                                       any(hasattr(x, "eqns") or hasattr(x, "jaxpr") for x in v)):
+            return ("equation", id(eqn))
+        params.append((k, repr(v)))
+    return (name, tuple(params), tuple(operand_keys), stores if name in ("get", "masked_load") else None)
+
+
+_ALWAYS_TRUE = {"eq", "le", "ge"}
+_ALWAYS_FALSE = {"ne", "lt", "gt"}
+
+
+def _identity(eqn, operand_keys: list):
+    """What the compiler folds an operation on one value twice to, whatever the value: ("value", v)
+    for a constant (integer x == x, x - x, x ^ x, x rem 1, a shift by the width or more), ("operand",
+    k) for one of its operands (max(x, x), x & x), or (None, None). Integers and truth values only:
+    on reals x == x is false for NaN and x - x is NaN for infinities, which a compiler keeps."""
+    name = eqn.primitive.name
+    if len(eqn.outvars) != 1 or not eqn.invars or any(_is_ref(v) for v in eqn.invars):
+        return None, None
+    try:
+        kinds = {_kind(_dtype(v.aval)) for v in (*eqn.invars, *eqn.outvars)}
+    except TypeError:  # a semaphore, a token: not a number
+        return None, None
+    if not kinds <= set("iub"):
+        return None, None
+    twice = len(operand_keys) == 2 and operand_keys[0] == operand_keys[1]
+    if twice and name in _ALWAYS_TRUE:
+        return "value", True
+    if twice and name in _ALWAYS_FALSE:
+        return "value", False
+    if twice and name in ("sub", "xor"):
+        return "value", 0
+    if twice and name in ("max", "min", "and", "or"):
+        return "operand", 0
+    if len(eqn.invars) == 2 and type(eqn.invars[1]).__name__ == "Literal":
+        constant = np.asarray(eqn.invars[1].val)
+        if constant.size == 1:
+            c = int(constant.reshape(-1)[0])
+            if name == "rem" and abs(c) == 1:
+                return "value", 0
+            if name in ("div", "mul") and c == 1 or name in ("add", "sub", "or", "xor") and c == 0:
+                return "operand", 0
+            bits = 8 * _dtype(eqn.invars[0].aval).itemsize
+            if name in ("shift_left", "shift_right_logical") and c >= bits:
+                return "value", 0
+    return None, None
 
 
 def _literal_one(var) -> bool:

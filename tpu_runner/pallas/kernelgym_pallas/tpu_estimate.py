@@ -710,6 +710,11 @@ def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
                 if is_tainted(predicate) or _is_ref(predicate):
                     facts.branch_reasons.append(f"kernel {name}: a branch (lax.cond / pl.when) on data read at run time: the "
                                          f"static profile counts one path")
+                    # A branch on data is priced as taken at every step (the schedule's bundles hold
+                    # both paths), and so is its matmul at the MXU's peak: a GEMM's dot under
+                    # pl.when(a == a) was paid 1.157x against 0.998x for the same work without it
+                    # (red team, round 7).
+                    facts.mxu_flops += share * max((_sure_flops(b) for b in branches), default=0.0)
                 else:
                     frac = 1.0
                     if evaluator is not None and val(predicate) is not None:
