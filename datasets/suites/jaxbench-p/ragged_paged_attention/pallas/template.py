@@ -202,7 +202,78 @@ def _work_list_block(pt_ref, item_tile_ref, item_seq_ref,                # scala
         jax.lax.fori_loop(0, page_buf.shape[2], head, 0)
 
 
-def _work_list(q, kv_pages, page_table, q_lens, context_lens):
+def _in_place_block(pt_ref, item_tile_ref, item_seq_ref,                 # scalar prefetch
+                    q_ref, rseq_ref, rlast_ref, kv_hbm,                   # inputs
+                    o_ref,                                                # output
+                    page_buf, word_buf, sem,                              # scratch
+                    *, ps, pps, hk_count, d):
+    # work_list's steps, with the pool read where it lies: kv_hbm is the task's own pool viewed as
+    # [P, PS * HK * 2, D] (a bitcast: no XLA copy), a page one contiguous copy of PS * HK * 2 rows,
+    # row 2 (s HK + h) + c the key (c = 0) or value (c = 1) of position s, kv head h. On the TPU's
+    # tiled layout rows 2i and 2i + 1 share 32-bit words (row 2i in the low half, as
+    # pltpu.bitcast defines it in interpret mode too), so read as words a page is [PS * HK, D],
+    # word row s HK + h holding position s's key and value of kv head h.
+    k = pl.program_id(0) * pl.num_programs(1) + pl.program_id(1)
+    scale = 1.0 / (float(d) ** 0.5)
+    seq_next = item_seq_ref[k]
+
+    def start(p, carry):
+        page = pt_ref[seq_next * pps + p]
+        pltpu.make_async_copy(kv_hbm.at[page], page_buf.at[k % 2, p], sem.at[k % 2]).start()
+        return carry
+
+    jax.lax.fori_loop(0, pps, start, 0, unroll=8)
+
+    @pl.when(k == pl.num_programs(0) * pl.num_programs(1) - 1)
+    def _():
+        pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf.at[k % 2], sem.at[k % 2]).wait()
+
+    @pl.when(k > 0)
+    def _():
+        slot = (k + 1) % 2
+        s = item_seq_ref[k - 1]
+        pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf.at[slot], sem.at[slot]).wait()
+        page_rows = ps * hk_count
+
+        def stage(p, carry):
+            # the slot's pages as 32-bit words (a reinterpretation of the loaded values, stored
+            # once): a kv head's words are then every HK-th row, which strided loads can take
+            word_buf[pl.ds(p * page_rows, page_rows), :] = pltpu.bitcast(page_buf[slot, p], jnp.uint32)
+            return carry
+
+        jax.lax.fori_loop(0, pps, stage, 0, unroll=8)
+        positions = pps * ps
+        row_seq, row_last = rseq_ref[...], rlast_ref[...]
+        rows = row_seq.shape[0]
+        pos = jax.lax.broadcasted_iota(jnp.int32, (rows, positions), 1)
+        mine = row_seq == s
+        visible = mine & (pos <= row_last)
+        low = jnp.uint32(0xFFFF)
+        high = jnp.uint32(0xFFFF0000)
+
+        def head(h, carry):
+            # kv head h's words of the even and the odd positions (rows h, h + 2 HK, ... and
+            # h + HK, h + 3 HK, ...) regrouped into words of two keys (even position low, odd
+            # high) and of two values, which read as bfloat16 are the head's (positions, D) keys
+            # and values in position order
+            even = word_buf[pl.ds(h, positions // 2, stride=2 * hk_count), :]
+            odd = word_buf[pl.ds(h + hk_count, positions // 2, stride=2 * hk_count), :]
+            k_all = pltpu.bitcast((even & low) | (odd << 16), jnp.bfloat16)      # (positions, D)
+            v_all = pltpu.bitcast((even >> 16) | (odd & high), jnp.bfloat16)
+            q = q_ref[h]
+            sc = jax.lax.dot_general(q, k_all, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
+            sc = jnp.where(visible, sc, M_INIT)
+            m = jnp.max(sc, axis=1, keepdims=True)
+            e = jnp.exp(sc - m)
+            l = jnp.sum(e, axis=1, keepdims=True)
+            acc = jnp.dot(e.astype(v_all.dtype), v_all, preferred_element_type=jnp.float32)
+            o_ref[h] = jnp.where(mine, (acc / l).astype(o_ref.dtype), o_ref[h])
+            return carry
+
+        jax.lax.fori_loop(0, hk_count, head, 0)
+
+
+def _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=False):
     t, hq, d = q.shape
     p_count, ps, hk_count, _, _ = kv_pages.shape
     s_count, pps = page_table.shape
@@ -237,13 +308,23 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens):
     # [P, PS, HK, 2, D] -> [P, HK, 2, PS, D]: an XLA transpose of the whole pool (its bytes read
     # and written once), after which a kv head's keys of a page are a (PS, D) slab, no longer
     # interleaved with its values row by row (taking them apart in the kernel cost 3x this).
-    pool = kv_pages.transpose(0, 2, 3, 1, 4)
+    if in_place:
+        # the pool as [P, PS * HK * 2, D]: on the TPU's tiled layout the same bytes (XLA makes it a
+        # bitcast), which the kernel reads as [P, PS * HK, D] 32-bit words
+        assert ps % 2 == 0, ps
+        pool = kv_pages.reshape(p_count, ps * hk_count * 2, d)
+        body = lambda *refs: _in_place_block(*refs, ps=ps, pps=pps, hk_count=hk_count, d=d)
+        page_scratch = [pltpu.VMEM((2, pps, ps * hk_count * 2, d), kv_pages.dtype),
+                        pltpu.VMEM((pps * ps * hk_count, d), jnp.uint32)]
+    else:
+        pool = kv_pages.transpose(0, 2, 3, 1, 4)
+        body = lambda *refs: _work_list_block(*refs, ps=ps, pps=pps, d=d)
+        page_scratch = [pltpu.VMEM((2, pps, hk_count, 2, ps, d), kv_pages.dtype)]
 
     def tile(i, j, it):
         # step k computes pair k - 1 (step 0 nothing: pair 0's tile, which step 1 keeps)
         return it[jnp.maximum(i * s_count + j - 1, 0)]
 
-    body = lambda *refs: _work_list_block(*refs, ps=ps, pps=pps, d=d)
     grid_spec = pltpu.PrefetchScalarGridSpec(
         num_scalar_prefetch=3,
         grid=(2, s_count),
@@ -252,7 +333,7 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens):
                   pl.BlockSpec((rows, 1), lambda i, j, pt, it, iseq: (tile(i, j, it), 0)),
                   pl.BlockSpec(memory_space=pl.ANY)],           # the page pool stays in HBM
         out_specs=pl.BlockSpec((hk_count, rows, d), lambda i, j, pt, it, iseq: (0, tile(i, j, it), 0)),
-        scratch_shapes=[pltpu.VMEM((2, pps, hk_count, 2, ps, d), kv_pages.dtype), pltpu.SemaphoreType.DMA((2,))],
+        scratch_shapes=[*page_scratch, pltpu.SemaphoreType.DMA((2,))],
     )
     o_r = pl.pallas_call(
         body,
@@ -266,4 +347,6 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens):
 def kernel(q, kv_pages, page_table, q_lens, context_lens):
     if WALK == "work_list":
         return _work_list(q, kv_pages, page_table, q_lens, context_lens)
+    if WALK == "work_list_in_place":
+        return _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=True)
     return _tile_sequences(q, kv_pages, page_table, q_lens, context_lens)
