@@ -141,6 +141,10 @@ def _tile_sequences(q, kv_pages, page_table, q_lens, context_lens):
 # pairs, within 2 * S at every size set (S >= 20); half the starter's 32-token tiles halves the
 # rows each pair scores.
 WORK_BQ = 16
+# work_list_in_place's: 32 tiles of T = 256, at most 32 + S - 1 pairs, within 2 * max(S, 32) = 64
+# grid steps at every size set (as many as work_list's at the full size, S = 32), each scoring half
+# the rows
+IN_PLACE_BQ = 8
 
 
 def _work_list_block(pt_ref, item_tile_ref, item_seq_ref,                # scalar prefetch
@@ -279,9 +283,11 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=False):
     s_count, pps = page_table.shape
     nd = s_count - q_lens.shape[0]
     g = hq // hk_count
-    bq = min(t, WORK_BQ)
+    bq = min(t, IN_PLACE_BQ if in_place else WORK_BQ)
     assert t % bq == 0, t
     rows = bq * g
+    # tiles + S - 1 pairs at most, within 2 * max(S, tiles) whatever the sizes
+    half = max(s_count, t // bq)
     # the starter's bookkeeping: each token's sequence and last visible position, each tile's
     # first and last sequence
     seq_q = jnp.concatenate([jnp.ones((nd,), jnp.int32), q_lens.astype(jnp.int32)])
@@ -299,7 +305,7 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=False):
     count = last - first + 1
     begin = jnp.cumsum(count) - count
     total = jnp.sum(count)
-    item = jnp.minimum(jnp.arange(2 * s_count, dtype=jnp.int32), total - 1)
+    item = jnp.minimum(jnp.arange(2 * half, dtype=jnp.int32), total - 1)
     item_tile = jnp.sum((begin[None, :] <= item[:, None]).astype(jnp.int32), axis=1) - 1
     item_seq = jnp.take(first, item_tile) + item - jnp.take(begin, item_tile)
     row_seq = jnp.repeat(tok_seq, g).reshape(t * g, 1)
@@ -323,11 +329,11 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=False):
 
     def tile(i, j, it):
         # step k computes pair k - 1 (step 0 nothing: pair 0's tile, which step 1 keeps)
-        return it[jnp.maximum(i * s_count + j - 1, 0)]
+        return it[jnp.maximum(i * half + j - 1, 0)]
 
     grid_spec = pltpu.PrefetchScalarGridSpec(
         num_scalar_prefetch=3,
-        grid=(2, s_count),
+        grid=(2, half),
         in_specs=[pl.BlockSpec((hk_count, rows, d), lambda i, j, pt, it, iseq: (0, tile(i, j, it), 0)),
                   pl.BlockSpec((rows, 1), lambda i, j, pt, it, iseq: (tile(i, j, it), 0)),
                   pl.BlockSpec((rows, 1), lambda i, j, pt, it, iseq: (tile(i, j, it), 0)),
