@@ -237,15 +237,10 @@ def _in_place_block(pt_ref, item_tile_ref, item_seq_ref,                 # scala
         slot = (k + 1) % 2
         s = item_seq_ref[k - 1]
         pltpu.make_async_copy(kv_hbm.at[pl.ds(0, pps)], page_buf.at[slot], sem.at[slot]).wait()
-        page_rows = ps * hk_count
-
-        def stage(p, carry):
-            # the slot's pages as 32-bit words (a reinterpretation of the loaded values, stored
-            # once): a kv head's words are then every HK-th row, which strided loads can take
-            word_buf[pl.ds(p * page_rows, page_rows), :] = pltpu.bitcast(page_buf[slot, p], jnp.uint32)
-            return carry
-
-        jax.lax.fori_loop(0, pps, stage, 0, unroll=8)
+        # the slot's pages as 32-bit words (a reinterpretation of the loaded values, stored once;
+        # one load and one store, not a loop: each is a callback in interpret mode): a kv head's
+        # words are then every HK-th row of a page, which strided loads can take
+        word_buf[...] = pltpu.bitcast(page_buf[slot], jnp.uint32)
         positions = pps * ps
         row_seq, row_last = rseq_ref[...], rlast_ref[...]
         rows = row_seq.shape[0]
@@ -260,8 +255,8 @@ def _in_place_block(pt_ref, item_tile_ref, item_seq_ref,                 # scala
             # h + HK, h + 3 HK, ...) regrouped into words of two keys (even position low, odd
             # high) and of two values, which read as bfloat16 are the head's (positions, D) keys
             # and values in position order
-            even = word_buf[pl.ds(h, positions // 2, stride=2 * hk_count), :]
-            odd = word_buf[pl.ds(h + hk_count, positions // 2, stride=2 * hk_count), :]
+            even = word_buf[:, pl.ds(h, ps // 2, stride=2 * hk_count), :].reshape(positions // 2, d)
+            odd = word_buf[:, pl.ds(h + hk_count, ps // 2, stride=2 * hk_count), :].reshape(positions // 2, d)
             k_all = pltpu.bitcast((even & low) | (odd << 16), jnp.bfloat16)      # (positions, D)
             v_all = pltpu.bitcast((even >> 16) | (odd & high), jnp.bfloat16)
             q = q_ref[h]
@@ -321,7 +316,7 @@ def _work_list(q, kv_pages, page_table, q_lens, context_lens, in_place=False):
         pool = kv_pages.reshape(p_count, ps * hk_count * 2, d)
         body = lambda *refs: _in_place_block(*refs, ps=ps, pps=pps, hk_count=hk_count, d=d)
         page_scratch = [pltpu.VMEM((2, pps, ps * hk_count * 2, d), kv_pages.dtype),
-                        pltpu.VMEM((pps * ps * hk_count, d), jnp.uint32)]
+                        pltpu.VMEM((pps, ps * hk_count, d), jnp.uint32)]
     else:
         pool = kv_pages.transpose(0, 2, 3, 1, 4)
         body = lambda *refs: _work_list_block(*refs, ps=ps, pps=pps, d=d)
