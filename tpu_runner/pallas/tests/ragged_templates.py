@@ -11,12 +11,15 @@ the judge may not reach:
   the first or the last group, groups ending exactly on a row tile's edge, one-row groups, runs
   of empty groups (tiles whose first, last or only pair is one group).
 
-jaxbench-p/ragged_paged_attention's "work_list" setting (RaggedPagedTemplate) walks the (token
-tile, sequence) pairs the wrapper lists from q_lens, padded to 2 * S: proven from its traces as
+jaxbench-p/ragged_paged_attention's "work_list" and "work_list_in_place" settings
+(RaggedPagedTemplate) walk the (token tile, sequence) pairs the wrapper lists from q_lens, padded
+to 2 * S (16-token tiles) or 2 * max(S, T / 8) (8-token tiles): each proven from its traces as
 above, and equal to the reference in interpret mode at the small sizes on the q_lens partitions
 and context lengths a random draw rarely gives (every prefill token in the first or the last
-prefill sequence, sequences ending on 16-token tile edges, one-token sequences between empty
-ones; contexts 0 and the largest, 256).
+prefill sequence, sequences ending on tile edges, one-token sequences between empty ones;
+contexts 0 and the largest, 256). work_list_in_place reads the pool's words through bitcasts
+(pltpu.bitcast in the kernel, a reshape in the wrapper): a wrong half or row order there gives
+wrong keys and values, which these runs would show.
 
 Tracing and interpret mode only (no TPU compile): under a minute of CPU each class. The judge's checks of
 the settings (knob_templates.py, `KERNELGYM_KNOBS_FULL=1`) and their estimates are in
@@ -115,19 +118,24 @@ class RaggedPagedTemplate(unittest.TestCase):
         self.assertEqual(len(found), 1)
         return found[0]
 
-    def test_the_work_list_is_proven(self):
-        task_dir, config = self._template()
-        task = task_spec.load_task(task_dir, "kernelgym", "jaxbench-p")
-        kernel = _kernel(task_dir, config, {"WALK": "work_list"}, "ragged_paged_proof")
-        programs = {}
-        for name in ("small", "check", "full"):
-            args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets[name].inputs]
-            programs[name] = jax.make_jaxpr(kernel)(*args)
-        programs = artifact.load(artifact.dump(programs, "kernel.py"))
-        identity = program_identity.compare(programs, {n: task.size_sets[n].sizes for n in ("small", "check", "full")})
-        self.assertTrue(identity.proven, list(program_identity.iter_reasons(identity))[:3])
+    WALKS = ("work_list", "work_list_in_place")   # the settings with static bounds
 
-    def test_the_work_list_is_correct_on_edge_partitions(self):
+    def test_the_work_lists_are_proven(self):
+        task_dir, config = self._template()
+        self.assertTrue(set(self.WALKS) <= set(config["knobs"]["WALK"]["values"]))
+        task = task_spec.load_task(task_dir, "kernelgym", "jaxbench-p")
+        for walk in self.WALKS:
+            with self.subTest(walk=walk):
+                kernel = _kernel(task_dir, config, {"WALK": walk}, f"ragged_paged_proof_{walk}")
+                programs = {}
+                for name in ("small", "check", "full"):
+                    args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets[name].inputs]
+                    programs[name] = jax.make_jaxpr(kernel)(*args)
+                programs = artifact.load(artifact.dump(programs, "kernel.py"))
+                identity = program_identity.compare(programs, {n: task.size_sets[n].sizes for n in ("small", "check", "full")})
+                self.assertTrue(identity.proven, list(program_identity.iter_reasons(identity))[:3])
+
+    def test_the_work_lists_are_correct_on_edge_partitions(self):
         from jax.experimental.pallas import tpu as pltpu
         task_dir, config = self._template()
         task = task_spec.load_task(task_dir, "kernelgym", "jaxbench-p")
@@ -145,10 +153,14 @@ class RaggedPagedTemplate(unittest.TestCase):
         contexts = {"no context": np.zeros(s_count, np.int32),
                     "the longest contexts": np.full(s_count, 256, np.int32)}
         reference = jax.jit(task.reference())
-        kernel = jax.jit(_kernel(task_dir, config, {"WALK": "work_list"}, "ragged_paged_run"))
-        # each partition once, the contexts in turn (four interpret-mode runs, not eight)
-        for (name, q_lens), (context, context_lens) in zip(partitions.items(), itertools.cycle(contexts.items())):
-            with self.subTest(partition=name, context=context):
+        kernels = {walk: jax.jit(_kernel(task_dir, config, {"WALK": walk}, f"ragged_paged_run_{walk}"))
+                   for walk in self.WALKS}
+        # each partition once a setting, the contexts in turn (four interpret-mode runs a setting,
+        # not eight)
+        cases = zip(partitions.items(), itertools.cycle(contexts.items()))
+        for ((name, q_lens), (context, context_lens)), walk in itertools.product(cases, self.WALKS):
+            kernel = kernels[walk]
+            with self.subTest(partition=name, context=context, walk=walk):
                 q_lens = np.array(q_lens, np.int32)
                 self.assertEqual(int(q_lens.sum()), total)
                 want = np.asarray(reference(q, kv_pages, page_table, q_lens, context_lens)).astype(np.float32)
