@@ -19,6 +19,16 @@
 #                      limit; rows of other sequences keep what their own pair wrote). Every loop
 #                      has a constant trip count, so the estimate is trusted; it pays for the
 #                      static bounds (all PPS pages, 2 * S pairs) where a chip would do less.
+#          "work_list_in_place" work_list's walk and two slots, without the transpose: the pool
+#                      is read where it lies (viewed [P, PS * HK * 2, D], a bitcast for XLA: a
+#                      page one contiguous copy), in 8-token tiles (half the rows a pair scores;
+#                      2 * max(S, T / 8) pairs, 64 at every size set). The kernel reads a slot
+#                      as 32-bit words (a position's key and value of one kv head share a word
+#                      on the TPU's tiled layout), stores them once, takes each kv head's words
+#                      by strided loads and regroups them into its keys and values (bit
+#                      operations, no rounding); an online softmax over two halves of the
+#                      positions keeps each half's scores in registers. Trusted, static bounds
+#                      as work_list's.
 
 import jax
 import jax.numpy as jnp
@@ -145,6 +155,9 @@ WORK_BQ = 16
 # grid steps at every size set (as many as work_list's at the full size, S = 32), each scoring half
 # the rows
 IN_PLACE_BQ = 8
+# the slices of a pair's positions its online softmax takes in turn (v6e estimate: 1 slice 538.1 us,
+# 2 523.9, 4 571.6, 8 660.9): two keep a slice's scores (64 rows x 1,024 positions) in registers
+IN_PLACE_CHUNKS = 2
 
 
 def _work_list_block(pt_ref, item_tile_ref, item_seq_ref,                # scalar prefetch
@@ -257,15 +270,25 @@ def _in_place_block(pt_ref, item_tile_ref, item_seq_ref,                 # scala
             # and values in position order
             even = word_buf[:, pl.ds(h, ps // 2, stride=2 * hk_count), :].reshape(positions // 2, d)
             odd = word_buf[:, pl.ds(h + hk_count, ps // 2, stride=2 * hk_count), :].reshape(positions // 2, d)
-            k_all = pltpu.bitcast((even & low) | (odd << 16), jnp.bfloat16)      # (positions, D)
-            v_all = pltpu.bitcast((even >> 16) | (odd & high), jnp.bfloat16)
             q = q_ref[h]
-            sc = jax.lax.dot_general(q, k_all, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
-            sc = jnp.where(visible, sc, M_INIT)
-            m = jnp.max(sc, axis=1, keepdims=True)
-            e = jnp.exp(sc - m)
-            l = jnp.sum(e, axis=1, keepdims=True)
-            acc = jnp.dot(e.astype(v_all.dtype), v_all, preferred_element_type=jnp.float32)
+            m = jnp.full((rows, 1), M_INIT, jnp.float32)
+            l = jnp.zeros((rows, 1), jnp.float32)
+            acc = jnp.zeros((rows, d), jnp.float32)
+            # IN_PLACE_CHUNKS slices of the positions, an online softmax over them (a Python loop:
+            # a constant count at every size set): each slice's scores stay within the registers
+            words = positions // 2 // IN_PLACE_CHUNKS
+            for c in range(IN_PLACE_CHUNKS):
+                e_w, o_w = even[c * words:(c + 1) * words], odd[c * words:(c + 1) * words]
+                k_c = pltpu.bitcast((e_w & low) | (o_w << 16), jnp.bfloat16)      # (2 words, D)
+                v_c = pltpu.bitcast((e_w >> 16) | (o_w & high), jnp.bfloat16)
+                sc = jax.lax.dot_general(q, k_c, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32) * scale
+                sc = jnp.where(visible[:, 2 * c * words:2 * (c + 1) * words], sc, M_INIT)
+                m_new = jnp.maximum(m, jnp.max(sc, axis=1, keepdims=True))
+                alpha = jnp.exp(m - m_new)
+                e = jnp.exp(sc - m_new)
+                l = alpha * l + jnp.sum(e, axis=1, keepdims=True)
+                acc = alpha * acc + jnp.dot(e.astype(v_c.dtype), v_c, preferred_element_type=jnp.float32)
+                m = m_new
             o_ref[h] = jnp.where(mine, (acc / l).astype(o_ref.dtype), o_ref[h])
             return carry
 
