@@ -85,6 +85,7 @@ TEST(FaultTest, RunnersKilledInALoopLoseNoReply) {
   // killer only kills runners older than this, so the test measures recovery, not the backoff.
   constexpr double kMinRunnerAgeS = 5.5;
   constexpr int kMaxKills = 6;  // each costs the pool ~2 s (detection, restart, the lost work)
+  constexpr int kMinKills = 3;  // fewer and the test shows little
 
   std::atomic<bool> done{false};
   std::atomic<int> kills{0};
@@ -124,7 +125,8 @@ TEST(FaultTest, RunnersKilledInALoopLoseNoReply) {
   // kept short so the test is). Each reply must be the one its request asked for.
   std::map<uint64_t, std::pair<std::string, int>> sent;  // request id -> (env, step; 0 = reset)
   for (const std::string& env : envs) sent[c.Send(protocol::EnvResetRequest{env, 1})] = {env, 0};
-  int answered = 0, ok = 0, lost = 0;
+  int requests = kEnvs, answered = 0, ok = 0, lost = 0;
+  const auto started = std::chrono::steady_clock::now();
   std::vector<std::string> problems;
   while (c.outstanding() > 0) {
     std::optional<client::Reply> reply = c.Recv(180);
@@ -147,7 +149,7 @@ TEST(FaultTest, RunnersKilledInALoopLoseNoReply) {
     const protocol::Observation o =
         step == 0 ? client::AsResetResult(*reply).observation : client::AsStepResult(*reply).observation;
     const std::string expected = step == 0 ? "ok" : "compile_error";
-    if (o.step != step || (step == 1 && o.source.find(env) == std::string::npos)) {
+    if (o.step != step || (step >= 1 && o.source.find(env) == std::string::npos)) {
       problems.push_back(env + " step " + std::to_string(step) + ": the reply is another request's");
     } else if (o.status == expected) {
       ++ok;
@@ -156,20 +158,25 @@ TEST(FaultTest, RunnersKilledInALoopLoseNoReply) {
     } else {
       problems.push_back(env + " step " + std::to_string(step) + ": " + o.status + ": " + o.message);
     }
-    if (step == 0) {
+    // The work goes on (another broken step of this env) until the killer has had runners old
+    // enough to kill three times: on a quiet machine the first round of steps can end sooner
+    // (evaluations that converge quickly), which left the test meaning less, not failing less.
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (step == 0 || (kills.load() < kMinKills && elapsed < 120)) {
       const protocol::EditAction broken{{{"extern \"C\" void kernel(", "extern \"C\" void kernel(" + env + " "}}};
-      sent[c.Send(protocol::EnvStepRequest{env, broken})] = {env, 1};
+      sent[c.Send(protocol::EnvStepRequest{env, broken})] = {env, step + 1};
+      ++requests;
     }
   }
   done = true;
   killer.join();
 
   EXPECT_TRUE(problems.empty()) << ::testing::PrintToString(problems);
-  EXPECT_EQ(answered, 2 * kEnvs);
-  EXPECT_EQ(ok + lost, 2 * kEnvs);
+  EXPECT_EQ(answered, requests);
+  EXPECT_EQ(ok + lost, requests);
   EXPECT_TRUE(sent.empty());
   EXPECT_EQ(c.stray_replies(), 0u);
-  EXPECT_GE(kills.load(), 3) << "too few runner deaths for the test to mean anything";
+  EXPECT_GE(kills.load(), kMinKills) << "too few runner deaths for the test to mean anything";
   ASSERT_TRUE(Alive(server.pid()));
   // The supervisor restarted every killed runner; the scheduler re-queued their jobs.
   ASSERT_TRUE(WaitFor([&] { return c.Stats()["local_runners"]["pids"].size() == 2; }, 10));
