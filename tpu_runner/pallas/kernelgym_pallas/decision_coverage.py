@@ -33,8 +33,14 @@ alone, without data. Then:
 * decisions joined by arithmetic or selects (`(i >= 2) * (i != 2)`) are a decision of their own:
   every tuple of their outcomes the full size joins must have been joined where checked.
 
-What it does not cover (docs/pallas.md): non-linear arithmetic on grid positions that reaches the
-data without a decision (a polynomial in program_id that vanishes on the checked grids), values
+* what the compiler folds is folded here too: an element-wise operation numpy lacks is evaluated
+  by jax (clz, population count, erf), a select or cond whose cases are one value is that value,
+  an operation on one expression twice is what the compiler makes it (integer x == x, x - x over
+  common subexpressions, max(x, x); rem by 1), and a while loop on known operands is run. A
+  constant in disguise that follows the sizes, combined into data, is not covered.
+
+What it does not cover (docs/pallas.md): identities the compiler folds that are not listed above,
+non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
 from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
 Decisions on positions that share a grid step, or are joined through data, are not compared
 together: a position is a run-time value, so the compiler deletes nothing on their account and
