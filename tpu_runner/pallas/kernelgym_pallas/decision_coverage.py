@@ -38,9 +38,12 @@ alone, without data. Then:
   an operation on one expression twice is what the compiler makes it (integer x == x, x - x over
   common subexpressions, max(x, x); rem by 1), and a while loop on known operands is run. A
   constant in disguise that follows the sizes, combined into data, is not covered.
+* data that does not depend on the data, by any identity, is a constant in disguise: where data
+  meets a number that changes with the sizes, data_probe.py runs the kernel with four random
+  fillings of its data and the values the same under all are walked again as constants.
 
-What it does not cover (docs/pallas.md): identities the compiler folds that are not listed above,
-non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
+What it does not cover (docs/pallas.md): identities that hold only at grid steps the probe does
+not run (it runs the first and the last), non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
 from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
 Decisions on positions that share a grid step, or are joined through data, are not compared
 together: a position is a run-time value, so the compiler deletes nothing on their account and
@@ -128,6 +131,7 @@ class _Ref:
 
 UNKNOWN = _Data()
 _ADDRESSED = "a ref or array read at an address that follows the sizes or grid positions"
+_INVARIANT = "an identity on data (the same value under four random fillings of the data)"
 # Reads at an address: on a value the judge follows (a table of constants), what the address
 # follows is followed too, since another address at the full size gives another entry.
 # Operations that move a value without combining it with another.
@@ -329,14 +333,21 @@ def _size(shape) -> int:
 
 
 class _Evaluator:
-    def __init__(self):
+    def __init__(self, invariant: frozenset = frozenset()):
         self.facts = Facts()
+        # ids of the variables the data probe found the same under four random fillings of the data
+        # (data_probe.py): data that is one of them is a constant in disguise, whatever made it.
+        self.invariant = invariant
+        # id of a data variable -> the numbers it met (or holds): where they change with the sizes,
+        # whether it is data at all is measured (data_probe)
+        self.candidates = {}
         # Known values that follow decision outcomes: id -> (the value, {decision: (its per-element
         # outcome codes, how many outcomes it has)}). Two decisions that each go both ways where
         # checked can join, by arithmetic that decides nothing (`(i >= 2) * (i != 2)`), into a
         # value that only the full size sets; such a join is a decision of its own, whose outcome
         # is the tuple of the joined decisions' outcomes.
         self._outcomes = {}
+        self._interned = {}  # expression key -> its number (see jaxpr)
         self._last_decision = None  # (key, codes, count) of the latest decision recorded
         self.values = None  # var id -> value, of every equation walked, when a caller asks (_block_moves)
         self._jax_calls = 0  # operations evaluated by jax (_by_jax) in this program
@@ -458,7 +469,8 @@ class _Evaluator:
             if how == "value":
                 folded = np.full((1,) * (ctx.axes + _rank(eqn.outvars[0].aval)), what, _dtype(eqn.outvars[0].aval))
             outs = self.eqn(eqn, args, ctx, where, folded)
-            own = _expression_key(eqn, operand_keys, self._stores)
+            # Interned: a key is a small number, so comparing two (a chain built twice) is one step.
+            own = self._interned.setdefault(_expression_key(eqn, operand_keys, self._stores), len(self._interned))
             for k, value in enumerate(outs):
                 if _known(value) and value.nbytes > 4096:
                     # What one walk holds is bounded (a chain of position-wide values would hold
@@ -468,6 +480,11 @@ class _Evaluator:
                     if self._held > HELD_BYTES:
                         outs[k] = TOO_LARGE
             for k, (var, value) in enumerate(zip(eqn.outvars, outs)):
+                if isinstance(value, _Data) and not value.constant:
+                    if id(var) in self.invariant:
+                        value = _Data(value.taint, constant=True, through=value.through | {_INVARIANT})
+                    elif value.taint:  # data holding a number: is it data at all? (data_probe)
+                        self.candidates.setdefault(id(var), set()).update(value.taint)
                 env[id(var)] = value
                 keys[id(var)] = operand_keys[what] if how == "operand" else (own, k)
                 if self.values is not None:
@@ -571,6 +588,9 @@ class _Evaluator:
         part = _Scope(grid=scope.grid, static=scope.static, combinations=scope.combinations)  # a union: shared
         outer_too_large, self.facts.too_large = self.facts.too_large, {}
         outer_held, self._held = self._held, 0
+        # The values decisions follow are needed only while their walk is live: each pass keeps its
+        # own (a split grid's first walk, or an earlier pass, would otherwise hold its values on).
+        outer_outcomes = self._outcomes
         try:
             positions = []
             for axis, (lo, hi) in enumerate(ranges):
@@ -586,7 +606,14 @@ class _Evaluator:
                 inner = index_map.jaxpr
                 args = positions[:len(inner.invars)] + [UNKNOWN] * max(0, len(inner.invars) - len(positions))
                 consts = [self._const(c, ctx.axes) for c in index_map.consts]
-                self.jaxpr(inner, consts, args, ctx, f"{where} index map {k}")
+                self._outcomes = {}
+                outs = self.jaxpr(inner, consts, args, ctx, f"{where} index map {k}")
+                for j, out in enumerate(outs):
+                    # A block index the judge could not evaluate from numbers and positions alone (an
+                    # operation past its budget, one it does not know): which blocks the full size
+                    # copies is not known, and the compiler may fold it to a frozen one.
+                    if isinstance(out, _Data) and out.constant and out.taint:
+                        self._mixed(f"{where} index map {k} result {j}", out.taint, out.through)
             body = eqn.params["jaxpr"]
             inner = getattr(body, "jaxpr", body)
             vmapped = set(getattr(mapping, "vmapped_dims", ()) or ())
@@ -598,12 +625,14 @@ class _Evaluator:
             for _ in range(MAX_PASSES):
                 for ref in refs:
                     ref.stale = False
+                self._outcomes, self._held = {}, 0
                 self.jaxpr(inner, consts, refs, ctx, f"{where} body")
                 if not any(ref.stale for ref in refs):
                     break
         finally:
             too_large, self.facts.too_large = self.facts.too_large, outer_too_large
             self._held = outer_held
+            self._outcomes = outer_outcomes
         axis = max(range(len(ranges)), key=lambda a: ranges[a][1] - ranges[a][0], default=None)
         if not too_large or not scope.static or axis is None or ranges[axis][1] - ranges[axis][0] < 2 or \
                 self._chunks >= MAX_CHUNKS:
@@ -902,6 +931,11 @@ class _Evaluator:
             return TOO_LARGE
         if len(known) < len(args):
             data = [a for a in args if isinstance(a, _Data)]
+            if known:  # data meeting a number: is it data at all? (data_probe)
+                met = {(where, k, _summary(a)) for k, a in enumerate(args) if _known(a)}
+                for var, a in zip(eqn.invars, args):
+                    if isinstance(a, _Data):
+                        self.candidates.setdefault(id(var), set()).update(met)
             taint = set().union(*(a.taint for a in data))
             # Compared directly, data and a number (or a position: a one-hot against an iota, a
             # ragged length against a column) are a choice made at run time (the compiler cannot
@@ -1364,8 +1398,9 @@ def _summary(array: np.ndarray):
     return tuple(np.unique(array).tolist())
 
 
-def evaluate(closed_jaxpr) -> Facts:
-    return _Evaluator().program(closed_jaxpr)
+def evaluate(closed_jaxpr, invariant: frozenset = frozenset()) -> Facts:
+    """`invariant`: ids of the program's variables that do not depend on its data (data_probe)."""
+    return _Evaluator(invariant).program(closed_jaxpr)
 
 
 # ---- comparing the size sets --------------------------------------------------------------------
@@ -1427,9 +1462,24 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     """Why the full-size program's decisions are not covered by the checked programs' (empty: they
     are). `programs`: size set -> ClosedJaxpr (already shown to be one template by
     program_identity); `fitter`: program_identity's reader of numbers, for the folded ones."""
-    from . import program_identity
+    from . import data_probe, program_identity
     names = (*fit_sets, target)
-    facts = {name: evaluate(programs[name]) for name in names}
+    walks = {name: _Evaluator() for name in names}
+    facts = {name: walks[name].program(programs[name]) for name in names}
+    # Data that met a number anywhere: whether it depends on the data at all is measured (at the
+    # smallest checked size; a position in the template names the variable in every program), and
+    # where some does not, the programs are walked again with it as a constant in disguise.
+    met = {}  # position -> {program: the numbers it met}
+    for n in names:
+        for position, numbers in data_probe.positions(programs[n], walks[n].candidates).items():
+            met.setdefault(position, {})[n] = frozenset(numbers)
+    # Numbers that are the same at every size set steer nothing the checked sizes did not see.
+    wanted = {p for p, seen in met.items() if len(seen) < len(names) or len(set(seen.values())) > 1}
+    if wanted:
+        wanted -= data_probe.evident(programs[fit_sets[0]])  # a load of an operand's block is data
+    same = data_probe.invariant(programs[fit_sets[0]], wanted) if wanted else set()
+    if same:
+        facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same))) for name in names}
 
     def number_problem(key: str, values: dict, scope_key: str) -> str:
         scopes = {name: facts[name].scopes.get(scope_key) for name in names}

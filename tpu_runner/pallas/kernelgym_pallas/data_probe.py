@@ -1,0 +1,418 @@
+"""Which values a kernel computes from its data do not depend on the data: a data probe.
+
+decision_coverage.py follows what a program computes from its sizes and grid positions, and
+treats what it computes from the operands' data as a choice made at run time, which no size can
+steer. A value computed from data by an identity (`(x == x)`, `(x + 3) - x` on integers,
+`max(x, x) - min(x, x)`, a bit trick, an identity over several operations through a ref or a
+loop's carry) is data only in name: it is the same whatever the data, the compiler may fold it,
+and a number of the sizes combined with it (`keep = (z + M/256 - 3) ...`, a `pl.when` on
+`one * K/256 < 20`) is then a number of the sizes in disguise, which no check covers at the
+full size. Listing the identities a compiler folds does not close the class; measuring does.
+
+So the judge runs each kernel's index maps and body, at the smallest checked size, with FILLINGS
+independent random fillings of every operand's block (and of every scratch buffer), at the first
+and the last grid step, and records every value the kernel computes. A value that is bit-for-bit
+the same under every filling at either step does not depend on the data there (data only at the
+first step, `where(i == 0, x, 0)`, is a number at every other); decision_coverage then treats data
+that is such a value as a constant in disguise (`_Data.constant`), whatever the identity that
+made it. The fillings are random normals (floats) and random bits (integers, booleans). An
+identity is never missed at the steps run; the error is the other way: a value that depends on
+only a bit or two of the data can come out the same under every filling (probability
+2^-(FILLINGS-1) for one bit) and is then taken for a constant, which fails closed. A value the
+probe cannot tell (an operation it cannot run: its results are drawn at random anew) stays data,
+as before the probe. The fillings are seeded: a kernel gets the same verdict every time.
+
+Only values that need it are measured (decision_coverage asks for data that met a number that is
+not the same at every size set, or holds one; `evident` drops loads of operand blocks), and only
+what they are computed from is compiled: the kernel is traced once under `jax.jit`, the fillings
+batched in one program, and compiled for the host's CPU at XLA's lowest optimization level.
+"""
+from __future__ import annotations
+
+import itertools
+
+# Random fillings of the data: a value that depends on one bit of it comes out the same under all
+# of them with probability 2^-(FILLINGS-1), and is then taken for a constant (fail closed).
+FILLINGS = 4
+
+
+def _sub_jaxprs(eqn):
+    """The bodies of an equation, in a fixed order (a pallas_call: its index maps, then its body)."""
+    bodies = []
+    if eqn.primitive.name == "pallas_call":
+        mapping = eqn.params.get("grid_mapping")
+        for block in getattr(mapping, "block_mappings", ()) or ():
+            index_map = getattr(block, "index_map_jaxpr", None)
+            if index_map is not None:
+                bodies.append(index_map.jaxpr)
+        body = eqn.params["jaxpr"]
+        bodies.append(getattr(body, "jaxpr", body))
+        return bodies
+    for key in sorted(eqn.params):
+        param = eqn.params[key]
+        for body in param if isinstance(param, (tuple, list)) else (param,):
+            inner = getattr(body, "jaxpr", body)
+            if hasattr(inner, "eqns") and hasattr(inner, "invars"):
+                bodies.append(inner)
+    return bodies
+
+
+def variables(jaxpr) -> list:
+    """Every variable an equation of `jaxpr` (or of a body inside it) defines, in a fixed order:
+    two programs of one template list their variables alike, so a position in this list names the
+    same variable in each."""
+    out = []
+
+    def visit(j):
+        for eqn in j.eqns:
+            out.extend(eqn.outvars)
+            for inner in _sub_jaxprs(eqn):
+                visit(inner)
+
+    visit(jaxpr)
+    return out
+
+
+def _is_ref(var) -> bool:
+    return type(getattr(var, "aval", None)).__name__ == "AbstractRef"
+
+
+def _filling(aval, rng):
+    """FILLINGS random contents for a ref or value of `aval` (stacked), drawn on the host: normals
+    for reals, random bits for integers and truth values (random numbers are not drawn inside the
+    probe's program: XLA compiles a random generator slowly)."""
+    import numpy as np
+    import jax.numpy as jnp
+    inner = getattr(aval, "inner_aval", aval)
+    shape = (FILLINGS, *tuple(getattr(inner, "shape", ())))
+    try:
+        dtype = jnp.dtype(getattr(inner, "dtype", None))
+    except TypeError:
+        return np.zeros(shape, np.int32)  # a semaphore or another non-array type
+    if jnp.issubdtype(dtype, jnp.floating):
+        return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
+    bits = rng.integers(0, 1 << 32, size=shape, dtype=np.uint64).astype(np.uint32)
+    if dtype == jnp.bool_:
+        return (bits & 1).astype(np.bool_)
+    try:
+        return bits.view(np.int32).astype(dtype) if jnp.issubdtype(dtype, jnp.signedinteger) else bits.astype(dtype)
+    except (TypeError, ValueError):
+        return np.zeros(shape, np.int32)
+
+
+class _Run:
+    """One run of a kernel: an interpreter of its jaxpr over jax values (traced under jit), refs
+    held as arrays and updated by jax's own state-discharge rules, that records every value."""
+
+    def __init__(self, filling, positions, grid: tuple):
+        import jax
+        self.jax = jax
+        self.filling = filling  # which filling this run is (a traced integer under vmap)
+        self.counter = itertools.count(1)
+        self.positions = positions
+        self.grid = grid
+        self.recorded = {}  # id(var) -> value, of every array variable defined
+
+    def fresh(self, aval):
+        """A value of `aval`'s shape and type that differs between fillings (an operation the probe
+        cannot run, a scoped buffer): not random, but never the same in two fillings, so what is
+        computed from it stays data."""
+        jnp = self.jax.numpy
+        inner = getattr(aval, "inner_aval", aval)
+        shape, dtype = tuple(getattr(inner, "shape", ())), getattr(inner, "dtype", None)
+        try:
+            dtype = jnp.dtype(dtype)
+        except TypeError:
+            return jnp.zeros(shape, jnp.int32)  # a semaphore or another non-array type
+        pattern = (self.filling + 1) * 7919 + next(self.counter) * 104729
+        if shape:
+            pattern = pattern + self.jax.lax.broadcasted_iota(jnp.int32, shape, len(shape) - 1)
+        value = jnp.broadcast_to(pattern, shape)
+        return (value & 1).astype(jnp.bool_) if dtype == jnp.bool_ else value.astype(dtype)
+
+    def run(self, jaxpr, consts, args) -> dict:
+        """Runs `jaxpr` on `consts` and `args`; returns its environment (id(var) -> value), which
+        holds the final contents of every ref it was given."""
+        env = {}
+        for var, value in (*zip(jaxpr.constvars, consts), *zip(jaxpr.invars, args)):
+            env[id(var)] = value
+
+        def read(var):
+            if type(var).__name__ == "Literal":
+                return var.val
+            return env[id(var)] if id(var) in env else self.fresh(var.aval)
+
+        for eqn in jaxpr.eqns:
+            invals = [read(v) for v in eqn.invars]
+            try:
+                outs = self.equation(eqn, invals, env)
+            except Exception:  # an operation the probe cannot run: its results are drawn anew (stay data)
+                outs = [self.fresh(v.aval) for v in eqn.outvars]
+            for var, value in zip(eqn.outvars, outs):
+                env[id(var)] = value
+                if not _is_ref(var) and hasattr(var.aval, "shape"):
+                    self.recorded[id(var)] = value
+        env["outs"] = [read(v) for v in jaxpr.outvars]
+        return env
+
+    def equation(self, eqn, invals: list, env: dict) -> list:
+        from jax._src.state import discharge
+        jnp = self.jax.numpy
+        name, params = eqn.primitive.name, eqn.params
+        if name == "program_id":
+            axis = int(params["axis"])
+            return [self.positions[axis] if axis < len(self.grid) else jnp.int32(0)]
+        if name == "num_programs":
+            axis = int(params["axis"])
+            return [jnp.int32(self.grid[axis] if axis < len(self.grid) else 1)]
+        refs = [k for k, v in enumerate(eqn.invars) if _is_ref(v)]
+        if name == "cond":
+            return self.cond(eqn, invals, env, refs)
+        if name == "run_scoped":
+            return self.run_scoped(eqn, invals, env)
+        if name in ("while", "scan"):
+            self.one_trip(eqn, invals)
+        if refs:
+            in_avals = [v.aval for v in eqn.invars]
+            out_avals = [v.aval for v in eqn.outvars]
+            if eqn.primitive in discharge._discharge_rules:
+                new, outs = discharge._discharge_rules[eqn.primitive](in_avals, out_avals, *invals, **params)
+            else:
+                rule = discharge._partial_discharge_rules[eqn.primitive]
+                should = [_is_ref(v) for v in eqn.invars]
+                new, outs = rule(should, in_avals, out_avals, *invals, **params)
+            for k, value in enumerate(new):
+                if value is not None and k in refs:
+                    env[id(eqn.invars[k])] = value
+            return list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        with eqn.ctx.manager:
+            outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
+        return list(outs) if eqn.primitive.multiple_results else [outs]
+
+    def cond(self, eqn, invals, env, refs) -> list:
+        """Every branch is run (its values recorded); the results and the refs are the taken one's."""
+        jnp = self.jax.numpy
+        index, operands = invals[0], invals[1:]
+        branches = eqn.params["branches"]
+        index = jnp.clip(jnp.asarray(index).astype(jnp.int32), 0, len(branches) - 1)
+        runs = [self.run(b.jaxpr, b.consts, operands) for b in branches]
+
+        def pick(values):
+            chosen = values[0]
+            for b, value in enumerate(values[1:], start=1):
+                chosen = jnp.where(index == b, value, chosen)
+            return chosen
+
+        for k in refs:
+            inner = [r[id(branches[b].jaxpr.invars[k - 1])] for b, r in enumerate(runs)]
+            env[id(eqn.invars[k])] = pick(inner)
+        return [pick([r["outs"][j] for r in runs]) for j in range(len(eqn.outvars))]
+
+    def run_scoped(self, eqn, invals, env) -> list:
+        """The body closes over the operands (its constvars) and gets new buffers, filled at random."""
+        body = eqn.params["jaxpr"]
+        scoped = [self.fresh(v.aval) for v in body.invars]
+        result = self.run(body, invals, scoped)
+        for var, outer in zip(body.constvars, eqn.invars):
+            if _is_ref(outer):
+                env[id(outer)] = result[id(var)]
+        return list(result["outs"])
+
+    def one_trip(self, eqn, invals) -> None:
+        """A loop's body (and a while loop's condition), run once on its first carry, for its values
+        only: what the loop computes is left to jax's own rules."""
+        params = eqn.params
+        if eqn.primitive.name == "while":
+            cn, bn = params["cond_nconsts"], params["body_nconsts"]
+            carry = invals[cn + bn:]
+            self.run(params["cond_jaxpr"].jaxpr, params["cond_jaxpr"].consts, invals[:cn] + carry)
+            self.run(params["body_jaxpr"].jaxpr, params["body_jaxpr"].consts, invals[cn:cn + bn] + carry)
+            return
+        if int(params.get("length", 0)) < 1:
+            return
+        fixed = params["num_consts"] + params["num_carry"]
+        xs = [x[0] for x in invals[fixed:]]
+        self.run(params["jaxpr"].jaxpr, params["jaxpr"].consts, invals[:fixed] + xs)
+
+
+def _kernel_runs(eqn):
+    """A function of (the kernel operands' fillings, which filling, grid step) that runs one
+    pallas_call's index maps and body and returns {id(var): value} of what they computed; the
+    kernel's grid; and its ref variables (what the fillings fill)."""
+    mapping = eqn.params.get("grid_mapping")
+    grid = tuple(int(g) for g in getattr(mapping, "grid", ()) or ())
+    body = eqn.params["jaxpr"]
+    inner = getattr(body, "jaxpr", body)
+    prefetch = int(getattr(mapping, "num_index_operands", 0) or 0)
+
+    def one(refs, filling, positions):
+        run = _Run(filling, positions, grid)
+        refs = list(refs)
+        for block in getattr(mapping, "block_mappings", ()) or ():
+            index_map = getattr(block, "index_map_jaxpr", None)
+            if index_map is None:
+                continue
+            args = [positions[a] for a in range(min(len(grid), len(index_map.jaxpr.invars)))]
+            args += refs[:prefetch][:len(index_map.jaxpr.invars) - len(args)]
+            args += [run.fresh(v.aval) for v in index_map.jaxpr.invars[len(args):]]
+            run.run(index_map.jaxpr, index_map.consts, args)
+        run.run(inner, list(getattr(body, "consts", ())), refs)
+        return run.recorded
+
+    return one, grid, inner.invars
+
+
+def positions(closed_jaxpr, by_id: dict) -> dict:
+    """`by_id` (id(var) -> anything) keyed by the variables' positions in `variables(...)`."""
+    return {k: by_id[id(v)] for k, v in enumerate(variables(closed_jaxpr.jaxpr)) if id(v) in by_id}
+
+
+def invariant(closed_jaxpr, wanted: set[int]) -> set[int]:
+    """Of the variables at positions `wanted` (in `variables(closed_jaxpr.jaxpr)`), those some
+    kernel of the program computes the same under every random filling of its data at its first and
+    last grid steps. Only what they are computed from is compiled (the rest is dead code to XLA)."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    jaxpr = closed_jaxpr.jaxpr
+    position = {id(v): k for k, v in enumerate(variables(jaxpr)) if k in wanted}
+    same = set()
+    rng = np.random.default_rng(20261206)  # seeded: a kernel gets the same verdict every time
+    for eqn in _pallas_calls(jaxpr):
+        one, grid, refs = _kernel_runs(eqn)
+        order = []
+
+        def compare(fillings, step):
+            # The fillings in one batched program (one compile, smaller than FILLINGS copies); the
+            # grid step stays unbatched, so the kernel's indexing stays slices.
+            runs = jax.vmap(lambda refs, k: one(refs, k, step))(fillings, jnp.arange(FILLINGS, dtype=jnp.int32))
+            order[:] = [k for k in runs if k in position]
+            flags = [jnp.all((runs[k] == runs[k][:1]) | ((runs[k] != runs[k]) & (runs[k][:1] != runs[k][:1])))
+                     for k in order]
+            return jnp.stack(flags) if flags else jnp.zeros((0,), jnp.bool_)
+
+        steps = [np.zeros((len(grid),), np.int32), np.asarray([max(g - 1, 0) for g in grid], np.int32)]
+        try:
+            fillings = [_filling(v.aval, rng) for v in refs]
+            lowered = jax.jit(compare).lower(fillings, steps[0])
+            if not order:
+                continue  # nothing wanted in this kernel
+            try:  # the probe runs once: a quick compile beats a fast program
+                compiled = lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
+            except Exception:
+                compiled = lowered.compile()
+            # The same under every filling at either step: there it is a number in disguise (data only
+            # at the first step, `where(i == 0, x, 0)`, is one at every other).
+            flags = np.asarray(compiled(fillings, steps[0])) | np.asarray(compiled(fillings, steps[1]))
+        except Exception:
+            continue  # the kernel could not be run: its values stay data
+        same |= {position[k] for k, flag in zip(order, flags) if bool(flag)}
+    return same
+
+
+# Operations whose result holds the same random values as their operand (or a part of them): a
+# load of a random block moved by one of them needs no probe to be data.
+_MOVES = {"broadcast_in_dim", "reshape", "squeeze", "expand_dims", "transpose", "copy", "copy_p", "slice",
+          "dynamic_slice", "bitcast_convert_type", "neg", "rev"}
+
+
+def _widening(eqn) -> bool:
+    """A conversion that keeps every value apart (a float to a float at least as wide, an integer
+    to an integer at least as wide)."""
+    import numpy as np
+    source, target = eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype
+    try:
+        a, b = np.dtype(source), np.dtype(target)
+    except TypeError:
+        return False
+    floats = a.kind == "f" and b.kind == "f" or str(a) == "bfloat16" and b.kind == "f"
+    integers = a.kind in "iu" and b.kind in "iu" and (a.kind == b.kind or b.itemsize > a.itemsize)
+    return (floats or integers) and b.itemsize >= a.itemsize
+
+
+def evident(closed_jaxpr) -> set[int]:
+    """Positions (in `variables(...)`) of the values that are evidently data, so the probe need not
+    run for them: a load of a kernel operand's block that nothing in the kernel writes (random under
+    the probe's fillings), moved or widened. Anything else that reaches a ref is written (fail
+    closed)."""
+    found = set()
+
+    def kernel(eqn):
+        mapping = eqn.params.get("grid_mapping")
+        body = eqn.params["jaxpr"]
+        inner = getattr(body, "jaxpr", body)
+        inputs = int(getattr(mapping, "num_index_operands", 0) or 0) + int(getattr(mapping, "num_inputs", 0) or 0)
+        written = set()
+        _writes(inner, {id(v): id(v) for v in inner.invars}, written)
+        readable = {id(v) for v in inner.invars[:inputs] if id(v) not in written}
+        _loads(inner, {id(v): id(v) for v in inner.invars}, readable, found)
+
+    for eqn in _pallas_calls(closed_jaxpr.jaxpr):
+        kernel(eqn)
+    return {k for k, v in enumerate(variables(closed_jaxpr.jaxpr)) if id(v) in found}
+
+
+def _inner_refs(eqn, names: dict):
+    """(body, {id(body var): the outer ref it is}) for each body an equation passes refs into; a
+    body whose refs cannot be matched to the equation's operands gets None (its refs: unknown)."""
+    name, params = eqn.primitive.name, eqn.params
+    outer = [names.get(id(v)) if _is_ref(v) else None for v in eqn.invars]
+    if name == "cond":
+        return [(b.jaxpr, dict(zip(map(id, b.jaxpr.invars), outer[1:]))) for b in params["branches"]]
+    if name == "run_scoped":
+        return [(params["jaxpr"], dict(zip(map(id, params["jaxpr"].constvars), outer)))]
+    if name == "while":
+        cn, bn = params["cond_nconsts"], params["body_nconsts"]
+        return [(params["cond_jaxpr"].jaxpr, dict(zip(map(id, params["cond_jaxpr"].jaxpr.invars), outer[:cn]))),
+                (params["body_jaxpr"].jaxpr, dict(zip(map(id, params["body_jaxpr"].jaxpr.invars), outer[cn:cn + bn])))]
+    if name == "scan":
+        return [(params["jaxpr"].jaxpr, dict(zip(map(id, params["jaxpr"].jaxpr.invars), outer)))]
+    bodies = []
+    for inner in _sub_jaxprs(eqn):
+        same = len(inner.invars) == len(eqn.invars)
+        bodies.append((inner, dict(zip(map(id, inner.invars), outer)) if same else None))
+    return bodies
+
+
+def _writes(jaxpr, names: dict, written: set) -> None:
+    """Adds to `written` every outer ref some equation may write (all but a plain load)."""
+    for eqn in jaxpr.eqns:
+        refs = [names.get(id(v), "unknown") for v in eqn.invars if _is_ref(v)]
+        bodies = _inner_refs(eqn, names) if refs else []
+        if not bodies:
+            if eqn.primitive.name != "get":
+                written.update(refs)
+            continue
+        for inner, inner_names in bodies:
+            if inner_names is None:
+                written.update(refs)
+            else:
+                _writes(inner, inner_names, written)
+
+
+def _loads(jaxpr, names: dict, readable: set, found: set) -> None:
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "get" and names.get(id(eqn.invars[0])) in readable:
+            found.update(id(v) for v in eqn.outvars)
+        elif eqn.invars and type(eqn.invars[0]).__name__ != "Literal" and id(eqn.invars[0]) in found and \
+                (name in _MOVES or name == "convert_element_type" and _widening(eqn)):
+            found.update(id(v) for v in eqn.outvars)
+        for inner, inner_names in (_inner_refs(eqn, names) if any(_is_ref(v) for v in eqn.invars) else []):
+            if inner_names is not None:
+                _loads(inner, inner_names, readable, found)
+
+
+def _pallas_calls(jaxpr):
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            yield eqn
+        else:
+            for inner in _sub_jaxprs(eqn):
+                yield from _pallas_calls(inner)
+
+
+def ids(closed_jaxpr, positions: set[int]) -> set[int]:
+    """The ids of the variables at `positions` of `variables(...)` in another program of the template."""
+    listed = variables(closed_jaxpr.jaxpr)
+    return {id(listed[k]) for k in positions if k < len(listed)}

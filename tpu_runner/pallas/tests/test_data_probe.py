@@ -1,0 +1,111 @@
+"""The data probe (kernelgym_pallas/data_probe.py): real Pallas kernels traced and run on the host's
+CPU with two random fillings of their data; what it finds the same under both, and what it leaves
+as data."""
+
+import pathlib
+import sys
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax.experimental import pallas as pl  # noqa: E402
+
+from kernelgym_pallas import data_probe  # noqa: E402
+
+
+def _program(body, rows=32, cols=256):
+    def kernel(x):
+        block = pl.BlockSpec((8, cols), lambda i: (i, 0))
+        return pl.pallas_call(body, grid=(rows // 8,), in_specs=[block], out_specs=block,
+                              out_shape=jax.ShapeDtypeStruct((rows, cols), x.dtype))(x)
+    return jax.make_jaxpr(kernel)(jax.ShapeDtypeStruct((rows, cols), jnp.float32))
+
+
+def _int_view(x_ref):
+    return jax.lax.bitcast_convert_type(x_ref[0:1, 0:1], jnp.int32)
+
+
+def _named(program, names: dict) -> dict:
+    """{label: position} of the values the body hands to `record` (the operand of each named mul)."""
+    listed = data_probe.variables(program.jaxpr)
+    return {label: listed.index(var) for label, var in names.items()}
+
+
+class DataProbeTest(unittest.TestCase):
+    def probe(self, values: dict):
+        """values: label -> f(x_ref) giving an int32 (1, 1) value; each is multiplied into the output
+        so it is live. Returns the labels the probe finds the same under both fillings."""
+        labels = list(values)
+
+        def body(x_ref, y_ref):
+            total = jnp.zeros((1, 1), jnp.int32)
+            for label in labels:
+                total = total + values[label](x_ref) * 3
+            y_ref[...] = x_ref[...] * total.astype(jnp.float32)
+
+        program = _program(body)
+        # The value of each label is the first operand of its `mul` by 3, in order.
+        muls = [e for e in data_probe._pallas_calls(program.jaxpr).__next__().params["jaxpr"].eqns
+                if e.primitive.name == "mul" and getattr(e.invars[1], "val", None) == 3]
+        positions = _named(program, {label: muls[k].invars[0] for k, label in enumerate(labels)})
+        same = data_probe.invariant(program, set(positions.values()))
+        return {label for label, position in positions.items() if position in same}
+
+    def test_identities_are_found_and_data_is_not(self):
+        found = self.probe({
+            "(x + 7) - x": lambda x: (_int_view(x) + 7) - _int_view(x),
+            "(x | 1) & 1": lambda x: (_int_view(x) | 1) & 1,
+            "x & 255 >> 8": lambda x: jax.lax.shift_right_logical(_int_view(x) & 255, 8),
+            "x": lambda x: _int_view(x),
+            "x & 255": lambda x: _int_view(x) & 255,
+            "(x + 7) - y": lambda x: (_int_view(x) + 7) - jax.lax.bitcast_convert_type(x[1:2, 0:1], jnp.int32),
+        })
+        self.assertEqual(found, {"(x + 7) - x", "(x | 1) & 1", "x & 255 >> 8"})
+
+    def test_data_at_the_first_step_only_is_a_number_at_the_others(self):
+        found = self.probe({"first step": lambda x: jnp.where(pl.program_id(0) == 0, _int_view(x), 5),
+                            "every step": lambda x: jnp.where(pl.program_id(0) >= 0, _int_view(x), 5)})
+        self.assertEqual(found, {"first step"})
+
+    def test_a_ref_stored_and_loaded_is_followed(self):
+        def body(x_ref, y_ref):
+            y_ref[...] = jnp.zeros_like(y_ref)
+            y_ref[0:1, 0:1] = x_ref[0:1, 0:1] - x_ref[0:1, 0:1] + 2.0  # a constant, through a ref
+            through = y_ref[0:1, 0:1]
+            y_ref[...] = x_ref[...] * (through * 3.0)
+
+        program = _program(body)
+        kernel = next(data_probe._pallas_calls(program.jaxpr)).params["jaxpr"]
+        mul = [e for e in kernel.eqns if e.primitive.name == "mul" and getattr(e.invars[1], "val", None) == 3.0][0]
+        position = data_probe.variables(program.jaxpr).index(mul.invars[0])
+        self.assertEqual(data_probe.invariant(program, {position}), {position})
+
+    def test_loads_of_operand_blocks_are_evident_and_a_written_one_is_not(self):
+        def body(x_ref, y_ref):
+            a = x_ref[...].reshape(8, 256)  # a load of the input, moved: evident
+            y_ref[...] = a
+            b = y_ref[...]  # the output block, written by the kernel: not evident
+            y_ref[...] = b * 2.0
+
+        program = _program(body)
+        kernel = next(data_probe._pallas_calls(program.jaxpr)).params["jaxpr"]
+        listed = data_probe.variables(program.jaxpr)
+        gets = [e for e in kernel.eqns if e.primitive.name == "get"]
+        evident = data_probe.evident(program)
+        self.assertIn(listed.index(gets[0].outvars[0]), evident)
+        self.assertNotIn(listed.index(gets[1].outvars[0]), evident)
+
+    def test_variables_are_listed_alike_at_every_size(self):
+        def body(x_ref, y_ref):
+            y_ref[...] = x_ref[...] * ((_int_view(x_ref) | 1) & 1).astype(jnp.float32)
+
+        small, large = _program(body, 32, 256), _program(body, 64, 512)
+        names = [[str(v.aval.dtype) for v in data_probe.variables(p.jaxpr)] for p in (small, large)]
+        self.assertEqual(names[0], names[1])
+        self.assertGreater(len(names[0]), 5)
+
+
+if __name__ == "__main__":
+    unittest.main()
