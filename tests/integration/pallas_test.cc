@@ -456,6 +456,35 @@ TEST(PallasLimits, ACandidateThatSleepsRunsIntoTheWallClockLimit) {
   EXPECT_LT(seconds, 120) << "ended long after its wall-clock limit";
 }
 
+// A candidate that holds more memory than the resident limit while it is traced
+// (holds_gigabytes_while_traced) is killed by the runner's watchdog with a verdict that names the
+// limit, and the same backend serves the next evaluation: with fork servers, the killed tracer's
+// server (the watchdog ends its whole sandbox) is replaced by a fresh one; with a process per job,
+// the next job gets its own. The limit is lowered to 2 GiB so that the test holds less of the host
+// than the default would let it.
+TEST(PallasLimits, AWorkerOverTheResidentLimitIsKilledAndTheNextEvaluationIsServed) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  const std::string hog = ReadText(SourceDir() / "tests/adversarial_pallas/holds_gigabytes_while_traced/kernel.py");
+  for (const bool fork_server : {true, false}) {
+    SCOPED_TRACE(fork_server ? "fork servers" : "a process per job");
+    PallasSettings settings = DefaultPallasSettings();
+    settings.fork_server = fork_server;
+    settings.resident_limit_bytes = std::uint64_t{2} << 30;
+    PallasBackend backend(DefaultBackendConfig(), settings);
+    const EvalResult killed = backend.Evaluate(*task, hog, PallasOptions());
+    EXPECT_EQ(killed.status, Status::kCrashed) << VerdictText(killed);
+    EXPECT_EQ(killed.stage, Stage::kCompile) << VerdictText(killed);
+    EXPECT_NE(killed.message.find("the tracer's resident memory exceeded its limit of 2 GiB"), std::string::npos)
+        << VerdictText(killed);
+    const EvalResult next = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+    EXPECT_EQ(next.status, Status::kOk) << VerdictText(next);
+    // Both of its processes were watched, and held less than the limit.
+    for (const std::string role : {"judge", "tracer"})
+      EXPECT_NE(VerdictText(next).find(role + " resident peak: "), std::string::npos) << VerdictText(next);
+  }
+}
+
 // The judge's reader of the traced program (artifact.py) admits its list of classes and nothing
 // callable beyond them: a pickle that names builtins.exec, os.system, getattr or eval is refused
 // before anything is called; a real program makes the trip intact.

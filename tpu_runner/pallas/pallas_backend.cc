@@ -1,7 +1,10 @@
 #include "tpu_runner/pallas/pallas_backend.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
+#include "core/resident_limit.h"
 #include "tpu_runner/pallas/pallas_stages.h"
 #include "tpu_runner/pallas/pallas_verdict.h"
 #include "tpu_runner/pallas/pallas_worker.h"
@@ -21,6 +24,16 @@ PallasSettings DefaultPallasSettings() {
     s.fork_server = false;
   if (const char* cache = std::getenv("KERNELGYM_PALLAS_COMPILE_CACHE"); cache && std::string(cache) == "0")
     s.compile_cache = false;
+  if (const char* mib = std::getenv("KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB"); mib && *mib) {
+    char* end = nullptr;
+    const unsigned long long value = std::strtoull(mib, &end, 10);
+    // Not a positive number of MiB: the default stays (zero would kill every job, garbage must not
+    // remove the limit), and the runner says so where its operator looks.
+    if (*end == '\0' && value > 0 && value < (1ull << 30)) s.resident_limit_bytes = static_cast<std::uint64_t>(value) << 20;
+    else
+      std::fprintf(stderr, "kernelgym: KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB='%s' is not a positive whole number of MiB; "
+                   "the pallas judge's and tracer's resident limit stays %s\n", mib, MemoryAmount(s.resident_limit_bytes).c_str());
+  }
   return s;
 }
 
@@ -102,6 +115,8 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
   if (key && e.job.estimate_reference && e.reference_estimate) reference_estimates_.Store(*key, *e.reference_estimate);
   for (auto stage : {AwaitJudgeResult, StructureStage, CompileStage, EstimateStage, CorrectnessStage, TimingStage})
     if (!stop) stop = stage(e);
+  RecordResidentPeak(e.judge.get(), r);
+  RecordResidentPeak(e.tracer.get(), r);  // still here when the evaluation stopped before it ended
   if (stop) return stop;
   DecideVerdict(r, e.judge->ready->on_tpu);
   return std::nullopt;

@@ -239,6 +239,9 @@ PallasWorker::~PallasWorker() {
   if (server_) {
     if (!ended_) AwaitEnd(After(kEndGraceSeconds));
     if (!ended_) Kill();
+    // The server may fork the next job's process as soon as it is back: that one has a watch of
+    // its own, and this one must not count it.
+    resident_.reset();
     // Only a server whose job ended, whose /tmp is empty and whose job folder we emptied forks
     // the next job.
     const bool reusable = ended_ && clean_ && server_->Alive() && EmptyFolder(server_->job_dir());
@@ -355,6 +358,12 @@ const std::string& PallasWorker::stderr_text() const {
 }
 
 pid_t PallasWorker::tree_pid() const { return server_ ? server_->pid() : child_.pid(); }
+
+std::string PallasWorker::resident_verdict() const {
+  if (!resident_exceeded()) return "";
+  return "the " + role + "'s resident memory exceeded its limit of " + MemoryAmount(resident_->limit_bytes()) +
+         " (its sandbox's processes held " + MemoryAmount(resident_->held_bytes()) + "; it was killed)";
+}
 
 int PallasWorker::signal() const { return signal_; }
 int PallasWorker::exit_code() const { return exit_code_; }
@@ -479,6 +488,7 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
       error = "the pallas " + worker->role + " did not start: " + worker->child_.error();
       return nullptr;
     }
+    worker->resident_ = std::make_unique<ResidentLimit>(worker->child_.pid(), settings_.resident_limit_bytes);
     return worker;
   }
 
@@ -533,6 +543,8 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::ForkFrom(std::unique_ptr<PallasF
     worker->Kill();
     return nullptr;
   }
+  // The server's whole sandbox: the server itself (waiting while its one job runs) and the job.
+  worker->resident_ = std::make_unique<ResidentLimit>(worker->server_->pid(), settings_.resident_limit_bytes);
   return worker;
 }
 
