@@ -16,26 +16,42 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace kernelgym {
 
-// Bytes of memory `root` and every process under it hold now: each process's proportional set
-// size (PSS: a page shared by N processes counts 1/N to each, so a forked child's pages shared
-// with its parent are not counted twice), from /proc/PID/smaps_rollup; a process whose
-// smaps_rollup cannot be read (a kernel before 4.14, a process that is not dumpable) counts its
-// resident set (/proc/PID/statm). nullopt when `root` is gone.
+// The memory `root` and every process under it hold now, counting what no disk file backs:
+// anonymous memory (heaps, arrays) and shared memory (tmpfs and memfd pages they map), and the
+// files they hold in memory without mapping them: what each tmpfs of their view holds that the
+// runner's own view has not (a sandbox's /, /tmp, /dev), and each memfd they hold open. Pages of
+// disk files are left out: the kernel can drop clean ones, and what the libraries' pages cost
+// does not grow with what a candidate does. A tmpfs file or memfd that is also mapped counts
+// twice. nullopt when `root` is gone.
+//
+// Resident: each process's RssAnon + RssShmem (/proc/PID/status: counters, cheap). A page that
+// two processes of the tree share (a forked job's copy-on-write pages of its fork server's)
+// counts for each: an upper bound.
 std::optional<std::uint64_t> ProcessTreeResidentBytes(pid_t root);
+// Proportional: each process's Pss_Anon + Pss_Shmem (/proc/PID/smaps_rollup), so a shared page
+// counts once over the processes that map it. Exact, but the kernel walks every page table to
+// answer: ~40 ms for a judge's tree here. A process whose smaps_rollup cannot be read (not
+// dumpable, a kernel before 5.1) counts its resident bytes.
+std::optional<std::uint64_t> ProcessTreeProportionalBytes(pid_t root);
 
 // Watches `root`'s tree on a thread of its own, every `every`, and SIGKILLs `root` the first time
-// the tree holds more than `limit_bytes`. Ending the root must end the tree (a sandbox's
+// the tree holds more than `limit_bytes`: its resident bytes, and when those pass the limit, its
+// proportional bytes (so the costly reading is taken only near the limit, and a fork server's
+// pages its job shares do not end the job). Ending the root must end the tree (a sandbox's
 // --die-with-parent and pid namespace do; so does a process without children). The signal goes
 // through a pidfd, so it cannot reach another process that got the pid after the root was
 // reaped; where the kernel has none (before 5.3) it goes to the pid. The watch stops by itself
-// when the root exits. Between two readings a tree can grow by what it allocates in `every`
-// (~0.3 GB in 0.1 s for one thread writing fresh pages here).
+// when the root exits. Between two readings a tree can grow by what it allocates in `every`.
 class ResidentLimit {
  public:
   static constexpr std::chrono::milliseconds kEvery{100};
+  // How often the tree's processes are looked for again (a scan of all of /proc); the readings
+  // between two scans read the processes found by the last one.
+  static constexpr std::chrono::milliseconds kScanEvery{500};
 
   ResidentLimit(pid_t root, std::uint64_t limit_bytes, std::chrono::milliseconds every = kEvery);
   ResidentLimit(const ResidentLimit&) = delete;
@@ -44,10 +60,11 @@ class ResidentLimit {
   ~ResidentLimit();
 
   std::uint64_t limit_bytes() const { return limit_; }
-  // Whether the watchdog ended the tree, and what the tree held at the reading that did it.
+  // Whether the watchdog ended the tree, and what the tree held (proportional bytes) at the
+  // reading that did it.
   bool exceeded() const { return exceeded_.load(std::memory_order_acquire); }
   std::uint64_t held_bytes() const { return held_.load(std::memory_order_acquire); }
-  // The most any reading found.
+  // The most any reading found (resident bytes; proportional ones where those were read).
   std::uint64_t peak_bytes() const { return peak_.load(std::memory_order_acquire); }
 
  private:

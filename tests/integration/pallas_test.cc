@@ -485,6 +485,33 @@ TEST(PallasLimits, AWorkerOverTheResidentLimitIsKilledAndTheNextEvaluationIsServ
   }
 }
 
+// Memory a candidate holds in files rather than in its process: past the static check (off here,
+// as for a candidate that found a way to write files), 4 GiB written into the sandbox's /tmp, a
+// tmpfs, in files under the 1 GiB file-size limit. No process's resident set shows it; the
+// watchdog counts the tmpfs, kills the tracer's sandbox (which frees it) and the next
+// evaluation is served.
+TEST(PallasLimits, FilesInTheSandboxsTmpfsCountAgainstTheResidentLimit) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.static_check = false;
+  settings.resident_limit_bytes = std::uint64_t{2} << 30;
+  PallasBackend backend(DefaultBackendConfig(), settings);
+  const EvalResult filled = backend.Evaluate(*task,
+                                             "def kernel(a, b):\n"
+                                             "    block = b'x' * (64 << 20)\n"
+                                             "    for i in range(64):\n"
+                                             "        with open(f'/tmp/fill{i}', 'wb') as f:\n"
+                                             "            f.write(block)\n"
+                                             "    return a * b\n",
+                                             PallasOptions());
+  EXPECT_EQ(filled.status, Status::kCrashed) << VerdictText(filled);
+  EXPECT_NE(filled.message.find("the tracer's resident memory exceeded its limit of 2 GiB"), std::string::npos)
+      << VerdictText(filled);
+  const EvalResult next = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(next.status, Status::kOk) << VerdictText(next);
+}
+
 // The judge's reader of the traced program (artifact.py) admits its list of classes and nothing
 // callable beyond them: a pickle that names builtins.exec, os.system, getattr or eval is refused
 // before anything is called; a real program makes the trip intact.

@@ -1,17 +1,23 @@
 // The resident-memory accounting and watchdog that bound the pallas judge's and tracer's memory
 // (core/resident_limit.h), on real forked processes: a tree's memory counts its descendants',
-// pages a forked child shares with its parent count once, a tree that grows past the limit is
-// killed and the watchdog says with how much, and a tree under the limit is left alone.
+// files in memory that no process maps count (a memfd, a tmpfs of the tree's own mount namespace),
+// pages a forked child shares with its parent count once in proportion (and do not end a tree
+// under the limit), a tree that grows past the limit is killed and the watchdog says with how
+// much, and a tree under the limit is left alone.
 #include "core/resident_limit.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 namespace kernelgym::testing {
@@ -70,11 +76,53 @@ TEST(ResidentMemory, ATreeCountsItsDescendants) {
   EXPECT_FALSE(ProcessTreeResidentBytes(child).has_value()) << "a tree that is gone holds nothing";
 }
 
-TEST(ResidentMemory, PagesAForkedChildSharesWithItsParentCountOnce) {
-  // As a fork server's job shares what the server imported: 256 MiB written before the fork,
-  // only read after it. Resident sets would count them twice (512 MiB); proportional sets once.
-  const pid_t parent = ForkAndWait([] {
-    setpgid(0, 0);
+TEST(ResidentMemory, FilesInMemoryThatNoProcessMapsCount) {
+  // A memfd written to and not mapped (64 MiB), and a file in a tmpfs of the child's own mount
+  // namespace, as a sandbox's /tmp is (192 MiB): in no process's counters, held all the same.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    const std::string block(kMiB, 'x');
+    const int memfd = memfd_create("held", 0);
+    for (int i = 0; i < 64; ++i)
+      if (write(memfd, block.data(), block.size()) != static_cast<ssize_t>(block.size())) _exit(3);
+    char said = 'm';  // the memfd only: no mount namespace of its own here
+    if (unshare(CLONE_NEWNS) == 0 || unshare(CLONE_NEWUSER | CLONE_NEWNS) == 0) {
+      if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          mount("tmpfs", "/tmp", "tmpfs", 0, "size=512m") != 0)
+        _exit(4);
+      const int file = open("/tmp/held", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      for (int i = 0; i < 192; ++i)
+        if (write(file, block.data(), block.size()) != static_cast<ssize_t>(block.size())) _exit(5);
+      close(file);
+      said = 't';
+    }
+    if (write(ready[1], &said, 1) != 1) _exit(6);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char said = 0;
+  ASSERT_EQ(read(ready[0], &said, 1), 1);
+  close(ready[0]);
+  const std::optional<std::uint64_t> resident = ProcessTreeResidentBytes(child);
+  const std::optional<std::uint64_t> proportional = ProcessTreeProportionalBytes(child);
+  End(child);
+  ASSERT_TRUE(resident.has_value() && proportional.has_value());
+  const std::uint64_t files = said == 't' ? 256 * kMiB : 64 * kMiB;
+  for (const std::uint64_t held : {*resident, *proportional}) {
+    EXPECT_GE(held, files);
+    EXPECT_LT(held, files + 128 * kMiB);
+  }
+  if (said != 't') GTEST_SKIP() << "no mount namespace for the test's tmpfs here: the memfd alone was counted";
+}
+
+// As a fork server's job shares what the server imported: 256 MiB written before the fork, only
+// read after it. Returns the parent (the test ends it and its child with its group).
+pid_t ForkTreeSharing256MiB() {
+  return ForkAndWait([] {
+    setpgid(0, 0);  // a group of its own: the test ends the child with it
     char* shared = Hold(256 * kMiB);
     if (ForkAndWait([shared] {
           volatile char sum = 0;
@@ -82,13 +130,35 @@ TEST(ResidentMemory, PagesAForkedChildSharesWithItsParentCountOnce) {
         }) <= 0)
       _exit(5);
   });
+}
+
+TEST(ResidentMemory, PagesAForkedChildSharesWithItsParentCountOnceInProportion) {
+  const pid_t parent = ForkTreeSharing256MiB();
   ASSERT_GT(parent, 0);
-  const std::optional<std::uint64_t> held = ProcessTreeResidentBytes(parent);
+  const std::optional<std::uint64_t> resident = ProcessTreeResidentBytes(parent);
+  const std::optional<std::uint64_t> proportional = ProcessTreeProportionalBytes(parent);
   kill(-parent, SIGKILL);
   waitpid(parent, nullptr, 0);
-  ASSERT_TRUE(held.has_value());
-  EXPECT_GE(*held, 250 * kMiB);
-  EXPECT_LT(*held, 400 * kMiB) << "shared pages counted twice";
+  ASSERT_TRUE(resident.has_value() && proportional.has_value());
+  EXPECT_GE(*resident, 500 * kMiB) << "the cheap reading counts a shared page for each process";
+  EXPECT_GE(*proportional, 250 * kMiB);
+  EXPECT_LT(*proportional, 400 * kMiB) << "shared pages counted twice";
+}
+
+TEST(ResidentLimit, PagesSharedWithinTheTreeDoNotEndIt) {
+  // 512 MiB resident in the cheap reading, 256 MiB in proportion: under a 384 MiB limit.
+  const pid_t parent = ForkTreeSharing256MiB();
+  ASSERT_GT(parent, 0);
+  {
+    ResidentLimit limit(parent, 384 * kMiB, std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_FALSE(limit.exceeded());
+    EXPECT_GE(limit.peak_bytes(), 250 * kMiB);
+    EXPECT_LT(limit.peak_bytes(), 384 * kMiB);
+  }
+  EXPECT_EQ(waitpid(parent, nullptr, WNOHANG), 0) << "the watched tree was ended";
+  kill(-parent, SIGKILL);
+  waitpid(parent, nullptr, 0);
 }
 
 TEST(ResidentLimit, ATreeThatGrowsPastTheLimitIsKilled) {

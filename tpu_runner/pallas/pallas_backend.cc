@@ -14,6 +14,26 @@ namespace kernelgym {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+// An amount of memory in MiB from the environment variable `name`, when it is set. Not a positive
+// number of MiB: `bytes` keeps its default (zero would kill every job, garbage must not remove
+// the limit), and the runner says so where its operator looks.
+void ReadMiB(const char* name, std::uint64_t& bytes) {
+  const char* mib = std::getenv(name);
+  if (!mib || !*mib) return;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(mib, &end, 10);
+  if (*end == '\0' && value > 0 && value < (1ull << 30)) {
+    bytes = static_cast<std::uint64_t>(value) << 20;
+    return;
+  }
+  std::fprintf(stderr, "kernelgym: %s='%s' is not a positive whole number of MiB; the limit stays %s\n", name, mib,
+               MemoryAmount(bytes).c_str());
+}
+
+}  // namespace
+
 PallasSettings DefaultPallasSettings() {
   PallasSettings s;
   const char* python = std::getenv("KERNELGYM_PALLAS_PYTHON");
@@ -24,16 +44,8 @@ PallasSettings DefaultPallasSettings() {
     s.fork_server = false;
   if (const char* cache = std::getenv("KERNELGYM_PALLAS_COMPILE_CACHE"); cache && std::string(cache) == "0")
     s.compile_cache = false;
-  if (const char* mib = std::getenv("KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB"); mib && *mib) {
-    char* end = nullptr;
-    const unsigned long long value = std::strtoull(mib, &end, 10);
-    // Not a positive number of MiB: the default stays (zero would kill every job, garbage must not
-    // remove the limit), and the runner says so where its operator looks.
-    if (*end == '\0' && value > 0 && value < (1ull << 30)) s.resident_limit_bytes = static_cast<std::uint64_t>(value) << 20;
-    else
-      std::fprintf(stderr, "kernelgym: KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB='%s' is not a positive whole number of MiB; "
-                   "the pallas judge's and tracer's resident limit stays %s\n", mib, MemoryAmount(s.resident_limit_bytes).c_str());
-  }
+  ReadMiB("KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB", s.resident_limit_bytes);
+  ReadMiB("KERNELGYM_PALLAS_TPU_JUDGE_RESIDENT_LIMIT_MIB", s.tpu_judge_resident_limit_bytes);
   return s;
 }
 

@@ -413,6 +413,9 @@ PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::pat
   // loads libtpu (whose threads a fork would not take along) has not been tried on one.
   forking_ = settings_.fork_server && ProbeSandbox().bwrap &&
              !(role_ == PallasBackend::Role::kJudge && !TpuDevices().empty());
+  // A judge with a TPU times at the full shapes, drawing their inputs in host memory first.
+  resident_limit_ = role_ == PallasBackend::Role::kJudge && !TpuDevices().empty() ? settings_.tpu_judge_resident_limit_bytes
+                                                                                 : settings_.resident_limit_bytes;
 }
 
 PallasWorkerPool::~PallasWorkerPool() {
@@ -488,7 +491,7 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
       error = "the pallas " + worker->role + " did not start: " + worker->child_.error();
       return nullptr;
     }
-    worker->resident_ = std::make_unique<ResidentLimit>(worker->child_.pid(), settings_.resident_limit_bytes);
+    worker->resident_ = std::make_unique<ResidentLimit>(worker->child_.pid(), resident_limit_);
     return worker;
   }
 
@@ -544,7 +547,7 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::ForkFrom(std::unique_ptr<PallasF
     return nullptr;
   }
   // The server's whole sandbox: the server itself (waiting while its one job runs) and the job.
-  worker->resident_ = std::make_unique<ResidentLimit>(worker->server_->pid(), settings_.resident_limit_bytes);
+  worker->resident_ = std::make_unique<ResidentLimit>(worker->server_->pid(), resident_limit_);
   return worker;
 }
 

@@ -61,7 +61,7 @@ struct PallasWorker {
   // server's sandbox (the server itself waits while its one job runs), or its own. The job is
   // charged for this tree's CPU time (core/process_cpu.h).
   pid_t tree_pid() const;
-  // The watchdog over that tree's resident memory (settings.resident_limit_bytes), from the
+  // The watchdog over that tree's resident memory (the settings' limit for its role), from the
   // worker's start to its end; null where it could not start (no process). A tree it ended was
   // killed (SIGKILL) for holding more than the limit: resident_verdict() says so, with the bytes.
   const ResidentLimit* resident() const { return resident_.get(); }
@@ -128,6 +128,7 @@ class PallasWorkerPool {
   std::filesystem::path scratch_;
   PallasBackend::Role role_;
   bool forking_ = false;
+  std::uint64_t resident_limit_ = 0;  // each worker's: the settings' for its role and host
   std::mutex mutex_;
   std::vector<std::unique_ptr<PallasForkServer>> idle_;  // guarded by mutex_
   std::size_t lent_ = 0;                                 // servers serving a job; guarded
