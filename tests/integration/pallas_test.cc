@@ -485,6 +485,22 @@ TEST(PallasLimits, AWorkerOverTheResidentLimitIsKilledAndTheNextEvaluationIsServ
   }
 }
 
+// A limit below what the judge needs to import jax (the operator's mistake, not the candidate's)
+// ends the judge before any candidate code ran: internal_error, in words that name the limit.
+TEST(PallasLimits, AResidentLimitTooLowForTheJudgesOwnStartIsTheEnvironmentsError) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.resident_limit_bytes = std::uint64_t{32} << 20;
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;
+  PallasBackend backend(config, settings);
+  const EvalResult r = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(r.status, Status::kInternalError) << VerdictText(r);
+  EXPECT_NE(r.message.find("the judge's resident memory exceeded its limit of 32 MiB"), std::string::npos)
+      << VerdictText(r);
+}
+
 // Memory a candidate holds in files rather than in its process: past the static check (off here,
 // as for a candidate that found a way to write files), 4 GiB written into the sandbox's /tmp, a
 // tmpfs, in files under the 1 GiB file-size limit. No process's resident set shows it; the
