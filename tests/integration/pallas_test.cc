@@ -456,6 +456,78 @@ TEST(PallasLimits, ACandidateThatSleepsRunsIntoTheWallClockLimit) {
   EXPECT_LT(seconds, 120) << "ended long after its wall-clock limit";
 }
 
+// A candidate that holds more memory than the resident limit while it is traced
+// (holds_gigabytes_while_traced) is killed by the runner's watchdog with a verdict that names the
+// limit, and the same backend serves the next evaluation: with fork servers, the killed tracer's
+// server (the watchdog ends its whole sandbox) is replaced by a fresh one; with a process per job,
+// the next job gets its own. The limit is lowered to 2 GiB so that the test holds less of the host
+// than the default would let it.
+TEST(PallasLimits, AWorkerOverTheResidentLimitIsKilledAndTheNextEvaluationIsServed) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  const std::string hog = ReadText(SourceDir() / "tests/adversarial_pallas/holds_gigabytes_while_traced/kernel.py");
+  for (const bool fork_server : {true, false}) {
+    SCOPED_TRACE(fork_server ? "fork servers" : "a process per job");
+    PallasSettings settings = DefaultPallasSettings();
+    settings.fork_server = fork_server;
+    settings.resident_limit_bytes = std::uint64_t{2} << 30;
+    PallasBackend backend(DefaultBackendConfig(), settings);
+    const EvalResult killed = backend.Evaluate(*task, hog, PallasOptions());
+    EXPECT_EQ(killed.status, Status::kCrashed) << VerdictText(killed);
+    EXPECT_EQ(killed.stage, Stage::kCompile) << VerdictText(killed);
+    EXPECT_NE(killed.message.find("the tracer's resident memory exceeded its limit of 2 GiB"), std::string::npos)
+        << VerdictText(killed);
+    const EvalResult next = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+    EXPECT_EQ(next.status, Status::kOk) << VerdictText(next);
+    // Both of its processes were watched, and held less than the limit.
+    for (const std::string role : {"judge", "tracer"})
+      EXPECT_NE(VerdictText(next).find(role + " resident peak: "), std::string::npos) << VerdictText(next);
+  }
+}
+
+// A limit below what the judge needs to import jax (the operator's mistake, not the candidate's)
+// ends the judge before any candidate code ran: internal_error, in words that name the limit.
+TEST(PallasLimits, AResidentLimitTooLowForTheJudgesOwnStartIsTheEnvironmentsError) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.resident_limit_bytes = std::uint64_t{32} << 20;
+  BackendConfig config = DefaultBackendConfig();
+  config.prestart_harness = false;
+  PallasBackend backend(config, settings);
+  const EvalResult r = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(r.status, Status::kInternalError) << VerdictText(r);
+  EXPECT_NE(r.message.find("the judge's resident memory exceeded its limit of 32 MiB"), std::string::npos)
+      << VerdictText(r);
+}
+
+// Memory a candidate holds in files rather than in its process: past the static check (off here,
+// as for a candidate that found a way to write files), 4 GiB written into the sandbox's /tmp, a
+// tmpfs, in files under the 1 GiB file-size limit. No process's resident set shows it; the
+// watchdog counts the tmpfs, kills the tracer's sandbox (which frees it) and the next
+// evaluation is served.
+TEST(PallasLimits, FilesInTheSandboxsTmpfsCountAgainstTheResidentLimit) {
+  const Task* task = Tasks().Find("cpu/silu_mul");
+  ASSERT_NE(task, nullptr);
+  PallasSettings settings = DefaultPallasSettings();
+  settings.static_check = false;
+  settings.resident_limit_bytes = std::uint64_t{2} << 30;
+  PallasBackend backend(DefaultBackendConfig(), settings);
+  const EvalResult filled = backend.Evaluate(*task,
+                                             "def kernel(a, b):\n"
+                                             "    block = b'x' * (64 << 20)\n"
+                                             "    for i in range(64):\n"
+                                             "        with open(f'/tmp/fill{i}', 'wb') as f:\n"
+                                             "            f.write(block)\n"
+                                             "    return a * b\n",
+                                             PallasOptions());
+  EXPECT_EQ(filled.status, Status::kCrashed) << VerdictText(filled);
+  EXPECT_NE(filled.message.find("the tracer's resident memory exceeded its limit of 2 GiB"), std::string::npos)
+      << VerdictText(filled);
+  const EvalResult next = backend.Evaluate(*task, task->StarterFor("pallas"), PallasOptions());
+  EXPECT_EQ(next.status, Status::kOk) << VerdictText(next);
+}
+
 // The judge's reader of the traced program (artifact.py) admits its list of classes and nothing
 // callable beyond them: a pickle that names builtins.exec, os.system, getattr or eval is refused
 // before anything is called; a real program makes the trip intact.

@@ -1,7 +1,10 @@
 #include "tpu_runner/pallas/pallas_backend.h"
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
+#include "core/resident_limit.h"
 #include "tpu_runner/pallas/pallas_stages.h"
 #include "tpu_runner/pallas/pallas_verdict.h"
 #include "tpu_runner/pallas/pallas_worker.h"
@@ -10,6 +13,26 @@
 namespace kernelgym {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// An amount of memory in MiB from the environment variable `name`, when it is set. Not a positive
+// number of MiB: `bytes` keeps its default (zero would kill every job, garbage must not remove
+// the limit), and the runner says so where its operator looks.
+void ReadMiB(const char* name, std::uint64_t& bytes) {
+  const char* mib = std::getenv(name);
+  if (!mib || !*mib) return;
+  char* end = nullptr;
+  const unsigned long long value = std::strtoull(mib, &end, 10);
+  if (*end == '\0' && value > 0 && value < (1ull << 30)) {
+    bytes = static_cast<std::uint64_t>(value) << 20;
+    return;
+  }
+  std::fprintf(stderr, "kernelgym: %s='%s' is not a positive whole number of MiB; the limit stays %s\n", name, mib,
+               MemoryAmount(bytes).c_str());
+}
+
+}  // namespace
 
 PallasSettings DefaultPallasSettings() {
   PallasSettings s;
@@ -21,6 +44,8 @@ PallasSettings DefaultPallasSettings() {
     s.fork_server = false;
   if (const char* cache = std::getenv("KERNELGYM_PALLAS_COMPILE_CACHE"); cache && std::string(cache) == "0")
     s.compile_cache = false;
+  ReadMiB("KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB", s.resident_limit_bytes);
+  ReadMiB("KERNELGYM_PALLAS_TPU_JUDGE_RESIDENT_LIMIT_MIB", s.tpu_judge_resident_limit_bytes);
   return s;
 }
 
@@ -102,6 +127,8 @@ StageOutcome PallasBackend::RunStages(const Task& task, const std::string& sourc
   if (key && e.job.estimate_reference && e.reference_estimate) reference_estimates_.Store(*key, *e.reference_estimate);
   for (auto stage : {AwaitJudgeResult, StructureStage, CompileStage, EstimateStage, CorrectnessStage, TimingStage})
     if (!stop) stop = stage(e);
+  RecordResidentPeak(e.judge.get(), r);
+  RecordResidentPeak(e.tracer.get(), r);  // still here when the evaluation stopped before it ended
   if (stop) return stop;
   DecideVerdict(r, e.judge->ready->on_tpu);
   return std::nullopt;

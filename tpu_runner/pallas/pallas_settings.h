@@ -2,6 +2,7 @@
 // which TPU generation it compiles for, and the switches tests and benchmarks turn.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 
@@ -26,12 +27,23 @@ struct PallasSettings {
   // depend on how busy the machine is. A wall-clock limit of this many times each one ends a
   // process that sleeps or blocks (spending no CPU time). Tests lower it to see that happen.
   double wall_limit_factor = 10;
+  // The most memory the judge's or the tracer's sandbox may hold (anonymous and shared memory of
+  // its processes, a fork server included; core/resident_limit.h), read every 0.1 s: a tree that
+  // holds more is killed and the evaluation ends with a verdict that says so. Their address space
+  // stays 32 GiB (XLA reserves generously), which bounds nothing resident. Measured off a TPU:
+  // at most 719 MiB for any starter of jaxbench-p/* and models/* (docs/pallas.md).
+  std::uint64_t resident_limit_bytes = std::uint64_t{6} << 30;
+  // The judge's on a TPU host instead: it times at the full shapes, whose inputs it draws in host
+  // memory first (up to 14.4 GiB resident for jaxbench-p/megablox_gmm's, measured off a TPU).
+  std::uint64_t tpu_judge_resident_limit_bytes = std::uint64_t{24} << 30;
 };
 
 // Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
 // pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
 // KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking;
-// KERNELGYM_PALLAS_COMPILE_CACHE=0 compiles every candidate afresh.
+// KERNELGYM_PALLAS_COMPILE_CACHE=0 compiles every candidate afresh;
+// KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB and KERNELGYM_PALLAS_TPU_JUDGE_RESIDENT_LIMIT_MIB set the two
+// resident limits (in MiB).
 PallasSettings DefaultPallasSettings();
 
 }  // namespace kernelgym

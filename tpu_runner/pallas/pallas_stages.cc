@@ -48,6 +48,8 @@ Stop Died(PallasWorker& worker, EvalResult& r, Stage stage, const std::string& d
   worker.DrainOutput();
   const std::string stderr_head = HeadLines(worker.stderr_text(), 12);
   if (!stderr_head.empty()) r.details.push_back("stderr: " + stderr_head);
+  // Before the signal: the watchdog's SIGKILL would otherwise read as any other kill.
+  if (worker.resident_exceeded()) return {Status::kCrashed, stage, worker.resident_verdict() + " " + during};
   const int signal = worker.signal();
   if (signal == SIGSYS)
     return {Status::kSandboxViolation, stage,
@@ -258,6 +260,14 @@ Evaluation::Evaluation(const Task& t, const BackendVariant& v, const EvalOptions
 
 Evaluation::~Evaluation() = default;
 
+void RecordResidentPeak(const PallasWorker* worker, EvalResult& r) {
+  if (!worker || !worker->resident()) return;
+  r.details.push_back(worker->role + " resident peak: " + MemoryAmount(worker->resident()->peak_bytes()) +
+                      " of its limit of " + MemoryAmount(worker->resident()->limit_bytes()) +
+                      " (its sandbox's processes, read every " +
+                      Seconds(std::chrono::duration<double>(ResidentLimit::kEvery).count()) + " s)");
+}
+
 StageOutcome AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
   if (worker.ready) return std::nullopt;
   judge::Message message;
@@ -275,6 +285,10 @@ StageOutcome AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r) {
   worker.AwaitEnd(After(5));
   worker.DrainOutput();
   r.details.push_back("stderr: " + HeadLines(worker.stderr_text(), 20));
+  // No candidate code has run in it yet: a limit too low for jax's own import, the operator's.
+  if (worker.resident_exceeded())
+    return Stop{Status::kInternalError, Stage::kStaticCheck,
+                "the pallas " + worker.role + " failed to start: " + worker.resident_verdict()};
   return Stop{Status::kInternalError, Stage::kStaticCheck,
               read == PallasWorker::Read::kTimeout
                   ? "the pallas " + worker.role + " was not ready within " + Seconds(timeout_s) + " s"
@@ -468,6 +482,10 @@ StageOutcome ReferenceAndTraceStage(Evaluation& e) {
   // following links: the tracer's folder is the candidate's to write, and a link there would
   // point this process (outside every sandbox) at a file of the host of the candidate's choosing.
   tracer.Finish(After(2));
+  // It said it traced, but held too much on its way out (the watchdog ended it): the candidate's
+  // doing, whatever the program it wrote.
+  if (tracer.resident_exceeded())
+    return Stop{Status::kCrashed, Stage::kCompile, tracer.resident_verdict() + " after it traced the candidate"};
   std::string program, why_not;
   if (!ReadTracedProgram(program_in_tracer, std::size_t{256} << 20, program, why_not))
     return Stop{Status::kRejected, Stage::kCompile, why_not};
@@ -475,6 +493,7 @@ StageOutcome ReferenceAndTraceStage(Evaluation& e) {
   out << program;
   if (!out.flush())
     return Stop{Status::kInternalError, Stage::kCompile, "cannot copy the traced program to the judge's folder"};
+  RecordResidentPeak(&tracer, r);
   e.tracer.reset();  // its fork server is free for the next evaluation
   if (!judge.Send(judge::Artifact{"program.pkl"}))
     return Died(judge, r, Stage::kCompile, "before it read the traced program");

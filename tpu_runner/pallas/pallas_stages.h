@@ -100,6 +100,10 @@ void UseReferenceEstimate(Evaluation& e, std::optional<judge::ReferenceEstimate>
 [[nodiscard]] StageOutcome CorrectnessStage(Evaluation& e);
 [[nodiscard]] StageOutcome TimingStage(Evaluation& e);
 
+// The most memory the worker's sandbox held while it was watched, as a line of the result's
+// details (nothing for a null worker or one without a watch).
+void RecordResidentPeak(const PallasWorker* worker, EvalResult& r);
+
 // Waits for a process's Ready message; a Stop when it never comes.
 [[nodiscard]] StageOutcome AwaitReady(PallasWorker& worker, double timeout_s, EvalResult& r);
 

@@ -239,6 +239,9 @@ PallasWorker::~PallasWorker() {
   if (server_) {
     if (!ended_) AwaitEnd(After(kEndGraceSeconds));
     if (!ended_) Kill();
+    // The server may fork the next job's process as soon as it is back: that one has a watch of
+    // its own, and this one must not count it.
+    resident_.reset();
     // Only a server whose job ended, whose /tmp is empty and whose job folder we emptied forks
     // the next job.
     const bool reusable = ended_ && clean_ && server_->Alive() && EmptyFolder(server_->job_dir());
@@ -356,6 +359,12 @@ const std::string& PallasWorker::stderr_text() const {
 
 pid_t PallasWorker::tree_pid() const { return server_ ? server_->pid() : child_.pid(); }
 
+std::string PallasWorker::resident_verdict() const {
+  if (!resident_exceeded()) return "";
+  return "the " + role + "'s resident memory exceeded its limit of " + MemoryAmount(resident_->limit_bytes()) +
+         " (its sandbox's processes held " + MemoryAmount(resident_->held_bytes()) + "; it was killed)";
+}
+
 int PallasWorker::signal() const { return signal_; }
 int PallasWorker::exit_code() const { return exit_code_; }
 
@@ -404,6 +413,9 @@ PallasWorkerPool::PallasWorkerPool(PallasSettings settings, std::filesystem::pat
   // loads libtpu (whose threads a fork would not take along) has not been tried on one.
   forking_ = settings_.fork_server && ProbeSandbox().bwrap &&
              !(role_ == PallasBackend::Role::kJudge && !TpuDevices().empty());
+  // A judge with a TPU times at the full shapes, drawing their inputs in host memory first.
+  resident_limit_ = role_ == PallasBackend::Role::kJudge && !TpuDevices().empty() ? settings_.tpu_judge_resident_limit_bytes
+                                                                                 : settings_.resident_limit_bytes;
 }
 
 PallasWorkerPool::~PallasWorkerPool() {
@@ -479,6 +491,7 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
       error = "the pallas " + worker->role + " did not start: " + worker->child_.error();
       return nullptr;
     }
+    worker->resident_ = std::make_unique<ResidentLimit>(worker->child_.pid(), resident_limit_);
     return worker;
   }
 
@@ -533,6 +546,8 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::ForkFrom(std::unique_ptr<PallasF
     worker->Kill();
     return nullptr;
   }
+  // The server's whole sandbox: the server itself (waiting while its one job runs) and the job.
+  worker->resident_ = std::make_unique<ResidentLimit>(worker->server_->pid(), resident_limit_);
   return worker;
 }
 

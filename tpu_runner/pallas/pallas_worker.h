@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/resident_limit.h"
 #include "core/subprocess.h"
 #include "tpu_runner/pallas/judge_protocol.h"
 #include "tpu_runner/pallas/pallas_backend.h"
@@ -60,6 +61,12 @@ struct PallasWorker {
   // server's sandbox (the server itself waits while its one job runs), or its own. The job is
   // charged for this tree's CPU time (core/process_cpu.h).
   pid_t tree_pid() const;
+  // The watchdog over that tree's resident memory (the settings' limit for its role), from the
+  // worker's start to its end; null where it could not start (no process). A tree it ended was
+  // killed (SIGKILL) for holding more than the limit: resident_verdict() says so, with the bytes.
+  const ResidentLimit* resident() const { return resident_.get(); }
+  bool resident_exceeded() const { return resident_ && resident_->exceeded(); }
+  std::string resident_verdict() const;
 
   std::string role;  // "judge" or "tracer", for messages
   int control_fd = -1, report_fd = -1;
@@ -81,6 +88,9 @@ struct PallasWorker {
   bool ended_ = false;
   bool clean_ = false;                          // its server emptied /tmp after it
   int exit_code_ = -1, signal_ = 0;
+  // Last: stopped first, before the process or its server goes (the destructor stops it before
+  // the server goes back to its pool and forks another job's process into the same tree).
+  std::unique_ptr<ResidentLimit> resident_;
 };
 
 // The next event of whichever worker says something first: (index, what was read). A worker
@@ -118,6 +128,7 @@ class PallasWorkerPool {
   std::filesystem::path scratch_;
   PallasBackend::Role role_;
   bool forking_ = false;
+  std::uint64_t resident_limit_ = 0;  // each worker's: the settings' for its role and host
   std::mutex mutex_;
   std::vector<std::unique_ptr<PallasForkServer>> idle_;  // guarded by mutex_
   std::size_t lent_ = 0;                                 // servers serving a job; guarded
