@@ -15,7 +15,7 @@ and the last grid step, and records every value the kernel computes. A value tha
 the same under every filling at either step does not depend on the data there (data only at the
 first step, `where(i == 0, x, 0)`, is a number at every other); decision_coverage then treats data
 that is such a value as a constant in disguise (`_Data.constant`), whatever the identity that
-made it. The fillings are random normals (floats) and random bits (integers, booleans). An
+made it. The fillings are random normals (reals) and random bits (integers, truth values). An
 identity is never missed at the steps run; the error is the other way: a value that depends on
 only a bit or two of the data can come out the same under every filling (probability
 2^-(FILLINGS-1) for one bit) and is then taken for a constant, which fails closed. A value the
@@ -24,8 +24,9 @@ as before the probe. The fillings are seeded: a kernel gets the same verdict eve
 
 Only values that need it are measured (decision_coverage asks for data that met a number that is
 not the same at every size set, or holds one; `evident` drops loads of operand blocks), and only
-what they are computed from is compiled: the kernel is traced once under `jax.jit`, the fillings
-batched in one program, and compiled for the host's CPU at XLA's lowest optimization level.
+what they are computed from is compiled: the kernel is traced once under `jax.jit` (the fillings
+run by `lax.map` in one program) and compiled for the host's CPU at XLA's lowest optimization
+level.
 """
 from __future__ import annotations
 
@@ -34,6 +35,10 @@ import itertools
 # Random fillings of the data: a value that depends on one bit of it comes out the same under all
 # of them with probability 2^-(FILLINGS-1), and is then taken for a constant (fail closed).
 FILLINGS = 4
+# Trips of a while loop the probe runs: a count read from random data (a ragged kernel's lengths)
+# would otherwise run for billions. Past it the loop stops where it is: its results are still
+# computed from the data, so they stay data.
+MAX_TRIPS = 16
 
 
 def _sub_jaxprs(eqn):
@@ -91,9 +96,9 @@ def _filling(aval, rng):
         return np.zeros(shape, np.int32)  # a semaphore or another non-array type
     if jnp.issubdtype(dtype, jnp.floating):
         return rng.standard_normal(shape, dtype=np.float32).astype(dtype)
-    bits = rng.integers(0, 1 << 32, size=shape, dtype=np.uint64).astype(np.uint32)
     if dtype == jnp.bool_:
-        return (bits & 1).astype(np.bool_)
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    bits = rng.integers(0, 1 << 32, size=shape, dtype=np.uint64).astype(np.uint32)
     try:
         return bits.view(np.int32).astype(dtype) if jnp.issubdtype(dtype, jnp.signedinteger) else bits.astype(dtype)
     except (TypeError, ValueError):
@@ -112,6 +117,7 @@ class _Run:
         self.positions = positions
         self.grid = grid
         self.recorded = {}  # id(var) -> value, of every array variable defined
+        self.failed = []  # the operations it could not run
 
     def fresh(self, aval):
         """A value of `aval`'s shape and type that differs between fillings (an operation the probe
@@ -146,7 +152,8 @@ class _Run:
             invals = [read(v) for v in eqn.invars]
             try:
                 outs = self.equation(eqn, invals, env)
-            except Exception:  # an operation the probe cannot run: its results are drawn anew (stay data)
+            except Exception:  # an operation the probe cannot run: named (the probe fails closed)
+                self.failed.append(eqn.primitive.name)
                 outs = [self.fresh(v.aval) for v in eqn.outvars]
             for var, value in zip(eqn.outvars, outs):
                 env[id(var)] = value
@@ -172,6 +179,8 @@ class _Run:
             return self.run_scoped(eqn, invals, env)
         if name in ("while", "scan"):
             self.one_trip(eqn, invals)
+        if name == "while":
+            return self.bounded_while(eqn, invals, env, refs)
         if refs:
             in_avals = [v.aval for v in eqn.invars]
             out_avals = [v.aval for v in eqn.outvars]
@@ -218,6 +227,51 @@ class _Run:
                 env[id(outer)] = result[id(var)]
         return list(result["outs"])
 
+    def bounded_while(self, eqn, invals, env, refs) -> list:
+        """A while loop run as jax would, but for at most MAX_TRIPS trips; the refs it is given are
+        carried through the trips (their contents are the loop's state too)."""
+        jax, jnp = self.jax, self.jax.numpy
+        params = eqn.params
+        cn, bn = params["cond_nconsts"], params["body_nconsts"]
+        cond, body = params["cond_jaxpr"], params["body_jaxpr"]
+        held = [k for k in refs if k < cn + bn]  # refs among the consts: loop state
+        carry = list(invals[cn + bn:])
+
+        def consts_with(ref_values):
+            values = list(invals[:cn + bn])
+            for k, value in zip(held, ref_values):
+                values[k] = value
+            return values
+
+        def quiet(jaxpr, consts, args):
+            recorded, self.recorded = self.recorded, {}  # values inside the loop's trace are not kept
+            try:
+                return self.run(jaxpr, consts, args)
+            finally:
+                self.recorded = recorded
+
+        def keep_going(state):
+            trips, values, ref_values = state
+            consts = consts_with(ref_values)
+            return (trips < MAX_TRIPS) & jnp.asarray(quiet(cond.jaxpr, cond.consts, consts[:cn] + list(values))["outs"][0])
+
+        def step(state):
+            trips, values, ref_values = state
+            consts = consts_with(ref_values)
+            result = quiet(body.jaxpr, body.consts, consts[cn:cn + bn] + list(values))
+            new_refs = []
+            for k, old in zip(held, ref_values):
+                var = cond.jaxpr.invars[k] if k < cn else body.jaxpr.invars[k - cn]
+                new_refs.append(result.get(id(var), old) if k >= cn else old)
+            outs = [jnp.asarray(o, dtype=jnp.asarray(v).dtype) for o, v in zip(result["outs"], values)]
+            return trips + 1, outs, new_refs
+
+        start = (jnp.int32(0), [jnp.asarray(v) for v in carry], [invals[k] for k in held])
+        _, values, ref_values = jax.lax.while_loop(keep_going, step, start)
+        for k, value in zip(held, ref_values):
+            env[id(eqn.invars[k])] = value
+        return list(values)
+
     def one_trip(self, eqn, invals) -> None:
         """A loop's body (and a while loop's condition), run once on its first carry, for its values
         only: what the loop computes is left to jax's own rules."""
@@ -244,6 +298,7 @@ def _kernel_runs(eqn):
     body = eqn.params["jaxpr"]
     inner = getattr(body, "jaxpr", body)
     prefetch = int(getattr(mapping, "num_index_operands", 0) or 0)
+    failed = []  # operations the runs could not run
 
     def one(refs, filling, positions):
         run = _Run(filling, positions, grid)
@@ -257,9 +312,10 @@ def _kernel_runs(eqn):
             args += [run.fresh(v.aval) for v in index_map.jaxpr.invars[len(args):]]
             run.run(index_map.jaxpr, index_map.consts, args)
         run.run(inner, list(getattr(body, "consts", ())), refs)
+        failed.extend(run.failed)
         return run.recorded
 
-    return one, grid, inner.invars
+    return one, grid, inner.invars, failed
 
 
 def positions(closed_jaxpr, by_id: dict) -> dict:
@@ -267,25 +323,29 @@ def positions(closed_jaxpr, by_id: dict) -> dict:
     return {k: by_id[id(v)] for k, v in enumerate(variables(closed_jaxpr.jaxpr)) if id(v) in by_id}
 
 
-def invariant(closed_jaxpr, wanted: set[int]) -> set[int]:
+def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
     """Of the variables at positions `wanted` (in `variables(closed_jaxpr.jaxpr)`), those some
     kernel of the program computes the same under every random filling of its data at its first and
-    last grid steps. Only what they are computed from is compiled (the rest is dead code to XLA)."""
+    last grid steps; and what the probe could not run (where it names anything, what it measured
+    is not to be relied on: the judge fails closed). Only what the wanted values are computed from
+    is compiled (the rest is dead code to XLA)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     jaxpr = closed_jaxpr.jaxpr
     position = {id(v): k for k, v in enumerate(variables(jaxpr)) if k in wanted}
-    same = set()
+    same, failures = set(), []
     rng = np.random.default_rng(20261206)  # seeded: a kernel gets the same verdict every time
     for eqn in _pallas_calls(jaxpr):
-        one, grid, refs = _kernel_runs(eqn)
+        one, grid, refs, failed = _kernel_runs(eqn)
         order = []
 
         def compare(fillings, step):
-            # The fillings in one batched program (one compile, smaller than FILLINGS copies); the
-            # grid step stays unbatched, so the kernel's indexing stays slices.
-            runs = jax.vmap(lambda refs, k: one(refs, k, step))(fillings, jnp.arange(FILLINGS, dtype=jnp.int32))
+            # The fillings one after another in one program (lax.map: the kernel traced once, and no
+            # operation needs a batching rule, which some Pallas ones lack); the grid step is a
+            # number, so the kernel's indexing stays slices.
+            runs = jax.lax.map(lambda args: one(args[0], args[1], step),
+                               (fillings, jnp.arange(FILLINGS, dtype=jnp.int32)))
             order[:] = [k for k in runs if k in position]
             flags = [jnp.all((runs[k] == runs[k][:1]) | ((runs[k] != runs[k]) & (runs[k][:1] != runs[k][:1])))
                      for k in order]
@@ -304,10 +364,13 @@ def invariant(closed_jaxpr, wanted: set[int]) -> set[int]:
             # The same under every filling at either step: there it is a number in disguise (data only
             # at the first step, `where(i == 0, x, 0)`, is one at every other).
             flags = np.asarray(compiled(fillings, steps[0])) | np.asarray(compiled(fillings, steps[1]))
-        except Exception:
-            continue  # the kernel could not be run: its values stay data
+        except Exception as error:  # the kernel could not be run
+            failures.append(f"the kernel ({type(error).__name__}: {str(error)[:120]})")
+            continue
+        if failed:
+            failures.append(", ".join(sorted(set(failed))))
         same |= {position[k] for k, flag in zip(order, flags) if bool(flag)}
-    return same
+    return same, failures
 
 
 # Operations whose result holds the same random values as their operand (or a part of them): a

@@ -200,6 +200,9 @@ class Facts:
     too_large: dict = dataclasses.field(default_factory=dict)  # key -> why
     # key -> (what a constant in disguise combined into data there follows, what it passed through)
     disguised: dict = dataclasses.field(default_factory=dict)
+    # key -> why the judge did not follow it to the end (a chain longer than its walks, a choice
+    # among more cases than it records): whatever it decides is not known, at any size
+    unfinished: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -629,6 +632,8 @@ class _Evaluator:
                 self.jaxpr(inner, consts, refs, ctx, f"{where} body")
                 if not any(ref.stale for ref in refs):
                     break
+            else:  # what the refs hold was still growing (a chain of stores longer than the walks)
+                self.facts.unfinished[f"{where} body"] = f"what its refs hold had not settled after {MAX_PASSES} walks"
         finally:
             too_large, self.facts.too_large = self.facts.too_large, outer_too_large
             self._held = outer_held
@@ -748,6 +753,8 @@ class _Evaluator:
                               list(args[cond_n:cond_n + body_n]) + carries, ctx, f"{where} body")
             if not self._grow(carries, outs, where):
                 break
+        else:  # a chain of carries longer than the walks
+            self.facts.unfinished[where] = f"what its carries follow had not settled after {MAX_PASSES} walks"
         trips = _derived(list(args[:cond_n]) + carries, f"{where} trip count", where)
         trips = trips.taint if isinstance(trips, _Data) else frozenset({(where, "trip count")})
         changes = [o is not i for o, i in zip(body.jaxpr.outvars, body.jaxpr.invars[body_n:])]
@@ -821,6 +828,8 @@ class _Evaluator:
             outs = self.jaxpr(inner, consts, values, loop_ctx, f"{where} body")
             if not self._grow(carries, outs[:carry_n], where):
                 break
+        else:  # a chain of carries longer than the walks
+            self.facts.unfinished[where] = f"what its carries follow had not settled after {MAX_PASSES} walks"
         results = list(carries)
         for j, start in counters:
             results[j] = np.full((1,) * ctx.axes, start + length, np.dtype(_dtype(eqn.outvars[j].aval))) if counted \
@@ -1113,6 +1122,9 @@ class _Evaluator:
         """Records a decision's outcomes (codes 0 .. count-1) per grid position, as bits: bit k set
         where outcome k occurred at that step (loop counters and elements folded in), 0 where the
         code is not reached."""
+        if count > 62:  # outcomes are bits of an int64: a choice among more is not recorded
+            self.facts.unfinished[where] = f"it chooses among {count} cases, more than the 62 the judge records"
+            return
         grid_axes = len(ctx.scope.grid)
         inner = tuple(range(grid_axes, codes.ndim))
         reach = None
@@ -1408,6 +1420,32 @@ def evaluate(closed_jaxpr, invariant: frozenset = frozenset()) -> Facts:
 _OUTCOMES = {"bool": ("false", "true"), "order": ("below", "equal", "above")}
 
 
+def _union(values) -> int:
+    total = 0
+    for v in values:
+        total |= v
+    return total
+
+
+def _is_choice(key: str) -> bool:
+    """A decision that picks what runs or what is kept (a comparison, a truth value, a select, a
+    cond), as against an order or a rounding (min, max, clamp, rem, floor: a clamp that bites where
+    checked and never at the full size computes what it would without the clamp)."""
+    primitive = key.rsplit(" / ", 1)[-1].split(" ", 1)[0]
+    return primitive in _COMPARE or primitive in ("and", "or", "xor", "not", "cond", "select_n",
+                                                  "convert_element_type")
+
+
+def _one_way_only_at_full(taken: int, checked: list) -> bool:
+    """Whether a decision goes one way everywhere at the full size (`taken`: one outcome bit) where
+    no checked size went that way throughout (`checked`: each size's outcome bits). Such a choice
+    follows the positions or elements where checked and nothing at the full size, where the
+    compiler may fold it and delete a branch: `(H - 64) * (k - q - 1) > 0` is the causal test where
+    checked and 0 > 0 at the full size. One checked size that went the same one way throughout
+    checked the program the full size folds to."""
+    return bool(taken) and taken & (taken - 1) == 0 and taken not in checked and _union(checked) & taken != 0
+
+
 def _outcome_names(key: str, bits: int) -> str:
     primitive = key.rsplit(" / ", 1)[-1].split(" ", 1)[0]
     codes = [k for k in range(62) if bits >> k & 1]
@@ -1477,9 +1515,12 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     wanted = {p for p, seen in met.items() if len(seen) < len(names) or len(set(seen.values())) > 1}
     if wanted:
         wanted -= data_probe.evident(programs[fit_sets[0]])  # a load of an operand's block is data
-    same = data_probe.invariant(programs[fit_sets[0]], wanted) if wanted else set()
+    same, failures = data_probe.invariant(programs[fit_sets[0]], wanted) if wanted else (set(), [])
     if same:
         facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same))) for name in names}
+    for failure in failures:  # what the probe could not tell is not known to be data (fail closed)
+        facts[target].unfinished[f"the data probe ({failure})"] = \
+            "it could not run this on the host to tell whether the values it wanted depend on the data"
 
     def number_problem(key: str, values: dict, scope_key: str) -> str:
         scopes = {name: facts[name].scopes.get(scope_key) for name in names}
@@ -1504,6 +1545,9 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
     checked = [facts[s] for s in fit_sets]
     for key, why in full.too_large.items():
         problems.append(f"{key}: a decision the judge could not evaluate ({why})")
+    for key in sorted(set().union(*(f.unfinished for f in facts.values()))):
+        why = next(f.unfinished[key] for f in facts.values() if key in f.unfinished)
+        problems.append(f"{key}: {why}, so what it decides is not known at every size set")
     for key in sorted(set().union(*(f.mixed for f in facts.values()))):
         summaries = [f.mixed.get(key) for f in facts.values()]
         if not (any(s is None for s in summaries) or len(set(summaries)) > 1):
@@ -1559,14 +1603,25 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
                 folded[key] = [int(np.asarray(a).reshape(-1)[0]) for a in arrays]
                 continue
             seen = 0
+            each = []
             for a in arrays[:-1]:
-                seen |= int(np.bitwise_or.reduce(np.asarray(a).reshape(-1)))
-            new = int(np.bitwise_or.reduce(np.asarray(arrays[-1]).reshape(-1))) & ~seen
+                each.append(int(np.bitwise_or.reduce(np.asarray(a).reshape(-1))))
+                seen |= each[-1]
+            taken = int(np.bitwise_or.reduce(np.asarray(arrays[-1]).reshape(-1)))
+            new = taken & ~seen
             if new:
                 problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked size "
                                 f"decided (checked: {_outcome_names(key, seen) or 'never reached'})")
+            elif _is_choice(key) and _one_way_only_at_full(taken, each):
+                problems.append(f"{key}: at the full size it decides {_outcome_names(key, taken)} at every step and "
+                                f"element, which no checked size did throughout (checked: "
+                                f"{_outcome_names(key, seen)})")
         problems += _combination_problems(scope_key, scope, others)
         problems += _move_problems(scope_key, scope, others)
+    for key, values in folded.items():
+        if _is_choice(key) and _one_way_only_at_full(values[-1], values[:-1]):
+            problems.append(f"{key}: at the full size it decides {_outcome_names(key, values[-1])} everywhere, which "
+                            f"no checked size did throughout (checked: {_outcome_names(key, _union(values[:-1]))})")
     keys = sorted(folded)
     combinations = [tuple(folded[k][s] for k in keys) for s in range(len(checked) + 1)]
     # Covered: one checked size made every choice the full size makes (a decision over many elements
