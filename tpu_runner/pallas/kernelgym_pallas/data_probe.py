@@ -9,18 +9,22 @@ and a number of the sizes combined with it (`keep = (z + M/256 - 3) ...`, a `pl.
 `one * K/256 < 20`) is then a number of the sizes in disguise, which no check covers at the
 full size. Listing the identities a compiler folds does not close the class; measuring does.
 
-So the judge runs each kernel's index maps and body, at the smallest checked size, with FILLINGS
+So the judge runs each kernel's index maps and body, at the checked size with the most grid steps,
+with FILLINGS
 independent random fillings of every operand's block (and of every scratch buffer), at the first
 and the last grid step, and records every value the kernel computes. A value that is bit-for-bit
-the same under every filling at either step does not depend on the data there (data only at the
-first step, `where(i == 0, x, 0)`, is a number at every other); decision_coverage then treats data
+the same under every filling at both steps does not depend on the data (a grid position is a
+run-time value: the compiler folds only what is constant at every step), and in a loop the compiler
+unrolls, a value the same at some trip is a constant there; decision_coverage then treats data
 that is such a value as a constant in disguise (`_Data.constant`), whatever the identity that
 made it. The fillings are random normals (reals) and random bits (integers, truth values). An
 identity is never missed at the steps run; the error is the other way: a value that depends on
 only a bit or two of the data can come out the same under every filling (probability
-2^-(FILLINGS-1) for one bit) and is then taken for a constant, which fails closed. A value the
-probe cannot tell (an operation it cannot run: its results are drawn at random anew) stays data,
-as before the probe. The fillings are seeded: a kernel gets the same verdict every time.
+2^-(FILLINGS-1) for one bit) and is then taken for a constant, which fails closed. An operation
+the probe cannot run is named to the judge, which then does not trust the estimate (fail closed),
+except copies between memories and their semaphores (_UNMODELLED): a copy's destination keeps its
+filling, so what is read from it is data. Loops run at most MAX_TRIPS trips. The fillings are
+seeded: a kernel gets the same verdict every time.
 
 Only values that need it are measured (decision_coverage asks for data that met a number that is
 not the same at every size set, or holds one; `evident` drops loads of operand blocks), and only
@@ -32,11 +36,18 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
+
 # Random fillings of the data: a value that depends on one bit of it comes out the same under all
 # of them with probability 2^-(FILLINGS-1), and is then taken for a constant (fail closed).
 FILLINGS = 4
-# Trips of a while loop the probe runs: a count read from random data (a ragged kernel's lengths)
-# would otherwise run for billions. Past it the loop stops where it is: its results are still
+# Copies between memories and their semaphores, which the probe does not model (their semaphore
+# types have no host arithmetic): a copy's destination keeps its random filling, so what is computed
+# from it is data. An identity laundered through such a copy is not seen (docs/pallas.md).
+_UNMODELLED = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
+               "get_barrier_semaphore"}
+# Trips of a while loop (or a scan) the probe runs: a count read from random data (a ragged kernel's
+# lengths) would otherwise run for billions. Past it the loop stops where it is: its results are still
 # computed from the data, so they stay data.
 MAX_TRIPS = 16
 
@@ -116,7 +127,7 @@ class _Run:
         self.counter = itertools.count(1)
         self.positions = positions
         self.grid = grid
-        self.recorded = {}  # id(var) -> value, of every array variable defined
+        self.recorded = {}  # id(var) -> its values (one per trip of an unrolled loop around it)
         self.failed = []  # the operations it could not run
 
     def fresh(self, aval):
@@ -153,12 +164,13 @@ class _Run:
             try:
                 outs = self.equation(eqn, invals, env)
             except Exception:  # an operation the probe cannot run: named (the probe fails closed)
-                self.failed.append(eqn.primitive.name)
+                if eqn.primitive.name not in _UNMODELLED:
+                    self.failed.append(eqn.primitive.name)
                 outs = [self.fresh(v.aval) for v in eqn.outvars]
             for var, value in zip(eqn.outvars, outs):
                 env[id(var)] = value
                 if not _is_ref(var) and hasattr(var.aval, "shape"):
-                    self.recorded[id(var)] = value
+                    self.recorded.setdefault(id(var), []).append(value)  # one per unrolled trip
         env["outs"] = [read(v) for v in jaxpr.outvars]
         return env
 
@@ -177,10 +189,26 @@ class _Run:
             return self.cond(eqn, invals, env, refs)
         if name == "run_scoped":
             return self.run_scoped(eqn, invals, env)
-        if name in ("while", "scan"):
+        body = _called(eqn)
+        if body is not None:  # a call (jit, custom_jvp, remat): run inside, so its values are recorded
+            result = self.run(getattr(body, "jaxpr", body), list(getattr(body, "consts", ())), invals)
+            for k in refs:
+                env[id(eqn.invars[k])] = result[id(getattr(body, "jaxpr", body).invars[k])]
+            return list(result["outs"])
+        if name == "scan" and (params.get("unroll", 1) is True or
+                               isinstance(params.get("unroll", 1), int) and params["unroll"] >= int(params["length"])) \
+                and int(params["length"]) <= MAX_TRIPS:
+            pass  # every trip is recorded (unrolled_scan)
+        elif name in ("while", "scan"):
             self.one_trip(eqn, invals)
         if name == "while":
             return self.bounded_while(eqn, invals, env, refs)
+        if name == "scan":
+            unroll = params.get("unroll", 1)
+            if (unroll is True or (isinstance(unroll, int) and unroll >= int(params["length"]))) and \
+                    int(params["length"]) <= MAX_TRIPS:
+                return self.unrolled_scan(eqn, invals, env, refs)
+            return self.bounded_scan(eqn, invals, env, refs)
         if refs:
             in_avals = [v.aval for v in eqn.invars]
             out_avals = [v.aval for v in eqn.outvars]
@@ -227,6 +255,74 @@ class _Run:
                 env[id(outer)] = result[id(var)]
         return list(result["outs"])
 
+    def quiet(self, jaxpr, consts, args) -> dict:
+        """`run`, keeping none of its values (they are a loop's trace, not the kernel's)."""
+        recorded, self.recorded = self.recorded, {}
+        try:
+            return self.run(jaxpr, consts, args)
+        finally:
+            self.recorded = recorded
+
+    def unrolled_scan(self, eqn, invals, env, refs) -> list:
+        """A scan the compiler unrolls: each trip is code of its own, where the trip's number is a
+        constant the compiler folds, so every trip's values are recorded (a value that is data at
+        trip 0 and `where(t == 0, x, 7) - 7` = 0 at trip 1 is a constant there)."""
+        jnp = self.jax.numpy
+        params = eqn.params
+        nc, nk, length = params["num_consts"], params["num_carry"], int(params["length"])
+        body = params["jaxpr"]
+        consts, carry, xs = list(invals[:nc]), list(invals[nc:nc + nk]), list(invals[nc + nk:])
+        ys = []
+        order = range(length - 1, -1, -1) if params.get("reverse", False) else range(length)
+        for t in order:
+            result = self.run(body.jaxpr, body.consts, consts + carry + [x[t] for x in xs])
+            for k in refs:
+                if k < nc:
+                    consts[k] = result[id(body.jaxpr.invars[k])]
+            outs = result["outs"]
+            carry = [jnp.asarray(o, dtype=jnp.asarray(v).dtype) for o, v in zip(outs[:nk], carry)]
+            ys.append(outs[nk:])
+        if params.get("reverse", False):
+            ys = ys[::-1]
+        for k in refs:
+            if k < nc:
+                env[id(eqn.invars[k])] = consts[k]
+        stacked = [jnp.stack([y[j] for y in ys]) if ys else self.fresh(v.aval)
+                   for j, v in enumerate(eqn.outvars[nk:])]
+        return carry + stacked
+
+    def bounded_scan(self, eqn, invals, env, refs) -> list:
+        """A scan run as jax would, but for at most MAX_TRIPS trips (the stacked results past them
+        keep a filling that differs between runs: data); refs among its consts are carried."""
+        jax, jnp = self.jax, self.jax.numpy
+        params = eqn.params
+        nc, nk, length = params["num_consts"], params["num_carry"], int(params["length"])
+        body = params["jaxpr"]
+        held = [k for k in refs if k < nc]
+        xs = list(invals[nc + nk:])
+
+        def step(i, state):
+            values, ref_values, ys = state
+            at = length - 1 - i if params.get("reverse", False) else i
+            consts = list(invals[:nc])
+            for k, value in zip(held, ref_values):
+                consts[k] = value
+            slices = [jax.lax.dynamic_index_in_dim(x, at, 0, keepdims=False) for x in xs]
+            result = self.quiet(body.jaxpr, body.consts, consts + list(values) + slices)
+            new_refs = [result.get(id(body.jaxpr.invars[k]), old) for k, old in zip(held, ref_values)]
+            outs = result["outs"]
+            values = [jnp.asarray(o, dtype=jnp.asarray(v).dtype) for o, v in zip(outs[:nk], values)]
+            ys = [jax.lax.dynamic_update_index_in_dim(y, jnp.asarray(o, dtype=y.dtype), at, 0)
+                  for y, o in zip(ys, outs[nk:])]
+            return values, new_refs, ys
+
+        start = ([jnp.asarray(v) for v in invals[nc:nc + nk]], [invals[k] for k in held],
+                 [self.fresh(v.aval) for v in eqn.outvars[nk:]])
+        values, ref_values, ys = jax.lax.fori_loop(0, min(length, MAX_TRIPS), step, start)
+        for k, value in zip(held, ref_values):
+            env[id(eqn.invars[k])] = value
+        return list(values) + list(ys)
+
     def bounded_while(self, eqn, invals, env, refs) -> list:
         """A while loop run as jax would, but for at most MAX_TRIPS trips; the refs it is given are
         carried through the trips (their contents are the loop's state too)."""
@@ -243,22 +339,15 @@ class _Run:
                 values[k] = value
             return values
 
-        def quiet(jaxpr, consts, args):
-            recorded, self.recorded = self.recorded, {}  # values inside the loop's trace are not kept
-            try:
-                return self.run(jaxpr, consts, args)
-            finally:
-                self.recorded = recorded
-
         def keep_going(state):
             trips, values, ref_values = state
             consts = consts_with(ref_values)
-            return (trips < MAX_TRIPS) & jnp.asarray(quiet(cond.jaxpr, cond.consts, consts[:cn] + list(values))["outs"][0])
+            return (trips < MAX_TRIPS) & jnp.asarray(self.quiet(cond.jaxpr, cond.consts, consts[:cn] + list(values))["outs"][0])
 
         def step(state):
             trips, values, ref_values = state
             consts = consts_with(ref_values)
-            result = quiet(body.jaxpr, body.consts, consts[cn:cn + bn] + list(values))
+            result = self.quiet(body.jaxpr, body.consts, consts[cn:cn + bn] + list(values))
             new_refs = []
             for k, old in zip(held, ref_values):
                 var = cond.jaxpr.invars[k] if k < cn else body.jaxpr.invars[k - cn]
@@ -287,6 +376,18 @@ class _Run:
         fixed = params["num_consts"] + params["num_carry"]
         xs = [x[0] for x in invals[fixed:]]
         self.run(params["jaxpr"].jaxpr, params["jaxpr"].consts, invals[:fixed] + xs)
+
+
+def _called(eqn):
+    """The body of a call-like equation (pjit, closed_call, custom_jvp/vjp, remat) that takes the
+    equation's operands as they are, or None."""
+    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+        body = eqn.params.get(key)
+        inner = getattr(body, "jaxpr", body)
+        if body is not None and hasattr(inner, "eqns") and len(inner.invars) == len(eqn.invars) and \
+                eqn.primitive.name not in ("scan", "while", "cond", "run_scoped", "pallas_call"):
+            return body
+    return None
 
 
 def _kernel_runs(eqn):
@@ -318,6 +419,16 @@ def _kernel_runs(eqn):
     return one, grid, inner.invars, failed
 
 
+def grid_steps(closed_jaxpr) -> int:
+    """The grid steps of every kernel of the program, in all."""
+    import math
+    total = 0
+    for eqn in _pallas_calls(closed_jaxpr.jaxpr):
+        grid = getattr(eqn.params.get("grid_mapping"), "grid", ()) or ()
+        total += math.prod(int(g) for g in grid if isinstance(g, (int, np.integer))) if grid else 1
+    return total
+
+
 def positions(closed_jaxpr, by_id: dict) -> dict:
     """`by_id` (id(var) -> anything) keyed by the variables' positions in `variables(...)`."""
     return {k: by_id[id(v)] for k, v in enumerate(variables(closed_jaxpr.jaxpr)) if id(v) in by_id}
@@ -347,8 +458,12 @@ def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
             runs = jax.lax.map(lambda args: one(args[0], args[1], step),
                                (fillings, jnp.arange(FILLINGS, dtype=jnp.int32)))
             order[:] = [k for k in runs if k in position]
-            flags = [jnp.all((runs[k] == runs[k][:1]) | ((runs[k] != runs[k]) & (runs[k][:1] != runs[k][:1])))
-                     for k in order]
+            def same(values):  # the same under every filling (NaN is NaN)
+                return jnp.all((values == values[:1]) | ((values != values) & (values[:1] != values[:1])))
+
+            # A value is a constant where some trip of an unrolled loop gives it the same under every
+            # filling: that trip is code of its own, which the compiler folds.
+            flags = [jnp.any(jnp.stack([same(v) for v in runs[k]])) for k in order]
             return jnp.stack(flags) if flags else jnp.zeros((0,), jnp.bool_)
 
         steps = [np.zeros((len(grid),), np.int32), np.asarray([max(g - 1, 0) for g in grid], np.int32)]
@@ -361,9 +476,10 @@ def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
                 compiled = lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
             except Exception:
                 compiled = lowered.compile()
-            # The same under every filling at either step: there it is a number in disguise (data only
-            # at the first step, `where(i == 0, x, 0)`, is one at every other).
-            flags = np.asarray(compiled(fillings, steps[0])) | np.asarray(compiled(fillings, steps[1]))
+            # The same under every filling at both steps. A grid position is a run-time value, so the
+            # compiler folds only what is constant at every step; a value constant at one step only
+            # (an accumulator just initialized, at the first) is data.
+            flags = np.asarray(compiled(fillings, steps[0])) & np.asarray(compiled(fillings, steps[1]))
         except Exception as error:  # the kernel could not be run
             failures.append(f"the kernel ({type(error).__name__}: {str(error)[:120]})")
             continue

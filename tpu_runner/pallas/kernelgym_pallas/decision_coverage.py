@@ -42,8 +42,13 @@ alone, without data. Then:
   meets a number that changes with the sizes, data_probe.py runs the kernel with four random
   fillings of its data and the values the same under all are walked again as constants.
 
+* a choice that goes one way at every step and element of the full size must have gone that way
+  throughout at some checked size (`(H - 64) * (k - q - 1) > 0`); a walk that ends before what a
+  loop's carries or a kernel's refs follow has settled, or a choice among more cases than the
+  judge records, leaves the program unproven with the reason named (`Facts.unfinished`).
+
 What it does not cover (docs/pallas.md): identities that hold only at grid steps the probe does
-not run (it runs the first and the last), non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
+not run (it runs the first and the last) or that pass through a copy between memories, non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
 from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
 Decisions on positions that share a grid step, or are joined through data, are not compared
 together: a position is a run-time value, so the compiler deletes nothing on their account and
@@ -203,6 +208,8 @@ class Facts:
     # key -> why the judge did not follow it to the end (a chain longer than its walks, a choice
     # among more cases than it records): whatever it decides is not known, at any size
     unfinished: dict = dataclasses.field(default_factory=dict)
+    # key of a min, max or clamp -> whether its result was one number wherever it was evaluated
+    one_number: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -1002,6 +1009,11 @@ class _Evaluator:
             return _derived(args, where, name)
         return np.asarray(value) if isinstance(value, np.generic) else value  # numpy hands 0-d results back as scalars
 
+    def _order_result(self, where: str, result):
+        """Notes whether an order's result is one number (see _one_way_only_at_full's callers)."""
+        self.facts.one_number[where] = self.facts.one_number.get(where, True) and _uniform(np.asarray(result))
+        return result
+
     def _apply(self, eqn, args, ctx: _Ctx, where: str):
         name, params, out_aval = eqn.primitive.name, eqn.params, eqn.outvars[0].aval
         if name in _COMPARE:
@@ -1010,11 +1022,11 @@ class _Evaluator:
             return result
         if name in ("max", "min"):
             self.decide(where, np.sign(args[0] - args[1]).astype(np.int8) + 1, ctx, 3)
-            return np.maximum(*args) if name == "max" else np.minimum(*args)
+            return self._order_result(where, np.maximum(*args) if name == "max" else np.minimum(*args))
         if name == "clamp":
             low, x, high = args
             self.decide(where, np.where(x < low, 0, np.where(x > high, 2, 1)), ctx, 3)
-            return np.clip(x, low, high)
+            return self._order_result(where, np.clip(x, low, high))
         if name in ("rem", "div"):
             a, b = args
             if a.dtype.kind in "iu":
@@ -1436,6 +1448,15 @@ def _is_choice(key: str) -> bool:
                                                   "convert_element_type")
 
 
+def _folds_to_one_number(key: str, facts: dict, target: str) -> bool:
+    """An order (min, max, clamp) whose result is one number at the full size and not at some
+    checked size: `min((H - 64) * (k - q - 1), 1)` is the causal mask where checked and 0 at every
+    step of the full size, which the compiler folds, deleting what it multiplies. A clamp that does
+    not bite at the full size but leaves its operand (`min(iota, M/256 - 1)`) is not one."""
+    full = facts[target].one_number.get(key)
+    return bool(full) and any(not f.one_number.get(key, True) for name, f in facts.items() if name != target)
+
+
 def _one_way_only_at_full(taken: int, checked: list) -> bool:
     """Whether a decision goes one way everywhere at the full size (`taken`: one outcome bit) where
     no checked size went that way throughout (`checked`: each size's outcome bits). Such a choice
@@ -1504,8 +1525,8 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     names = (*fit_sets, target)
     walks = {name: _Evaluator() for name in names}
     facts = {name: walks[name].program(programs[name]) for name in names}
-    # Data that met a number anywhere: whether it depends on the data at all is measured (at the
-    # smallest checked size; a position in the template names the variable in every program), and
+    # Data that met a number anywhere: whether it depends on the data at all is measured (at a
+    # checked size; a position in the template names the variable in every program), and
     # where some does not, the programs are walked again with it as a constant in disguise.
     met = {}  # position -> {program: the numbers it met}
     for n in names:
@@ -1515,7 +1536,11 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     wanted = {p for p, seen in met.items() if len(seen) < len(names) or len(set(seen.values())) > 1}
     if wanted:
         wanted -= data_probe.evident(programs[fit_sets[0]])  # a load of an operand's block is data
-    same, failures = data_probe.invariant(programs[fit_sets[0]], wanted) if wanted else (set(), [])
+    # Probed at the checked size with the most grid steps: its last step is past the first along more
+    # axes (a reduction axis of one step at the smallest size makes every step an initializing one,
+    # where an accumulator just set to 0 is the same under every filling).
+    probed = max(fit_sets, key=lambda name: data_probe.grid_steps(programs[name]))
+    same, failures = data_probe.invariant(programs[probed], wanted) if wanted else (set(), [])
     if same:
         facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same))) for name in names}
     for failure in failures:  # what the probe could not tell is not known to be data (fail closed)
@@ -1612,14 +1637,15 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
             if new:
                 problems.append(f"{key}: at the full size it decides {_outcome_names(key, new)}, which no checked size "
                                 f"decided (checked: {_outcome_names(key, seen) or 'never reached'})")
-            elif _is_choice(key) and _one_way_only_at_full(taken, each):
+            elif _one_way_only_at_full(taken, each) and (_is_choice(key) or _folds_to_one_number(key, facts, target)):
                 problems.append(f"{key}: at the full size it decides {_outcome_names(key, taken)} at every step and "
                                 f"element, which no checked size did throughout (checked: "
                                 f"{_outcome_names(key, seen)})")
         problems += _combination_problems(scope_key, scope, others)
         problems += _move_problems(scope_key, scope, others)
     for key, values in folded.items():
-        if _is_choice(key) and _one_way_only_at_full(values[-1], values[:-1]):
+        if _one_way_only_at_full(values[-1], values[:-1]) and \
+                (_is_choice(key) or _folds_to_one_number(key, facts, target)):
             problems.append(f"{key}: at the full size it decides {_outcome_names(key, values[-1])} everywhere, which "
                             f"no checked size did throughout (checked: {_outcome_names(key, _union(values[:-1]))})")
     keys = sorted(folded)
