@@ -200,8 +200,10 @@ _ALLOWED = {
     "jaxlib._jax": {"PyTreeDef"},
     "jax._src.indexing": {"Slice"},
     "jax._src.state.indexing": {"NDIndexer", "Slice"},
+    # A ref's bitcast, reshape and transpose (their jax 0.9 names, and jax 0.10's).
     "jax._src.state.types": {"AbstractRef", "ReadEffect", "WriteEffect", "AccumEffect", "TransformedRef",
-                             "RefBitcaster", "RefReshaper", "RefTransposer"},
+                             "RefBitcaster", "RefReshaper", "RefTransposer",
+                             "BitcastTransform", "ReshapeTransform", "TransposeTransform"},
     "jax._src.pallas.core": {"GridMapping", "BlockMapping", "Blocked", "Element", "Squeezed", "BoundedSlice",
                              "Buffered", "CostEstimate", "MemoryRef", "MemorySpace", "NameAndSrcInfo"},
     "jax._src.pallas.mosaic.core": {"DMASemaphore", "Semaphore", "BarrierSemaphore", "SemaphoreType",
