@@ -458,18 +458,18 @@ TEST(PallasLimits, ACandidateThatSleepsRunsIntoTheWallClockLimit) {
 
 // A candidate that holds more memory than the resident limit while it is traced
 // (holds_gigabytes_while_traced) is killed by the runner's watchdog with a verdict that names the
-// limit, and the same backend serves the next evaluation: with fork servers, the killed tracer's
-// server (the watchdog ends its whole sandbox) is replaced by a fresh one; with a process per job,
-// the next job gets its own. The limit is lowered to 2 GiB so that the test holds less of the host
-// than the default would let it.
+// limit, and the same backend serves the next evaluation: with fork servers (the served default),
+// the killed tracer's server (the watchdog ends its whole sandbox) is replaced by a fresh one. (A
+// process per job, where the next job simply gets its own process, was checked too when the
+// watchdog was built; it is left out of the suite for its time.) The limit is lowered to 2 GiB so
+// that the test holds less of the host than the default would let it.
 TEST(PallasLimits, AWorkerOverTheResidentLimitIsKilledAndTheNextEvaluationIsServed) {
   const Task* task = Tasks().Find("cpu/silu_mul");
   ASSERT_NE(task, nullptr);
   const std::string hog = ReadText(SourceDir() / "tests/adversarial_pallas/holds_gigabytes_while_traced/kernel.py");
-  for (const bool fork_server : {true, false}) {
-    SCOPED_TRACE(fork_server ? "fork servers" : "a process per job");
+  {
     PallasSettings settings = DefaultPallasSettings();
-    settings.fork_server = fork_server;
+    settings.fork_server = true;
     settings.resident_limit_bytes = std::uint64_t{2} << 30;
     PallasBackend backend(DefaultBackendConfig(), settings);
     const EvalResult killed = backend.Evaluate(*task, hog, PallasOptions());
