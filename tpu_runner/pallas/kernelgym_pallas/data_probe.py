@@ -195,19 +195,13 @@ class _Run:
             for k in refs:
                 env[id(eqn.invars[k])] = result[id(getattr(body, "jaxpr", body).invars[k])]
             return list(result["outs"])
-        if name == "scan" and (params.get("unroll", 1) is True or
-                               isinstance(params.get("unroll", 1), int) and params["unroll"] >= int(params["length"])) \
-                and int(params["length"]) <= MAX_TRIPS:
-            pass  # every trip is recorded (unrolled_scan)
-        elif name in ("while", "scan"):
+        if name == "scan" and _unrolled(params):
+            return self.unrolled_scan(eqn, invals, env, refs)  # every trip is recorded
+        if name in ("while", "scan"):
             self.one_trip(eqn, invals)
         if name == "while":
             return self.bounded_while(eqn, invals, env, refs)
         if name == "scan":
-            unroll = params.get("unroll", 1)
-            if (unroll is True or (isinstance(unroll, int) and unroll >= int(params["length"]))) and \
-                    int(params["length"]) <= MAX_TRIPS:
-                return self.unrolled_scan(eqn, invals, env, refs)
             return self.bounded_scan(eqn, invals, env, refs)
         if refs:
             in_avals = [v.aval for v in eqn.invars]
@@ -376,6 +370,13 @@ class _Run:
         fixed = params["num_consts"] + params["num_carry"]
         xs = [x[0] for x in invals[fixed:]]
         self.run(params["jaxpr"].jaxpr, params["jaxpr"].consts, invals[:fixed] + xs)
+
+
+def _unrolled(params) -> bool:
+    """Whether a scan is unrolled whole by the compiler (each trip its own code), and short enough
+    for the probe to record every trip."""
+    unroll, length = params.get("unroll", 1), int(params["length"])
+    return (unroll is True or isinstance(unroll, int) and unroll >= length) and length <= MAX_TRIPS
 
 
 def _called(eqn):
