@@ -26,6 +26,11 @@ except copies between memories and their semaphores (_UNMODELLED): a copy's dest
 filling, so what is read from it is data. Loops run at most MAX_TRIPS trips. The fillings are
 seeded: a kernel gets the same verdict every time.
 
+The same runs read which way a decision went (`decided_by_data`), on the full-size program: a
+decision between data and a number of the sizes is made at run time, so no compiler folds it, if
+its outcome (not its value: `x*1e-3 + D < 4096` is data and decides nothing) differs between
+fillings at the first or the last grid step.
+
 Only values that need it are measured (decision_coverage asks for data that met a number that is
 not the same at every size set, or holds one; `evident` drops loads of operand blocks), and only
 what they are computed from is compiled: the kernel is traced once under `jax.jit` (the fillings
@@ -50,6 +55,10 @@ _UNMODELLED = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "s
 # lengths) would otherwise run for billions. Past it the loop stops where it is: its results are still
 # computed from the data, so they stay data.
 MAX_TRIPS = 16
+# Bytes the fillings of one kernel's refs may hold (all FILLINGS of them): a full-size kernel whose
+# operands stay in HBM (memory_space=ANY: a paged KV cache) has refs of the whole arrays, gigabytes.
+# Past it the kernel is not run, which leaves what was wanted unmeasured (fail closed).
+MAX_FILLING_BYTES = 256 << 20
 
 
 def _sub_jaxprs(eqn):
@@ -116,11 +125,20 @@ def _filling(aval, rng):
         return np.zeros(shape, np.int32)
 
 
+def _bytes(aval) -> int:
+    """The bytes one value of `aval` (or of a ref's inner type) holds; 0 for a semaphore and the like."""
+    inner = getattr(aval, "inner_aval", aval)
+    try:
+        return int(np.prod(tuple(getattr(inner, "shape", ())), dtype=np.int64)) * np.dtype(inner.dtype).itemsize
+    except (TypeError, AttributeError):
+        return 0
+
+
 class _Run:
     """One run of a kernel: an interpreter of its jaxpr over jax values (traced under jit), refs
     held as arrays and updated by jax's own state-discharge rules, that records every value."""
 
-    def __init__(self, filling, positions, grid: tuple):
+    def __init__(self, filling, positions, grid: tuple, decisions: frozenset = frozenset()):
         import jax
         self.jax = jax
         self.filling = filling  # which filling this run is (a traced integer under vmap)
@@ -128,6 +146,9 @@ class _Run:
         self.positions = positions
         self.grid = grid
         self.recorded = {}  # id(var) -> its values (one per trip of an unrolled loop around it)
+        # ids of decisions' results whose outcome (which way they went, not their value) is
+        # recorded instead, under the same id
+        self.decisions = decisions
         self.failed = []  # the operations it could not run
 
     def fresh(self, aval):
@@ -169,6 +190,10 @@ class _Run:
                 outs = [self.fresh(v.aval) for v in eqn.outvars]
             for var, value in zip(eqn.outvars, outs):
                 env[id(var)] = value
+                if id(var) in self.decisions:
+                    value = _outcome(self.jax, eqn, invals, value)
+                    if value is None:
+                        continue  # a decision whose outcome the probe does not read: not measured
                 if not _is_ref(var) and hasattr(var.aval, "shape"):
                     self.recorded.setdefault(id(var), []).append(value)  # one per unrolled trip
         env["outs"] = [read(v) for v in jaxpr.outvars]
@@ -391,10 +416,43 @@ def _called(eqn):
     return None
 
 
-def _kernel_runs(eqn):
+def _outcome(jax, eqn, invals, result):
+    """Which way a decision went, element by element, as decision_coverage counts its outcomes (a
+    comparison's truth, the order of a max's operands, a select's case, a quotient's sign); None
+    for an operation that decides nothing the probe reads."""
+    jnp = jax.numpy
+    name = eqn.primitive.name
+
+    def order(a, b):
+        return (a > b).astype(jnp.int8) - (a < b).astype(jnp.int8)
+
+    if name == "select_n":
+        return jnp.asarray(invals[0]).astype(jnp.int32)
+    if jnp.asarray(result).dtype == jnp.bool_:
+        return result  # a comparison, a logical operation, a conversion to truth
+    if name in ("max", "min"):
+        return order(*invals)
+    if name == "clamp":
+        low, x, high = invals
+        return order(x, low) + order(x, high)
+    if name in ("rem", "div"):
+        a, b = invals
+        quotient = jax.lax.div(a, jnp.where(b == 0, 1, b)) if jnp.issubdtype(a.dtype, jnp.integer) else \
+            jnp.trunc(a / b)
+        return order(quotient, jnp.zeros_like(quotient))
+    if name in ("sign", "abs"):
+        return order(invals[0], jnp.zeros_like(invals[0]))
+    if name in ("floor", "ceil", "round", "shift_left", "shift_right_arithmetic", "shift_right_logical",
+                "and", "or", "xor", "not"):
+        return order(result, jnp.zeros_like(result))
+    return None
+
+
+def _kernel_runs(eqn, decisions: frozenset = frozenset()):
     """A function of (the kernel operands' fillings, which filling, grid step) that runs one
-    pallas_call's index maps and body and returns {id(var): value} of what they computed; the
-    kernel's grid; and its ref variables (what the fillings fill)."""
+    pallas_call's index maps and body and returns {id(var): value} of what they computed (for the
+    ids in `decisions`, which way they decided); the kernel's grid; and its ref variables (what
+    the fillings fill)."""
     mapping = eqn.params.get("grid_mapping")
     grid = tuple(int(g) for g in getattr(mapping, "grid", ()) or ())
     body = eqn.params["jaxpr"]
@@ -403,7 +461,7 @@ def _kernel_runs(eqn):
     failed = []  # operations the runs could not run
 
     def one(refs, filling, positions):
-        run = _Run(filling, positions, grid)
+        run = _Run(filling, positions, grid, decisions)
         refs = list(refs)
         for block in getattr(mapping, "block_mappings", ()) or ():
             index_map = getattr(block, "index_map_jaxpr", None)
@@ -441,15 +499,32 @@ def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
     last grid steps; and what the probe could not run (where it names anything, what it measured
     is not to be relied on: the judge fails closed). Only what the wanted values are computed from
     is compiled (the rest is dead code to XLA)."""
+    same, _, failures = _under_fillings(closed_jaxpr, wanted, outcomes=False)
+    return same, failures
+
+
+def decided_by_data(closed_jaxpr, wanted: set[int]) -> set[int]:
+    """Of the decisions whose results are at positions `wanted`, those whose outcome the data
+    changes: at the first or the last grid step, some element goes one way under one random filling
+    and another way under another. Such a decision is made at run time wherever the program runs,
+    since the compiler folds a decision only where it goes one way at every step and for every
+    data. A decision the probe could not run, or whose outcome it does not read, is not among them."""
+    same, measured, failures = _under_fillings(closed_jaxpr, wanted, outcomes=True)
+    return set() if failures else measured - same
+
+
+def _under_fillings(closed_jaxpr, wanted: set[int], outcomes: bool) -> tuple[set[int], set[int], list[str]]:
+    """(the positions in `wanted` whose values, or with `outcomes` whose decisions' outcomes, are
+    the same under every filling at both probed steps; those measured at all; what could not run)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
     jaxpr = closed_jaxpr.jaxpr
     position = {id(v): k for k, v in enumerate(variables(jaxpr)) if k in wanted}
-    same, failures = set(), []
+    same, measured, failures = set(), set(), []
     rng = np.random.default_rng(20261206)  # seeded: a kernel gets the same verdict every time
     for eqn in _pallas_calls(jaxpr):
-        one, grid, refs, failed = _kernel_runs(eqn)
+        one, grid, refs, failed = _kernel_runs(eqn, frozenset(position) if outcomes else frozenset())
         order = []
 
         def compare(fillings, step):
@@ -468,6 +543,11 @@ def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
             return jnp.stack(flags) if flags else jnp.zeros((0,), jnp.bool_)
 
         steps = [np.zeros((len(grid),), np.int32), np.asarray([max(g - 1, 0) for g in grid], np.int32)]
+        held = FILLINGS * sum(_bytes(v.aval) for v in refs)
+        if held > MAX_FILLING_BYTES:
+            failures.append(f"the kernel (its refs' {FILLINGS} fillings would hold {held >> 20} MiB, more than "
+                            f"{MAX_FILLING_BYTES >> 20})")
+            continue
         try:
             fillings = [_filling(v.aval, rng) for v in refs]
             lowered = jax.jit(compare).lower(fillings, steps[0])
@@ -487,7 +567,8 @@ def invariant(closed_jaxpr, wanted: set[int]) -> tuple[set[int], list[str]]:
         if failed:
             failures.append(", ".join(sorted(set(failed))))
         same |= {position[k] for k, flag in zip(order, flags) if bool(flag)}
-    return same, failures
+        measured |= {position[k] for k in order}
+    return same, measured, failures
 
 
 # Operations whose result holds the same random values as their operand (or a part of them): a

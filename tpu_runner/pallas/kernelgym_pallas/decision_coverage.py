@@ -23,7 +23,9 @@ alone, without data. Then:
   a number of the program like a literal, and must follow the sizes by program_identity's
   readings: `1 - (n-2)*(n-3)` is 1 where checked and -869 at the full size, with no decision.
 * a decision that mixes data with a number or position that changes with the sizes
-  (`x[0]*0 + K < 4096`) cannot be evaluated: the estimate is not trusted, with the reason named.
+  (`x[0]*0 + K < 4096`) cannot be evaluated: the estimate is not trusted, with the reason named,
+  unless the data changes the decision's outcome at the full size (data_probe.decided_by_data):
+  then it is a choice made at run time, which no compiler folds and the estimate prices both ways.
 * fail closed, a number or position passed through an operation the judge does not evaluate
   (a loop's carry, a cond's result, a ref stored and loaded, an unknown primitive) stays derived:
   the result follows everything its inputs follow, and a decision on it whose provenance differs
@@ -210,6 +212,9 @@ class Facts:
     unfinished: dict = dataclasses.field(default_factory=dict)
     # key of a min, max or clamp -> whether its result was one number wherever it was evaluated
     one_number: dict = dataclasses.field(default_factory=dict)
+    # key of a decision between data and a number that changes with the sizes -> id of its result
+    # (data_probe measures whether the data changes its outcome)
+    choices: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -335,7 +340,11 @@ def _is_ref(var) -> bool:
 
 def _uniform(array: np.ndarray) -> bool:
     flat = array.reshape(-1)
-    return flat.size > 0 and bool(np.all(array == flat[0]) or (_kind(array.dtype) == "f" and np.all(np.isnan(array.astype(np.float64)))))
+    if flat.size == 0:
+        return False
+    if _kind(array.dtype) == "f" and np.isnan(np.float64(flat[0])):  # NaN is NaN: uniform if all are
+        return bool(np.all(np.isnan(array.astype(np.float64))))
+    return bool(np.all(array == flat[0]))
 
 
 def _size(shape) -> int:
@@ -404,14 +413,17 @@ class _Evaluator:
         if len(keys) > MAX_COMBINED:
             self.facts.too_large[where] = f"it combines {len(keys)} decisions, more than {MAX_COMBINED}"
             return
-        arrays = [np.asarray(joined[k][0]).astype(np.int64) for k in keys]
+        arrays = [_choice(joined[k][0], int(joined[k][1])) for k in keys]
         ndim = max(a.ndim for a in arrays)
         arrays = [a.reshape(a.shape[:ctx.axes] + (1,) * (ndim - a.ndim) + a.shape[ctx.axes:]) for a in arrays]
+        counts = [max(int(joined[k][1]), 1) for k in keys]
+        # Codes in 32 bits where they fit (this walk's largest arrays are positions x a block)
+        wide = np.int32 if math.prod(counts) < 1 << 31 else np.int64
         try:
-            total, radix = np.zeros(np.broadcast_shapes(*(a.shape for a in arrays)), np.int64), 1
-            for a, k in zip(arrays, keys):
-                total = total + np.clip(a, 0, joined[k][1] - 1) * radix
-                radix *= max(int(joined[k][1]), 1)
+            total, radix = np.zeros(np.broadcast_shapes(*(a.shape for a in arrays)), wide), 1
+            for a, count in zip(arrays, counts):
+                total += a.astype(wide) * wide(radix) if radix > 1 else a
+                radix *= count
             if ctx.reach is not None:
                 reach = ctx.reach.reshape(ctx.reach.shape + (1,) * (total.ndim - ctx.reach.ndim))
                 shape = np.broadcast_shapes(reach.shape, total.shape)
@@ -424,7 +436,13 @@ class _Evaluator:
         if entry[0] != tuple(keys):
             self.facts.too_large[where] = "it joins different decisions on different walks"
             return
-        entry[2].update(np.unique(total).tolist())
+        codes = np.asarray(total).reshape(-1)
+        # The codes are below the product of the counts: where that is small, a count of each
+        # code is one pass, where sorting them (np.unique) was the walk's largest cost on a kernel
+        # whose scores meet a position-following mask (flash attention, 16M elements).
+        found = np.flatnonzero(np.bincount(codes, minlength=radix)) if 0 < codes.size and radix <= 1 << 16 \
+            else np.unique(codes)
+        entry[2].update(found.tolist())
 
     # ---- walking -------------------------------------------------------------------------------
 
@@ -982,10 +1000,12 @@ class _Evaluator:
                 return annihilated
             if decision and name != "select_n" and (taint or ingredients):
                 self._mixed(where, taint | ingredients, through)
+                self.facts.choices[where] = id(eqn.outvars[0])
             elif name == "select_n" and isinstance(args[0], _Data) and args[0].taint:
                 # A select on a predicate that follows the sizes through data or an operation the
                 # judge does not evaluate is that predicate's decision, made again.
                 self._mixed(where, args[0].taint, args[0].through)
+                self.facts.choices[where] = id(eqn.outvars[0])
             zeroed = (name == "mul" and any(_known(a) and _uniform(a) and a.reshape(-1)[0] == 0 for a in args)) or \
                 (name in ("sub", "xor") and len(eqn.invars) == 2 and eqn.invars[0] is eqn.invars[1])
             return _tainted(taint | ingredients, constant=zeroed or constant, through=through)
@@ -1046,8 +1066,10 @@ class _Evaluator:
             return result
         if name == "select_n":
             predicate, cases = args[0], args[1:]
-            choice = np.clip(predicate.astype(np.int64), 0, len(cases) - 1)
+            choice = _choice(predicate, len(cases))
             self.decide(where, choice, ctx, len(cases))
+            if len(cases) == 2:
+                return np.where(choice, cases[1], cases[0])
             return np.choose(np.broadcast_to(choice, np.broadcast_shapes(*(a.shape for a in args))), cases) \
                 if len(cases) > 1 else cases[0]
         if name in _BITWISE:
@@ -1409,6 +1431,18 @@ def _identity(eqn, operand_keys: list):
     return None, None
 
 
+def _choice(codes, count: int) -> np.ndarray:
+    """A choice's case per element, 0 .. count-1 (out-of-range codes clamped, as a select does):
+    truth values as they are, small integers without widening (the arrays are positions x a
+    block: a copy to 64 bits, and np.clip on it, were a walk's largest costs)."""
+    codes = np.asarray(codes)
+    if codes.dtype == np.bool_:
+        return codes if count == 2 else np.minimum(codes.astype(np.int8), count - 1)
+    if codes.size and int(codes.min()) >= 0 and int(codes.max()) <= count - 1:
+        return codes
+    return np.minimum(np.maximum(codes.astype(np.int64), 0), count - 1)
+
+
 def _literal_one(var) -> bool:
     return type(var).__name__ == "Literal" and np.asarray(var.val).size == 1 and np.asarray(var.val).item() == 1
 
@@ -1546,6 +1580,17 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     for failure in failures:  # what the probe could not tell is not known to be data (fail closed)
         facts[target].unfinished[f"the data probe ({failure})"] = \
             "it could not run this on the host to tell whether the values it wanted depend on the data"
+    # A decision between data and a number of the sizes is made at run time at the full size if the
+    # data changes its outcome there (measured on the full-size program itself: at its first or last
+    # step, under random fillings): the compiler cannot fold it, and the estimate prices both ways.
+    # One the sizes decide whatever the data (`x*1e-30 + D < 4096`) stays a decision they steer.
+    choices = {v: k for k, v in facts[target].choices.items() if k in _uncovered_mixed(facts)}
+    run_time = set()
+    if choices:
+        decided = data_probe.decided_by_data(programs[target],
+                                             set(data_probe.positions(programs[target], choices)))
+        listed = data_probe.variables(programs[target].jaxpr)
+        run_time = {choices[id(listed[p])] for p in decided}
 
     def number_problem(key: str, values: dict, scope_key: str) -> str:
         scopes = {name: facts[name].scopes.get(scope_key) for name in names}
@@ -1559,12 +1604,23 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
         why = fitter.problem(slot, grid)
         return why[len(key) + 2:] if why.startswith(key + ": ") else why
 
-    return compare(facts, fit_sets, target, number_problem)
+    return compare(facts, fit_sets, target, number_problem, run_time)
 
 
-def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
+def _uncovered_mixed(facts: dict) -> list[str]:
+    """The keys of decisions between data and numbers that are not the same at every size set."""
+    keys = []
+    for key in sorted(set().union(*(f.mixed for f in facts.values()))):
+        summaries = [f.mixed.get(key) for f in facts.values()]
+        if any(s is None for s in summaries) or len(set(summaries)) > 1:
+            keys.append(key)
+    return keys
+
+
+def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozenset()) -> list[str]:
     """The verdict on each size set's evaluated facts. `number_problem(key, values, scope_key)`:
-    program_identity's verdict on a folded number, "" when it follows the sizes."""
+    program_identity's verdict on a folded number, "" when it follows the sizes. `run_time`: keys of
+    decisions between data and numbers whose outcome the data changes at the full size."""
     problems = []
     full = facts[target]
     checked = [facts[s] for s in fit_sets]
@@ -1573,9 +1629,8 @@ def compare(facts: dict, fit_sets, target: str, number_problem) -> list[str]:
     for key in sorted(set().union(*(f.unfinished for f in facts.values()))):
         why = next(f.unfinished[key] for f in facts.values() if key in f.unfinished)
         problems.append(f"{key}: {why}, so what it decides is not known at every size set")
-    for key in sorted(set().union(*(f.mixed for f in facts.values()))):
-        summaries = [f.mixed.get(key) for f in facts.values()]
-        if not (any(s is None for s in summaries) or len(set(summaries)) > 1):
+    for key in _uncovered_mixed(facts):
+        if key in run_time:
             continue
         through = sorted({re.sub(r" (carry|xs|ys|result) \d+$", "", t.rsplit(" / ", 1)[-1])
                           for f in facts.values() for t in f.through.get(key, ())})

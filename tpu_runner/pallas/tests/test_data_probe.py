@@ -91,6 +91,29 @@ class DataProbeTest(unittest.TestCase):
         position = data_probe.variables(program.jaxpr).index(mul.invars[0])
         self.assertEqual(data_probe.invariant(program, {position}), (set(), []))
 
+    def test_a_decision_is_made_by_the_data_when_its_outcome_changes_with_the_data(self):
+        # Whether the data changes a decision's outcome, not whether the value it decides on is
+        # data: x * 1e-3 + 8192 is data (it differs under every filling) yet never below 4096.
+        # At the first step a running max is just set to -inf (one way under every filling), at
+        # the last it is the data's: made at run time.
+        def body(x_ref, y_ref):
+            x = x_ref[...]
+
+            @pl.when(pl.program_id(0) == 0)
+            def _():
+                y_ref[...] = jnp.full_like(y_ref, -jnp.inf)
+            steered = jnp.maximum(x * 1e-3 + 8192.0, 4096.0)
+            decided = jnp.maximum(x + 1.0, 1.0)
+            running = jnp.maximum(y_ref[...], x)
+            y_ref[...] = steered + decided + running
+
+        program = _program(body)
+        kernel = next(data_probe._pallas_calls(program.jaxpr)).params["jaxpr"]
+        listed = data_probe.variables(program.jaxpr)
+        maxes = [listed.index(e.outvars[0]) for e in kernel.eqns if e.primitive.name == "max"]
+        self.assertEqual(len(maxes), 3)
+        self.assertEqual(data_probe.decided_by_data(program, set(maxes)), set(maxes[1:]))
+
     def test_a_ref_stored_and_loaded_is_followed(self):
         def body(x_ref, y_ref):
             y_ref[...] = jnp.zeros_like(y_ref)
