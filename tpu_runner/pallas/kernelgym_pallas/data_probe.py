@@ -21,9 +21,10 @@ made it. The fillings are random normals (reals) and random bits (integers, trut
 identity is never missed at the steps run; the error is the other way: a value that depends on
 only a bit or two of the data can come out the same under every filling (probability
 2^-(FILLINGS-1) for one bit) and is then taken for a constant, which fails closed. An operation
-the probe cannot run is named to the judge, which then does not trust the estimate (fail closed),
-except copies between memories and their semaphores (_UNMODELLED): a copy's destination keeps its
-filling, so what is read from it is data. Loops run at most MAX_TRIPS trips. The fillings are
+the probe cannot run is named to the judge, which then does not trust the estimate (fail closed):
+copies between memories and their semaphores run by jax's own discharge rules (an identity
+laundered through a DMA is seen), and one that has none (a copy that adds into its destination)
+is named like any other. Loops run at most MAX_TRIPS trips. The fillings are
 seeded: a kernel gets the same verdict every time.
 
 The same runs read which way a decision went (`decided_by_data`), on the full-size program: a
@@ -46,11 +47,6 @@ import numpy as np
 # Random fillings of the data: a value that depends on one bit of it comes out the same under all
 # of them with probability 2^-(FILLINGS-1), and is then taken for a constant (fail closed).
 FILLINGS = 4
-# Copies between memories and their semaphores, which the probe does not model (their semaphore
-# types have no host arithmetic): a copy's destination keeps its random filling, so what is computed
-# from it is data. An identity laundered through such a copy is not seen (docs/pallas.md).
-_UNMODELLED = {"dma_start", "dma_wait", "semaphore_signal", "semaphore_wait", "semaphore_read",
-               "get_barrier_semaphore"}
 # Trips of a while loop (or a scan) the probe runs: a count read from random data (a ragged kernel's
 # lengths) would otherwise run for billions. Past it the loop stops where it is: its results are still
 # computed from the data, so they stay data.
@@ -185,8 +181,7 @@ class _Run:
             try:
                 outs = self.equation(eqn, invals, env)
             except Exception:  # an operation the probe cannot run: named (the probe fails closed)
-                if eqn.primitive.name not in _UNMODELLED:
-                    self.failed.append(eqn.primitive.name)
+                self.failed.append(eqn.primitive.name)
                 outs = [self.fresh(v.aval) for v in eqn.outvars]
             for var, value in zip(eqn.outvars, outs):
                 env[id(var)] = value

@@ -50,7 +50,7 @@ alone, without data. Then:
   judge records, leaves the program unproven with the reason named (`Facts.unfinished`).
 
 What it does not cover (docs/pallas.md): identities that hold only at grid steps the probe does
-not run (it runs the first and the last) or that pass through a copy between memories, non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
+not run (it runs the first and the last), non-linear arithmetic on grid positions that reaches the data without a decision (a polynomial in program_id that vanishes on the checked grids), values
 from data (a scalar-prefetched table) compared with constants, and dynamic (while) loop counters.
 Decisions on positions that share a grid step, or are joined through data, are not compared
 together: a position is a run-time value, so the compiler deletes nothing on their account and
@@ -215,6 +215,13 @@ class Facts:
     # key of a decision between data and a number that changes with the sizes -> id of its result
     # (data_probe measures whether the data changes its outcome)
     choices: dict = dataclasses.field(default_factory=dict)
+    # keys (operation, result) of the values that were known numbers, and of those that were data,
+    # somewhere on the walks: one known at the full size only is data annihilated there only
+    known: set = dataclasses.field(default_factory=set)
+    data: set = dataclasses.field(default_factory=set)
+    # key of a loop -> whether its body ran (a static loop of no trips, a loop on numbers whose
+    # condition fails at once, did not)
+    ran: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -360,6 +367,8 @@ class _Evaluator:
         # id of a data variable -> the numbers it met (or holds): where they change with the sizes,
         # whether it is data at all is measured (data_probe)
         self.candidates = {}
+        # id of a variable an operation between data and numbers made -> the numbers it met
+        self._met = {}
         # Known values that follow decision outcomes: id -> (the value, {decision: (its per-element
         # outcome codes, how many outcomes it has)}). Two decisions that each go both ways where
         # checked can join, by arithmetic that decides nothing (`(i >= 2) * (i != 2)`), into a
@@ -510,9 +519,16 @@ class _Evaluator:
             for k, (var, value) in enumerate(zip(eqn.outvars, outs)):
                 if isinstance(value, _Data) and not value.constant:
                     if id(var) in self.invariant:
-                        value = _Data(value.taint, constant=True, through=value.through | {_INVARIANT})
+                        # The same under every filling: a constant in disguise, which follows the
+                        # numbers it met (`min_u(x | 2^31, 8192/M - 1)` is that number wherever x is).
+                        met = frozenset(self._met.get(id(var), ()))
+                        value = _Data(value.taint | met, constant=True, through=value.through | {_INVARIANT})
                     elif value.taint:  # data holding a number: is it data at all? (data_probe)
                         self.candidates.setdefault(id(var), set()).update(value.taint)
+                if _known(value):
+                    self.facts.known.add((where, k))
+                elif isinstance(value, _Data):
+                    self.facts.data.add((where, k))
                 env[id(var)] = value
                 keys[id(var)] = operand_keys[what] if how == "operand" else (own, k)
                 if self.values is not None:
@@ -798,6 +814,7 @@ class _Evaluator:
                                list(args[:cond_n]) + carries, ctx, f"{where} cond")[0]
             if not _known(going):
                 return None
+            self.facts.ran[where] = self.facts.ran.get(where, False) or bool(np.any(going))
             if not np.any(going):
                 return [np.asarray(c).astype(_dtype(v.aval), copy=False) for c, v in zip(carries, eqn.outvars)]
             outs = self.jaxpr(body.jaxpr, [self._const(c, ctx.axes) for c in body.consts],
@@ -836,6 +853,7 @@ class _Evaluator:
         carries = [_carried(v, f"{where} carry {k}") for k, v in enumerate(args[consts_n:consts_n + carry_n])]
         xs = [v if isinstance(v, _Data) else _derived([v], f"{where} xs {k}", where)
               for k, v in enumerate(args[consts_n + carry_n:])]
+        self.facts.ran[where] = self.facts.ran.get(where, False) or not (isinstance(length, int) and length == 0)
         counted = counters and length <= ELEMENT_BUDGET
         if counted:
             for j, start in counters:
@@ -970,6 +988,16 @@ class _Evaluator:
                 for var, a in zip(eqn.invars, args):
                     if isinstance(a, _Data):
                         self.candidates.setdefault(id(var), set()).update(met)
+                # And what they make: a scaling or a choice takes no taint from the number (a run-time
+                # choice, a score times 1/sqrt(D)), yet its result can be the number whatever the
+                # data (`min_u(x | 2^31, c)` is c): measured too (red team, round 10). Not a truth
+                # value: a comparison of random data with a number (a one-hot of random 32-bit labels
+                # against a column) comes out one way under every filling while real data goes both
+                # ways, and the compiler folds none (Mosaic folds `min_u(x, 0)`, not `x <u 0`).
+                for var in eqn.outvars:
+                    if _dtype(var.aval) != np.bool_:
+                        self.candidates.setdefault(id(var), set()).update(met)
+                        self._met.setdefault(id(var), set()).update(met)
             taint = set().union(*(a.taint for a in data))
             # Compared directly, data and a number (or a position: a one-hot against an iota, a
             # ragged length against a column) are a choice made at run time (the compiler cannot
@@ -1431,6 +1459,9 @@ def _identity(eqn, operand_keys: list):
     return None, None
 
 
+_SIGN_NAMES = {-1: "negative", 0: "zero", 1: "positive", 2: "not a number"}
+
+
 def _choice(codes, count: int) -> np.ndarray:
     """A choice's case per element, 0 .. count-1 (out-of-range codes clamped, as a select does):
     truth values as they are, small integers without widening (the arrays are positions x a
@@ -1652,6 +1683,22 @@ def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozens
         problems.append(f"{key}: a value that follows the sizes through {', '.join(through) or 'data'} (which the "
                         f"judge does not evaluate, and a compiler may fold) is combined into the data, so what it "
                         f"makes of the data at the full size is not known to be what was checked")
+    # Data where checked, a known number at the full size: a number of the sizes annihilated the data
+    # there only (`t = x * (8192/M - 1)` is 0 at M = 8192, and so is everything made from it), which
+    # the compiler folds, deleting what it masks, where nothing was checked (red team, round 10).
+    data_where_checked = set().union(*(f.data for f in checked)) if checked else set()
+    for where, k in sorted((full.known - full.data) & data_where_checked):
+        problems.append(f"{where}: a value computed from the data where checked is a known number at the full "
+                        f"size (result {k}: the data annihilated there only), which a compiler folds, with what "
+                        f"it computes, where nothing was checked")
+    # A loop whose body runs at every checked size and never at the full size (a trip count of
+    # 8192/M - 1: 31, 15, then 0), or the other way round: the compiler deletes the loop, and what
+    # only it used, at the full size only (red team, round 10: 752.7x on flex_attention).
+    for key in sorted(full.ran):
+        seen = [facts[s].ran[key] for s in fit_sets if key in facts[s].ran]
+        if seen and full.ran[key] not in seen:
+            problems.append(f"{key}: its body runs {'at no checked size' if full.ran[key] else 'at every checked size'} "
+                            f"and {'at' if full.ran[key] else 'never at'} the full size")
     for key, (scope_key, sign) in full.signs.items():
         seen = {facts[s].signs[key][1] for s in fit_sets if key in facts[s].signs}
         if seen and sign not in seen:
@@ -1668,6 +1715,13 @@ def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozens
         why = number_problem(key, values, scope_key)
         if why:
             problems.append(f"{key}: a value computed from the sizes alone is {why}")
+            continue
+        # Held to its sign as an array of one number is: a number that follows the sizes to zero at
+        # the full size only (`8192/M - 1`) is a mask or a trip count the compiler folds there.
+        signs = {s: 2 if math.isnan(float(v)) else int(np.sign(float(v))) for s, v in values.items()}
+        if signs[target] not in {signs[s] for s in fit_sets}:
+            problems.append(f"{key}: a value computed from the sizes alone is {_SIGN_NAMES[signs[target]]} at the full "
+                            f"size and {' or '.join(sorted({_SIGN_NAMES[signs[s]] for s in fit_sets}))} where checked")
     # Decisions the same at every grid step (folded from numbers): the full size's combination of
     # them must be one a checked size made. Decisions that follow the positions: every outcome the
     # full-size grid takes must be one some checked grid took.

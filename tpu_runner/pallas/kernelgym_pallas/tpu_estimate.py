@@ -126,7 +126,10 @@ DEFAULT_MODE = "bundles"
 # "profile" mode: work under grid-index conditions, weighted by the share of grid steps that run
 # it, beyond this fraction of the unconditional work makes the estimate untrusted.
 CONDITIONAL_WORK_LIMIT = 0.25
-# Grid points evaluated to find the share of steps a grid-index condition is true on.
+# Grid points evaluated to find the share of steps a grid-index condition is true on: all of them
+# up to this many, else this many drawn uniformly (seeded) with the first and the last, so that a
+# full-size grid is evaluated too (a causal attention's is 262,144 steps; left unevaluated, its
+# `pl.when` was floored by its least branch, nothing: red team, round 10).
 GRID_POINTS_LIMIT = 1 << 17
 
 METHODS = {
@@ -606,14 +609,16 @@ def _sure_flops(jaxpr) -> float:
 
 
 def _branch_flops(branches: list, index, evaluator) -> float:
-    """A cond's matmul FLOPs per grid step that surely run: each branch's weighted by the share of
-    grid steps whose index picks it where the index is evaluated, else the least of them."""
+    """A cond's matmul FLOPs per grid step: each branch's weighted by the share of grid steps whose
+    index picks it where the index is evaluated, else the largest of them (an index the judge
+    cannot evaluate, `pl.when(abs(k) >= 0)`, was floored by its least branch: the dot escaped the
+    floor, 1.157x paid for 0.998x, red team round 10)."""
     import numpy as np
     flops = [_sure_flops(b) for b in branches]
     if not flops:
         return 0.0
     if evaluator is None or index is None:
-        return min(flops)
+        return max(flops)
     picks = np.clip(np.asarray(index).astype(int).reshape(-1), 0, len(flops) - 1)
     return float(np.mean(np.asarray(flops)[picks]))
 
@@ -630,10 +635,14 @@ class _GridEval:
         import numpy as np
         self.np = np
         self.grid = [int(g) for g in grid]
-        self.points = 1
-        for g in self.grid:
-            self.points *= g
-        self.index = np.indices(self.grid).reshape(len(self.grid), -1) if self.grid else np.zeros((0, 1), int)
+        total = _points(self.grid)
+        if total <= GRID_POINTS_LIMIT:
+            self.index = np.indices(self.grid).reshape(len(self.grid), -1) if self.grid else np.zeros((0, 1), int)
+        else:  # a uniform sample, seeded (the same share every time), with the first and last step
+            rng = np.random.default_rng(20261206)
+            flat = np.concatenate([[0, total - 1], rng.integers(0, total, GRID_POINTS_LIMIT - 2)])
+            self.index = np.stack(np.unravel_index(flat, self.grid))
+        self.points = int(self.index.shape[1])
 
     def value(self, eqn, args):
         np = self.np
@@ -645,15 +654,36 @@ class _GridEval:
         if name == "num_programs":
             return np.full(max(self.points, 1), self.grid[int(eqn.params["axis"])])
         ops = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-               "ge": np.greater_equal, "and": np.logical_and, "or": np.logical_or, "add": np.add,
-               "sub": np.subtract, "mul": np.multiply, "max": np.maximum, "min": np.minimum,
-               "rem": np.remainder, "div": np.floor_divide}
+               "ge": np.greater_equal, "add": np.add, "sub": np.subtract, "mul": np.multiply,
+               "max": np.maximum, "min": np.minimum, "shift_left": np.left_shift,
+               "shift_right_arithmetic": np.right_shift}
+        unary = {"neg": np.negative, "abs": np.abs, "sign": np.sign}
         if any(a is None for a in args):
             return None
+        args = [np.asarray(a) for a in args]
+        if name in ("and", "or", "xor") and len(args) == 2:
+            logical = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[name]
+            bitwise = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[name]
+            return logical(*args) if args[0].dtype == bool else bitwise(*args)
+        if name in ("rem", "div") and len(args) == 2:
+            a, b = args
+            if a.dtype.kind not in "iu" or np.any(b == 0):
+                return None  # a real quotient, or one by zero: not a grid index the share is read from
+            # Truncated toward zero, as lax.rem / lax.div and the chip do (numpy's // and % round
+            # toward minus infinity: rem(k - 10000, 100000) <= 0 was never true to the judge and
+            # always true on the chip, red team round 10).
+            quotient = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+            return quotient if name == "div" else a - quotient * b
+        if name == "clamp" and len(args) == 3:
+            return np.clip(args[1], args[0], args[2])
+        if name == "integer_pow" and len(args) == 1:
+            return np.power(args[0], int(eqn.params["y"]))
         if name in ops and len(args) == 2:
             return ops[name](args[0], args[1])
+        if name in unary and len(args) == 1:
+            return unary[name](args[0])
         if name == "not":
-            return np.logical_not(args[0])
+            return np.logical_not(args[0]) if args[0].dtype == bool else np.invert(args[0])
         if name == "convert_element_type":
             return args[0].astype(np.int64) if np.asarray(args[0]).dtype != bool else args[0]
         if name == "select_n" and len(args) >= 2:
@@ -681,7 +711,7 @@ class KernelFacts:
 def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
     import numpy as np
     static_grid = all(isinstance(g, int) for g in grid)
-    evaluator = _GridEval(grid) if static_grid and _points(grid) <= GRID_POINTS_LIMIT else None
+    evaluator = _GridEval(grid) if static_grid else None
     tainted: set = set(v for v in jaxpr.invars)
     values: dict = {}
 
@@ -729,6 +759,15 @@ def _analyse_kernel(name, jaxpr, grid, facts: KernelFacts) -> None:
                     # 1.157x against 0.998x for the same GEMM).
                     facts.mxu_flops += share * _branch_flops(branches, val(predicate), evaluator)
                 for b in branches:
+                    # A branch's operands are what they are outside: data stays data inside (a data
+                    # predicate handed into a position pl.when was taken for an unevaluated grid index,
+                    # floored by the least branch: 752.7x paid, red team round 10), positions keep
+                    # their values.
+                    for inner, outer in zip(b.invars, eqn.invars[1:]):
+                        if is_tainted(outer) or _is_ref(outer):
+                            tainted.add(inner)
+                        elif val(outer) is not None:
+                            values[inner] = val(outer)
                     walk(b, share, True)
                 for v in eqn.outvars:
                     tainted.add(v)

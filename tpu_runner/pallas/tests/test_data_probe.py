@@ -114,6 +114,41 @@ class DataProbeTest(unittest.TestCase):
         self.assertEqual(len(maxes), 3)
         self.assertEqual(data_probe.decided_by_data(program, set(maxes)), set(maxes[1:]))
 
+    def test_copies_between_memories_are_run_and_one_it_cannot_run_is_named(self):
+        # An identity laundered through a DMA (the copy's destination minus its source) is seen:
+        # copies and semaphores run by jax's own discharge rules. A copy that adds into its
+        # destination has no such rule: skipped, the destination would keep what was stored
+        # before (a zero), and `buf - x` would look like data; it is named instead (fail closed).
+        from jax.experimental.pallas import tpu as pltpu
+
+        def program(add: bool):
+            def body(x_ref, y_ref, buf, sem):
+                buf[...] = jnp.zeros_like(buf)
+                copy = pltpu.make_async_copy(x_ref, buf, sem.at[0])
+                copy.start(add=add)
+                copy.wait()
+                y_ref[...] = x_ref[...] + (buf[...] - x_ref[...]) * 3.0
+
+            def kernel(x):
+                block = pl.BlockSpec((8, 256), lambda i: (i, 0))
+                return pl.pallas_call(body, grid=(4,), in_specs=[block], out_specs=block,
+                                      out_shape=jax.ShapeDtypeStruct((32, 256), x.dtype),
+                                      scratch_shapes=[pltpu.VMEM((8, 256), jnp.float32),
+                                                      pltpu.SemaphoreType.DMA((1,))])(x)
+            return jax.make_jaxpr(kernel)(jax.ShapeDtypeStruct((32, 256), jnp.float32))
+
+        for add in (False, True):
+            prog = program(add)
+            kernel = next(data_probe._pallas_calls(prog.jaxpr)).params["jaxpr"]
+            mul = [e for e in kernel.eqns if e.primitive.name == "mul"][0]
+            position = data_probe.variables(prog.jaxpr).index(mul.invars[0])
+            same, failures = data_probe.invariant(prog, {position})
+            if add:
+                self.assertEqual(len(failures), 1)
+                self.assertIn("dma_start", failures[0])
+            else:
+                self.assertEqual((same, failures), ({position}, []))
+
     def test_a_ref_stored_and_loaded_is_followed(self):
         def body(x_ref, y_ref):
             y_ref[...] = jnp.zeros_like(y_ref)

@@ -378,7 +378,7 @@ class MxuFloor(unittest.TestCase):
     than the MXU takes): the floor's FLOPs are those a grid step surely runs."""
 
     @staticmethod
-    def _facts(guard, data_guard=False):
+    def _facts(guard, data_guard=False, nested_data_guard=False, grid=(4, 4)):
         import jax
         import jax.numpy as jnp
         from jax.experimental import pallas as pl
@@ -388,13 +388,19 @@ class MxuFloor(unittest.TestCase):
                 o_ref[...] = jnp.dot(a_ref[...], b_ref[...], preferred_element_type=jnp.float32)
             if data_guard:
                 pl.when(a_ref[0, 0] == a_ref[0, 0])(dot)
+            elif nested_data_guard:  # a data predicate handed into a position pl.when
+                flag = a_ref[0, 0] == a_ref[0, 0]
+
+                @pl.when(pl.program_id(1) >= 0)
+                def _():
+                    pl.when(flag)(dot)
             elif guard is None:
                 dot()
             else:
                 pl.when(guard(pl.program_id(1), pl.num_programs(1)))(dot)
 
         def call(a, b):
-            return pl.pallas_call(body, grid=(4, 4),
+            return pl.pallas_call(body, grid=grid,
                                   in_specs=[pl.BlockSpec((512, 1024), lambda i, j: (i, 0)),
                                             pl.BlockSpec((1024, 512), lambda i, j: (0, j))],
                                   out_specs=pl.BlockSpec((512, 512), lambda i, j: (i, j)),
@@ -418,6 +424,27 @@ class MxuFloor(unittest.TestCase):
         per_step = 2.0 * 512 * 512 * 1024
         facts = self._facts(None, data_guard=True)
         self.assertEqual(facts.mxu_flops, per_step)
+        # Round 10: the same data predicate handed into a position pl.when was an unevaluated grid
+        # index inside it, floored by its least branch (1.157x paid for 0.998x).
+        self.assertEqual(self._facts(None, nested_data_guard=True).mxu_flops, per_step)
+
+    def test_a_grid_index_is_evaluated_as_the_chip_computes_it_or_floored_by_the_largest_branch(self):
+        # Round 10: `abs` was not evaluated (floored by the least branch, nothing), and rem rounded
+        # as Python does (rem(j - 10000, 100000) <= 0 never true to the judge, always on the chip).
+        import jax
+        from jax import lax
+        per_step = 2.0 * 512 * 512 * 1024
+        self.assertEqual(self._facts(lambda j, nj: jax.numpy.abs(j) >= 0).mxu_flops, per_step)
+        self.assertEqual(self._facts(lambda j, nj: lax.rem(j - 10000, 100000) <= 0).mxu_flops, per_step)
+        self.assertEqual(self._facts(lambda j, nj: lax.div(j - 3, 2) == 0).mxu_flops, per_step / 2)  # j = 1, 2
+        self.assertEqual(self._facts(lambda j, nj: lax.population_count(j) >= 0).mxu_flops, per_step)  # unevaluated
+
+    def test_a_grid_past_the_points_evaluated_is_sampled_not_left_unevaluated(self):
+        # A full-size grid over GRID_POINTS_LIMIT steps (a causal attention's 262,144) was not
+        # evaluated: its pl.when was floored by its least branch. Now a seeded uniform sample.
+        per_step = 2.0 * 512 * 512 * 1024
+        facts = self._facts(lambda j, nj: j == 0, grid=(1 << 12, 1 << 6))
+        self.assertAlmostEqual(facts.mxu_flops / per_step, 1 / 64, delta=0.002)
 
 
 @unittest.skipUnless(os.environ.get("KERNELGYM_ESTIMATE_INTEGRATION") == "1",
