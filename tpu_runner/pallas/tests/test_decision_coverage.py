@@ -75,6 +75,29 @@ def _data_compared(x_ref, y_ref):
     y_ref[...] = jnp.where((x > 0.0) & (column.astype(jnp.float32) >= x), x * 2.0, x * 2.0)
 
 
+def _annihilated_at_full(x_ref, y_ref):
+    # 8192/C - 1 is 15, 11 where checked (C = 512, 640) and 0 at the full size: the data times it is
+    # data where checked and a known zero at the full size, where the compiler folds it (round 10).
+    scale = 8192 // x_ref.shape[1] - 1
+    t = jax.lax.bitcast_convert_type(x_ref[...], jnp.int32) * scale
+    y_ref[...] = x_ref[...] + jax.lax.bitcast_convert_type(t, jnp.float32)
+
+
+def _unsigned_min_at_full(x_ref, y_ref):
+    # min_u(x | 2^31, 8192/C - 1) is that number whatever x where checked; MLIR folds min_u(x, 0)
+    # to 0 at the full size. The judge saw run-time data at every size (round 10).
+    bits = jax.lax.bitcast_convert_type(x_ref[...], jnp.uint32) | jnp.uint32(1 << 31)
+    m = jnp.minimum(bits, jnp.uint32(8192 // x_ref.shape[1] - 1))
+    y_ref[...] = x_ref[...] * m.astype(jnp.float32)
+
+
+def _loop_only_where_checked(x_ref, y_ref):
+    # A fori_loop of 8192/C - 1 trips (15, 11, then 0) hands back the doubled block where checked
+    # and the zeros it starts from at the full size, where the compiler deletes it (round 10).
+    x = x_ref[...]
+    y_ref[...] = jax.lax.fori_loop(0, 8192 // x_ref.shape[1] - 1, lambda t, c: x * 2.0, jnp.zeros_like(x))
+
+
 def clamped_index_map(x):
     """Rows read through min(i, 9): the checked grids have 4 and 8 steps, so the clamp never bites
     where checked; at the full size (512 steps) every step from the tenth reads block 9."""
@@ -725,6 +748,15 @@ class DecisionCoverageTest(unittest.TestCase):
 
     def test_a_number_folded_from_the_sizes_must_follow_them(self):
         self.assertUnproven(compare(_rows_kernel(_polynomial_scale)), "computed from the sizes alone", "-3539")
+
+    def test_data_where_checked_that_is_a_known_number_at_the_full_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_annihilated_at_full)), "a known number at the full size")
+
+    def test_what_data_meeting_a_size_makes_is_probed(self):
+        self.assertUnproven(compare(_rows_kernel(_unsigned_min_at_full)), "an identity on data")
+
+    def test_a_loop_that_runs_where_checked_and_not_at_the_full_size_is_not_proven(self):
+        self.assertUnproven(compare(_rows_kernel(_loop_only_where_checked)), "never at the full size")
 
     def test_data_mixed_with_a_size_is_not_proven(self):
         self.assertUnproven(compare(_rows_kernel(_data_mixed)), "between data and a number")
