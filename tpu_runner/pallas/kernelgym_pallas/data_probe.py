@@ -55,6 +55,11 @@ MAX_TRIPS = 16
 # operands stay in HBM (memory_space=ANY: a paged KV cache) has refs of the whole arrays, gigabytes.
 # Past it the kernel is not run, which leaves what was wanted unmeasured (fail closed).
 MAX_FILLING_BYTES = 256 << 20
+# Work one run of a full-size kernel may take for `decided_by_data` (tpu_estimate's proxy: output
+# elements, a matmul's scaled by its depth/128; about 2 GFLOP at this bound). Past it the kernel is
+# not run and its decisions stay unexcused: a rolled loop of 16 full-size-block matmuls made the
+# probe spend the compile stage's 30 s of CPU (red team, round 11).
+MAX_OUTCOME_WORK = 8 << 20
 
 
 def _sub_jaxprs(eqn):
@@ -504,6 +509,11 @@ def decided_by_data(closed_jaxpr, wanted: set[int]) -> set[int]:
     and another way under another. Such a decision is made at run time wherever the program runs,
     since the compiler folds a decision only where it goes one way at every step and for every
     data. A decision the probe could not run, or whose outcome it does not read, is not among them."""
+    from . import tpu_estimate
+    for eqn in _pallas_calls(closed_jaxpr.jaxpr):
+        body = eqn.params["jaxpr"]
+        if tpu_estimate._jaxpr_work(getattr(body, "jaxpr", body)) > MAX_OUTCOME_WORK:
+            return set()
     same, measured, failures = _under_fillings(closed_jaxpr, wanted, outcomes=True)
     return set() if failures else measured - same
 

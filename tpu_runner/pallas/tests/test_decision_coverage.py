@@ -591,13 +591,14 @@ def _switch_of(cases):
     return body
 
 
-def _carry_chain(links):
+def _carry_chain(links, unroll=False):
     # Each trip moves a number of the sizes one carry along: after `links` trips the last holds it
     # (round 8: a chain longer than the judge's walks left the last carry following its start only).
+    # Unrolled, the loop is walked trip by trip and the chain's end is a number like any.
     def body(x_ref, y_ref):
         def trip(t, c):
             return (jnp.int32(5 * x_ref.shape[1] // 128),) + c[:-1]
-        last = jax.lax.fori_loop(0, links + 2, trip, (jnp.int32(0),) * links, unroll=True)[-1]
+        last = jax.lax.fori_loop(0, links + 2, trip, (jnp.int32(0),) * links, unroll=unroll)[-1]
         y_ref[...] = x_ref[...]
 
         @pl.when(last < 22)
@@ -687,6 +688,10 @@ class DecisionCoverageTest(unittest.TestCase):
 
     def test_a_chain_of_carries_longer_than_the_walks_is_not_proven(self):
         self.assertUnproven(compare(_rows_kernel(_carry_chain(7))), "had not settled")
+        # Unrolled, each trip is walked with what the carries hold: last = 5C/128 is 20, 25 where
+        # checked and 320 at the full size, so `last < 22` is false there as at the check size.
+        unrolled = compare(_rows_kernel(_carry_chain(7, unroll=True)))
+        self.assertTrue(unrolled.proven, unrolled.unproven)
         identity = compare(_rows_kernel(_carry_chain(2)))  # within the walks: followed, and caught as a decision
         self.assertFalse(any("had not settled" in r for r in identity.unproven), identity.unproven)
 
