@@ -390,11 +390,28 @@ class _Run:
             self.run(params["cond_jaxpr"].jaxpr, params["cond_jaxpr"].consts, invals[:cn] + carry)
             self.run(params["body_jaxpr"].jaxpr, params["body_jaxpr"].consts, invals[cn:cn + bn] + carry)
             return
-        if int(params.get("length", 0)) < 1:
+        length = int(params.get("length", 0))
+        if length < 1:
             return
-        fixed = params["num_consts"] + params["num_carry"]
-        xs = [x[0] for x in invals[fixed:]]
-        self.run(params["jaxpr"].jaxpr, params["jaxpr"].consts, invals[:fixed] + xs)
+        nc, nk = params["num_consts"], params["num_carry"]
+        fixed = nc + nk
+        body = params["jaxpr"]
+        jnp = self.jax.numpy
+        marks = {k: len(v) for k, v in self.recorded.items()}
+        first = self.run(body.jaxpr, body.consts, invals[:fixed] + [x[0] for x in invals[fixed:]])
+        if length < 2:
+            return
+        # And the second trip, on what the first left (its carries, its refs): a value the same under
+        # every filling at the first trip only (a scratch accumulator just zeroed before the loop) is
+        # data at the second; one is a constant only if it is the same at both (round 11's honest K
+        # loop accumulating into a scratch ref was refused).
+        consts = [first.get(id(v), old) if _is_ref(v) else old for v, old in zip(body.jaxpr.invars[:nc], invals[:nc])]
+        carry = [jnp.asarray(o, dtype=jnp.asarray(v).dtype) for o, v in zip(first["outs"][:nk], invals[nc:fixed])]
+        self.run(body.jaxpr, body.consts, consts + carry + [x[1] for x in invals[fixed:]])
+        for key, values in self.recorded.items():
+            start = marks.get(key, 0)
+            if len(values) == start + 2 and jnp.shape(values[-1]) == jnp.shape(values[-2]):
+                values[start:] = [jnp.stack([jnp.asarray(values[-2]), jnp.asarray(values[-1])])]
 
 
 def _unrolled(params) -> bool:

@@ -149,6 +149,32 @@ class DataProbeTest(unittest.TestCase):
             else:
                 self.assertEqual((same, failures), ({position}, []))
 
+    def test_a_rolled_loops_body_is_probed_at_two_trips(self):
+        # A scratch accumulator zeroed before a rolled loop reads the same (zeros) under every filling
+        # at the first trip and the data's sum at the second: data (round 11's honest K loop).
+        from jax.experimental.pallas import tpu as pltpu
+
+        def body(x_ref, y_ref, acc):
+            acc[...] = jnp.zeros_like(acc)
+
+            def trip(t, c):
+                acc[...] = acc[...] * 3.0 + x_ref[...]
+                return c
+            jax.lax.fori_loop(0, 4, trip, 0)
+            y_ref[...] = acc[...]
+
+        def kernel(x):
+            block = pl.BlockSpec((8, 256), lambda i: (i, 0))
+            return pl.pallas_call(body, grid=(4,), in_specs=[block], out_specs=block,
+                                  out_shape=jax.ShapeDtypeStruct((32, 256), x.dtype),
+                                  scratch_shapes=[pltpu.VMEM((8, 256), jnp.float32)])(x)
+        program = jax.make_jaxpr(kernel)(jax.ShapeDtypeStruct((32, 256), jnp.float32))
+        loop = next(e for e in next(data_probe._pallas_calls(program.jaxpr)).params["jaxpr"].eqns
+                    if e.primitive.name == "scan")
+        mul = next(e for e in loop.params["jaxpr"].jaxpr.eqns if e.primitive.name == "mul")
+        position = data_probe.variables(program.jaxpr).index(mul.invars[0])
+        self.assertEqual(data_probe.invariant(program, {position}), (set(), []))
+
     def test_a_ref_stored_and_loaded_is_followed(self):
         def body(x_ref, y_ref):
             y_ref[...] = jnp.zeros_like(y_ref)
