@@ -976,18 +976,22 @@ class _Evaluator:
         self._read(args[0], transforms, ctx, self._site)
 
     def _read(self, ref, transforms: tuple, ctx: _Ctx, site: str) -> None:
+        """Counts what a copy or load at `site` reads of an operand's whole array (or block), per
+        dimension: the elements its placed windows cover over the grid (`dma_reads`), and, where a
+        window's start cannot be placed, how much one grid step can reach (`read_capacity`)."""
         if not isinstance(ref, _Ref) or ref.operand is None:
             return
         k, whole = ref.operand
         key = (ctx.scope_key, k)
+        indices = transforms[0].indices if len(transforms) == 1 and type(transforms[0]).__name__ == "NDIndexer" \
+            else None
         # How much of each dimension one grid step can read at all: windows reached in a step times
         # their size, whatever their starts (a start plus a number read from data, `t*256 + off`,
         # cannot be placed, but 3 windows of 256 cannot cover 8192: round 11, 6.81x).
         windows = _windows_per_step(ctx)
-        if indices_of := (transforms[0].indices if len(transforms) == 1 and
-                          type(transforms[0]).__name__ == "NDIndexer" else None):
+        if indices:
             for d, n in enumerate(whole):
-                index = indices_of[d] if d < len(indices_of) else None
+                index = indices[d] if d < len(indices) else None
                 size = getattr(index, "size", None) if type(index).__name__ == "Slice" else None
                 if size is not None and (isinstance(index.start, (int, np.integer)) or _known(index.start)):
                     continue  # placed: the coverage above counts it, across the grid's steps too
@@ -998,8 +1002,6 @@ class _Evaluator:
                     entry[1][site] = max(entry[1].get(site, 0), windows * int(size))
         read = self.facts.dma_reads.setdefault(key, [np.zeros(n, bool) if n <= ELEMENT_BUDGET else None
                                                      for n in whole])
-        indices = transforms[0].indices if len(transforms) == 1 and type(transforms[0]).__name__ == "NDIndexer" \
-            else None
         for d, n in enumerate(whole):
             if read[d] is None:
                 continue
