@@ -34,7 +34,7 @@ def _body(z_ref, a_hbm, b_hbm, c_ref, acc_ref, a_buf, b_buf, *, nk, bm, bn, bk):
 def kernel(A, B):
     M, K = A.shape
     N = B.shape[1]
-    bm, bn, bk = M // 8, N // 8, 256
+    bm, bn, bk = 256, 256, 256  # the starter's tiles: a few steps where checked (the suite's time)
     return pl.pallas_call(
         lambda *r: _body(*r, nk=K // bk, bm=bm, bn=bn, bk=bk),
         grid=(M // bm, N // bn),

@@ -34,7 +34,7 @@ def _matmul_block(a_ref, b_ref, c_ref, acc_ref, *, nk):
 def kernel(A, B):
     M, K = A.shape
     N = B.shape[1]
-    bm, bn, bk = M // 8, N // 8, 256
+    bm, bn, bk = 256, 256, 256  # the starter's tiles: a few steps where checked (the suite's time)
     nk = K // bk
     return pl.pallas_call(
         lambda *r: _matmul_block(*r, nk=nk),
