@@ -127,7 +127,8 @@ def _filling(aval, rng):
 
 
 def _bytes(aval) -> int:
-    """The bytes one value of `aval` (or of a ref's inner type) holds; 0 for a semaphore and the like."""
+    """The bytes one value of `aval` (or of a ref's inner type) holds; 0 for a semaphore and the like
+    (tpu_estimate._aval_bytes fails on a semaphore's type)."""
     inner = getattr(aval, "inner_aval", aval)
     try:
         return int(np.prod(tuple(getattr(inner, "shape", ())), dtype=np.int64)) * np.dtype(inner.dtype).itemsize
@@ -381,8 +382,9 @@ class _Run:
         return list(values)
 
     def one_trip(self, eqn, invals) -> None:
-        """A loop's body (and a while loop's condition), run once on its first carry, for its values
-        only: what the loop computes is left to jax's own rules."""
+        """A loop's body (and a while loop's condition), run for its values only: a while loop's on
+        its first carry, a scan's at its first two trips (a value the same under every filling at
+        both is recorded as one); what the loop computes is left to jax's own rules."""
         params = eqn.params
         if eqn.primitive.name == "while":
             cn, bn = params["cond_nconsts"], params["body_nconsts"]

@@ -200,7 +200,7 @@ class _Scope:
     # mapping names, 2 where it keeps it (for index maps that follow the positions alone). The
     # pipeline copies a block only where it changes, so this is what the estimate pays for.
     moves: dict = dataclasses.field(default_factory=dict)
-    # input block mapping -> (blocks its index map names somewhere on the grid, blocks the operand has)
+    # input block mapping -> (how much of the operand its index map names over the grid, of how much, the unit)
     reads: dict = dataclasses.field(default_factory=dict)
 
 
@@ -1423,8 +1423,9 @@ def _block_moves(eqn, extents: tuple) -> dict:
 
 
 def _blocks_named(block, blocks: np.ndarray):
-    """(how many of an operand's blocks an index map names somewhere on the grid, how many it has),
-    or None for a block shape other than whole blocks and squeezed dimensions."""
+    """(how many of an operand's blocks an index map names somewhere on the grid, how many it has,
+    "blocks"), or where element offsets are not whole blocks (how many dimensions its windows cover
+    whole, how many it has, the unit's name); None for another kind of block shape."""
     sizes, elements = [], []
     for d in getattr(block, "block_shape", ()) or ():
         kind = type(d).__name__
@@ -1456,12 +1457,12 @@ def _blocks_named(block, blocks: np.ndarray):
             for first in np.unique(starts):
                 seen[max(int(first), 0):max(min(int(first) + size, int(n)), 0)] = True
             covered += int(seen.all())
-        return covered, len(sizes)
+        return covered, len(sizes), "dimensions it reads whole"
     for axis in elements:
         flat[axis] //= sizes[axis]
     inside = np.all((flat >= 0) & (flat < np.asarray(counts)[:, None]), axis=0)
     named = np.unique(np.ravel_multi_index(tuple(flat[:, inside]), counts)).size if inside.any() else 0
-    return int(named), int(math.prod(counts))
+    return int(named), int(math.prod(counts)), "blocks"
 
 
 def _constant_chosen(jaxpr, var, values) -> np.ndarray:
@@ -1524,11 +1525,11 @@ def _read_problems(scope_key: str, full: _Scope, checked: list) -> list[str]:
     (a K axis of a fixed 3 steps covers K where checked, 2 and 3 blocks, and 3 of 32 at the full
     size: red team, round 11, 7.36x paid for 0.70x): the rest of its work is never done there."""
     problems = []
-    for b, (named, total) in sorted(full.reads.items()):
+    for b, (named, total, unit) in sorted(full.reads.items()):
         seen = [c.reads[b] for c in checked if b in c.reads]
-        if seen and len(seen) == len(checked) and all(n == t for n, t in seen) and named < total:
+        if seen and len(seen) == len(checked) and all(n == t for n, t, _ in seen) and named < total:
             problems.append(f"{scope_key} index map {b}: every checked grid reads each block of this operand, and "
-                            f"the full-size grid names {named} of its {total} blocks (the rest of the work is never "
+                            f"the full-size grid names {named} of its {total} {unit} (the rest of the work is never "
                             f"done at the full size)")
     return problems
 
