@@ -12,6 +12,7 @@ if [[ -x "$VENV/bin/python" ]] && cmp -s "$REQUIREMENTS" "$STAMP"; then
   echo "$VENV"
   exit 0
 fi
+source scripts/pip_scratch.sh
 [[ -x "$VENV/bin/python" ]] || /usr/bin/python3 -m venv "$VENV"
 "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQUIREMENTS" >&2
 cp "$REQUIREMENTS" "$STAMP"

@@ -6,6 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${KERNELGYM_BUILD_DIR:-build}
 VENV="$BUILD_DIR/python-venv"
+source scripts/pip_scratch.sh
 if ! "$VENV/bin/python" -c "import hatchling" 2>/dev/null; then
   [[ -x "$VENV/bin/python" ]] || /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "hatchling>=1.18" >&2  # python/'s build backend
