@@ -531,10 +531,30 @@ def decided_by_data(closed_jaxpr, wanted: set[int]) -> set[int]:
     from . import tpu_estimate
     for eqn in _pallas_calls(closed_jaxpr.jaxpr):
         body = eqn.params["jaxpr"]
-        if tpu_estimate._jaxpr_work(getattr(body, "jaxpr", body)) > MAX_OUTCOME_WORK:
+        if _probe_work(getattr(body, "jaxpr", body)) > MAX_OUTCOME_WORK:
             return set()
     same, measured, failures = _under_fillings(closed_jaxpr, wanted, outcomes=True)
     return set() if failures else measured - same
+
+
+def _probe_work(jaxpr) -> float:
+    """The work of one run of a kernel as the probe runs it (tpu_estimate's proxy): a loop's body
+    times the trips the probe takes, a scan's length or MAX_TRIPS, whichever is fewer, and a while
+    loop's MAX_TRIPS (its count is not known). Pricing the scan's whole length refused an honest
+    flash kernel whose 32-trip key loop the probe runs for 16 (8.1M units at the full size against
+    4.8M run); pricing a while loop's body once let 16 trips of it run past the bound."""
+    from . import tpu_estimate
+    total = 0.0
+    for eqn in jaxpr.eqns:
+        total += tpu_estimate._work(eqn)
+        inner = sum(_probe_work(sub) for sub in tpu_estimate._sub(eqn))
+        name = eqn.primitive.name
+        if name == "scan":
+            inner *= min(int(eqn.params.get("length", 1)), MAX_TRIPS)
+        elif name == "while":
+            inner *= MAX_TRIPS
+        total += inner
+    return total
 
 
 def _under_fillings(closed_jaxpr, wanted: set[int], outcomes: bool) -> tuple[set[int], set[int], list[str]]:

@@ -1465,20 +1465,33 @@ def _blocks_named(block, blocks: np.ndarray):
     return int(named), int(math.prod(counts)), "blocks"
 
 
-def _constant_chosen(jaxpr, var, values) -> np.ndarray:
+def _constant_chosen(jaxpr, var, values, outer=None) -> np.ndarray:
     """Where an index map's output keeps its value by a choice (through conversions and calls): a
     constant a select chose, or an integer quotient or remainder; a bool array over the grid
-    positions (False where it is computed otherwise)."""
+    positions (False where it is computed otherwise). `outer(v)`: the same for an input of a
+    called program `jaxpr`, read at its call (a select in jnp.where's jit choosing between values
+    computed around it)."""
     producers = {id(v): e for e in jaxpr.eqns for v in e.outvars}
     eqn = producers.get(id(var))
     while eqn is not None and eqn.primitive.name in ("convert_element_type", "reshape", "squeeze",
                                                      "broadcast_in_dim"):
-        eqn = producers.get(id(eqn.invars[0]))
+        var = eqn.invars[0]
+        eqn = producers.get(id(var))
+    if eqn is None and outer is not None and any(v is var for v in jaxpr.invars):
+        return outer(var)
     body = next((eqn.params.get(k) for k in _CALLS if eqn is not None and eqn.params.get(k) is not None), None)
     if body is not None:  # a call (jnp.where is jitted): the value its own program returns
         inner = getattr(body, "jaxpr", body)
-        return _constant_chosen(inner, inner.outvars[list(map(id, eqn.outvars)).index(id(var))], values) \
-            if hasattr(inner, "outvars") and id(var) in map(id, eqn.outvars) else np.zeros((), bool)
+        if not hasattr(inner, "outvars") or id(var) not in map(id, eqn.outvars):
+            return np.zeros((), bool)
+        operands = {id(v): a for v, a in zip(inner.invars, eqn.invars)}
+
+        def at_call(v, jaxpr=jaxpr, outer=outer):
+            operand = operands[id(v)]
+            if type(operand).__name__ == "Literal":
+                return np.ones((), bool) if _uniform(np.asarray(operand.val)) else np.zeros((), bool)
+            return _constant_chosen(jaxpr, operand, values, outer)
+        return _constant_chosen(inner, inner.outvars[list(map(id, eqn.outvars)).index(id(var))], values, at_call)
 
     def value(v):
         return np.asarray(v.val) if type(v).__name__ == "Literal" else values.get(id(v))
@@ -1489,14 +1502,26 @@ def _constant_chosen(jaxpr, var, values) -> np.ndarray:
         # from the position (`k // cut(1 + 20 g(i))`, g smooth) is arithmetic like any other.
         divisor = value(eqn.invars[1])
         return np.ones((), bool) if _known(divisor) and _uniform(divisor) else np.zeros((), bool)
+    if eqn is not None and eqn.primitive.name in ("add", "sub") and _dtype(eqn.outvars[0].aval).kind in "iu":
+        # A quotient moved by one number (Python's `h // g` is jnp's floor division: the quotient,
+        # or the quotient minus 1 where the signs differ) keeps its value where the quotient does.
+        a, b = eqn.invars
+        for kept, by in ((a, b), (b, a)) if eqn.primitive.name == "add" else ((a, b),):
+            shift = value(by)
+            if _known(shift) and _uniform(shift):
+                return _constant_chosen(jaxpr, kept, values, outer)
+        return np.zeros((), bool)
     if eqn is None or eqn.primitive.name != "select_n":
         return np.zeros((), bool)
     predicate, cases = value(eqn.invars[0]), [value(v) for v in eqn.invars[1:]]
     if not _known(predicate) or not all(_known(c) for c in cases):
         return np.zeros((), bool)
     choice = np.clip(predicate.astype(np.int64), 0, len(cases) - 1)
-    constant = np.array([c.size > 0 and _uniform(c) for c in cases])
-    return constant[choice]
+    # Each case kept by a choice: a constant, or (floor division's two cases) a kept quotient.
+    kept = [np.ones((), bool) if c.size > 0 and _uniform(c) else _constant_chosen(jaxpr, v, values, outer)
+            for c, v in zip(cases, eqn.invars[1:])]
+    shape = np.broadcast_shapes(choice.shape, *(k.shape for k in kept))
+    return np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(k, shape) for k in kept])
 
 
 def _windows_per_step(ctx: _Ctx):

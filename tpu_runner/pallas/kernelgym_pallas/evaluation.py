@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import (diagnostics, jaxpr_check, program_identity, protocol, static_check, task_spec, tpu_estimate,
-               tpu_numerics, tpu_target)
+from . import (diagnostics, jaxpr_check, prefetch_coverage, program_identity, protocol, static_check, task_spec,
+               tpu_estimate, tpu_numerics, tpu_target)
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -225,7 +225,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
         from . import confine
         confine.install()
     programs = _load_programs(out_dir / pathlib.Path(message.file).name, task, traced_sets, facts)
-    _check_structure(programs, task, traced_sets, facts)
+    _check_structure(programs, task, traced_sets, facts, plan[0][1])
 
     # 4. The real TPU compile (Pallas -> Mosaic -> libtpu) of the full-size program, or the facts of
     # an earlier compile of the same content (the runner keeps them by the program's canonical key).
@@ -393,7 +393,7 @@ def _largest(shape_set) -> int:
     return max((int(np.prod(s.shape, dtype=np.int64)) for s in shape_set.inputs), default=1)
 
 
-def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) -> None:
+def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict, seed: int) -> None:
     with _timed(facts, "structure_check"):
         for name in traced_sets:
             largest = _largest(task.size_sets[name])
@@ -422,10 +422,21 @@ def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict) 
                               f"the program traced at the {name} sizes is not the one traced at the {reference_name} "
                               f"sizes ({where}): the program that is compiled and timed must be the one whose "
                               f"answers are checked, up to its shapes")
-        _check_identity(programs, task, facts)
+        _check_identity(programs, task, facts, seed)
 
 
-def _check_identity(programs: dict, task, facts: dict) -> None:
+def _drawn(task, size_set: str, wanted: list[int], seed: int) -> list[np.ndarray]:
+    """The task's inputs at positions `wanted` of a size set, drawn from the job's first seed (the
+    candidate cannot know it, so a table cannot be made to cover the blocks for one known draw)."""
+    if task.layout == "jaxbench":
+        drawn = task.draw_inputs(size_set, seed)
+        return [drawn[k] for k in wanted]
+    from .inputs import draw
+    specs = task.size_sets[size_set].inputs
+    return [draw(specs[k], np.random.default_rng([seed, k])) for k in wanted]
+
+
+def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
     """Whether the full-size program (compiled and estimated; off a TPU never run) is the checked
     programs' template at the full sizes (program_identity.py). A difference in anything but
     numbers is refused; numbers that do not follow the sizes leave the estimate untrusted."""
@@ -436,6 +447,10 @@ def _check_identity(programs: dict, task, facts: dict) -> None:
         return
     sizes = {name: task.size_sets[name].sizes for name in (*checked, "full")}
     identity = program_identity.compare(programs, sizes, fit_sets=tuple(checked), target="full")
+    if not identity.structural:
+        # Blocks named through scalar-prefetched tables: the tables computed on the task's inputs.
+        identity.unproven += prefetch_coverage.problems(programs, lambda name, wanted: _drawn(task, name, wanted, seed),
+                                                        tuple(checked), "full")
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "
@@ -455,6 +470,9 @@ def _runner(program, target):
     else:
         mode = pltpu.InterpretParams(detect_races=True, out_of_bounds_reads="raise", uninitialized_memory="nan")
         program = tpu_numerics.as_on_tpu(program)  # the chip's rounding of its contractions
+    # XLA's default optimization level: at level 0 the CPU backend computes exp, tanh and rsqrt by
+    # other routines (other bits in 36 of the 124 starter programs), and the tasks' tolerances
+    # were measured at the default; level 0 compiled 27% sooner (docs/benchmarks.md).
     return jax.jit(core.jaxpr_as_fun(jaxpr_check.set_interpret(program, mode)))
 
 

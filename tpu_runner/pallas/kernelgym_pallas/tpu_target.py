@@ -83,7 +83,12 @@ def compile_for(target: Target, fn, specs) -> Compiled:
     import time
     import jax
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*abstract_args(target, specs)).compile()
+    # The target's device as the default one: Mosaic asks the default device for the chip's facts
+    # (tpu_info.get_tpu_info) while lowering some operations (an integer `//`'s sign, 1-D blocks),
+    # and without a TPU that was the CPU ("Unsupported TPU device kind: cpu": honest kernels
+    # refused, red team round 12).
+    with jax.default_device(target.device):
+        compiled = jax.jit(fn).lower(*abstract_args(target, specs)).compile()
     seconds = time.perf_counter() - start
     cost = compiled.cost_analysis() or {}
     if isinstance(cost, list):  # older jax: one dict per computation

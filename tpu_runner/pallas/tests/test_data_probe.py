@@ -114,6 +114,28 @@ class DataProbeTest(unittest.TestCase):
         self.assertEqual(len(maxes), 3)
         self.assertEqual(data_probe.decided_by_data(program, set(maxes)), set(maxes[1:]))
 
+    def test_a_kernels_work_is_priced_as_the_probe_runs_its_loops(self):
+        # A scan of 32 trips is run for MAX_TRIPS of them; a while loop (its count unknown) up to
+        # MAX_TRIPS: the bound on the full-size outcome probe prices both so, not a scan's whole
+        # length (which refused an honest flash kernel's 32-trip key loop) nor a while's body once.
+        def looped(trips, kind):
+            def body(x_ref, y_ref):
+                def step(j, acc):
+                    return acc + jnp.exp(x_ref[...] * j.astype(jnp.float32))
+                start = jnp.zeros_like(x_ref)
+                if kind == "scan":
+                    y_ref[...] = jax.lax.fori_loop(0, trips, step, start)
+                else:  # a trip count read from the data: a while loop
+                    n = x_ref[0, 0].astype(jnp.int32)
+                    y_ref[...] = jax.lax.fori_loop(0, n, step, start)
+            program = _program(body)
+            return data_probe._probe_work(next(data_probe._pallas_calls(program.jaxpr)).params["jaxpr"])
+
+        once, short, long = looped(1, "scan"), looped(8, "scan"), looped(32, "scan")
+        self.assertGreater(short, 4 * once)
+        self.assertAlmostEqual(long, short * data_probe.MAX_TRIPS / 8, delta=once)
+        self.assertAlmostEqual(looped(0, "while"), long, delta=2 * once)
+
     def test_copies_between_memories_are_run_and_one_it_cannot_run_is_named(self):
         # An identity laundered through a DMA (the copy's destination minus its source) is seen:
         # copies and semaphores run by jax's own discharge rules. A copy that adds into its

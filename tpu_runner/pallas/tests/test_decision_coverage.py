@@ -901,6 +901,14 @@ class DecisionCoverageTest(unittest.TestCase):
             return jax.lax.div(k, (1.0 + 20.0 * step).astype(jnp.int32))
         self.assertUnproven(compare(_summed_columns(divided)), "index map 0", "grid axis 1", "keeps the block")
 
+        # Python's floor division of the same (jnp's floor_divide: the quotient, or the quotient
+        # minus 1 where the signs differ, chosen by jnp.where's select in a jit of its own) is
+        # followed into the call and read as a quotient: by a divisor of the position, unproven.
+        def floor_divided(i, k):
+            step = jnp.tanh(jnp.exp((i.astype(jnp.float32) - 7.5) * 40.0))
+            return k // (1.0 + 20.0 * step).astype(jnp.int32)
+        self.assertUnproven(compare(_summed_columns(floor_divided)), "index map 0", "grid axis 1", "keeps the block")
+
     def test_first_and_last_steps_and_a_causal_mask_are_proven(self):
         identity = compare(first_and_last_steps)
         self.assertTrue(identity.proven, identity.unproven)

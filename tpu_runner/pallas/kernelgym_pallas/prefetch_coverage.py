@@ -1,0 +1,246 @@
+"""What an index map that reads a scalar-prefetched table names, at every size set.
+
+The proof (program_identity.py, decision_coverage.py) evaluates index maps from the grid positions
+alone; a map that reads a table (`lambda i, j, k, t: (i, t[k])`) follows data there, and its
+blocks were not counted. So a K axis of a fixed 3 steps that names its blocks through
+`t = arange(3) % (K/256)` read every block of K where checked (2 and 3 of them) and 3 of 32 at the
+full size, and an output whose blocks are named through a table could be left unwritten there:
+trusted estimates of 2.5x to 511x for a few percent of the work (red team, round 12).
+
+The tables are computed by the program itself, outside its kernels, so they are computed here: the
+program up to its kernels' prefetched operands is traced, cut to what those operands need (XLA's
+dead-code rule, jax's `dce_jaxpr`), priced, and run on the task's own inputs (only those the cut
+reads; a table that depends on a kernel's output is not computed). Each index map is then
+evaluated over the whole grid with its tables, and the blocks it names are counted: a block
+mapping that names every block of its operand at every checked size and not at the full size
+leaves the full-size work undone. Fail closed: a table the judge could not compute, or a grid too
+large to walk, leaves the estimate unproven with the reason named."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Work the cut program may take (tpu_estimate's proxy: output elements, a matmul's scaled by its
+# depth/128), and bytes of the task's inputs it may draw: a table is a few integer operations on
+# small operands (group sizes, page tables, lengths); a cut past these is not run.
+MAX_TABLE_WORK = 8 << 20
+MAX_TABLE_INPUT_BYTES = 256 << 20
+# Grid points whose index maps are evaluated (one vectorized call per block mapping).
+MAX_GRID_POINTS = 1 << 21
+# Calls the tables are followed through: the program's own functions, inlined by the trace below.
+_INLINED = {"pjit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr",
+            "remat", "checkpoint"}
+
+
+class _Unknown(Exception):
+    """A table, or what its index maps name, that the judge could not compute."""
+
+
+def problems(programs: dict, draw, fit_sets, target: str) -> list[str]:
+    """Reasons the full-size program's table-named blocks are not the checked ones'. `programs`:
+    size set -> closed jaxpr; `draw(size_set, wanted)`: the task's inputs at those positions."""
+    if not any(_prefetching(programs[target].jaxpr)):
+        return []
+    named = {}
+    for name in (*fit_sets, target):
+        try:
+            named[name] = _named_per_mapping(programs[name], lambda wanted, name=name: draw(name, wanted))
+        except _Unknown as error:
+            return [f"an index map reads a scalar-prefetched table that {error}, so the blocks it names at the "
+                    f"{name} sizes are not known"]
+    found = []
+    for key, (count, total, unit) in sorted(named[target].items()):
+        seen = [named[s].get(key) for s in fit_sets]
+        if all(s is not None and s[0] == s[1] for s in seen) and count < total:
+            call, b = key
+            found.append(f"pallas_call {call} block mapping {b} (through a scalar-prefetched table): every checked "
+                         f"grid names each of its operand's {unit}, and the full-size grid names {count} of its "
+                         f"{total} (the rest of the work is never done there)")
+    return found
+
+
+def _prefetching(jaxpr):
+    """The pallas_calls that prefetch tables, anywhere in the program (any sub-jaxpr)."""
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "pallas_call":
+            if int(getattr(eqn.params.get("grid_mapping"), "num_index_operands", 0) or 0):
+                yield eqn
+            continue
+        for sub in _subs(eqn):
+            yield from _prefetching(sub)
+
+
+def _subs(eqn):
+    for value in eqn.params.values():
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
+                yield item.jaxpr
+            elif hasattr(item, "eqns"):
+                yield item
+
+
+def _named_per_mapping(closed_jaxpr, draw) -> dict:
+    """{(call, mapping): (blocks named, blocks in all, unit)} for every block mapping of every
+    prefetching call, in program order."""
+    calls, tables = _tables(closed_jaxpr, draw)
+    from . import decision_coverage
+    named = {}
+    for c, (eqn, values) in enumerate(zip(calls, tables)):
+        mapping = eqn.params["grid_mapping"]
+        grid = tuple(int(g) for g in mapping.grid)
+        points = math.prod(grid)
+        if points > MAX_GRID_POINTS:
+            raise _Unknown(f"names blocks over a grid of {points} steps (more than {MAX_GRID_POINTS} walked)")
+        per_mapping = _evaluate(mapping.block_mappings, grid, values)
+        for b, (block, blocks) in enumerate(zip(mapping.block_mappings, per_mapping)):
+            counted = decision_coverage._blocks_named(block, blocks.reshape((blocks.shape[0],) + grid))
+            if counted is not None:
+                named[(c, b)] = counted
+    return named
+
+
+def _evaluate(block_mappings, grid: tuple, tables) -> list[np.ndarray]:
+    """The blocks each index map names at every grid point, (components, points) per mapping: all
+    of a call's maps in one program over the flattened grid."""
+    import jax
+    import jax.numpy as jnp
+    from jax._src import core
+    from jax._src.state.discharge import discharge_state
+    points = math.prod(grid)
+    maps = [(discharge_state(b.index_map_jaxpr), len(b.index_map_jaxpr.jaxpr.outvars)) for b in block_mappings]
+    if points == 0:
+        return [np.zeros((outs, 0), np.int64) for _, outs in maps]
+
+    def at(*args):  # a read of a table ref is a read of an array; the tables' final values dropped
+        return [core.jaxpr_as_fun(pure)(*args)[:outs] for pure, outs in maps]
+
+    positions = [jnp.asarray(p.reshape(-1)) for p in np.indices(grid, dtype=np.int32)]
+    try:
+        per_mapping = _quick(jax.vmap(at, in_axes=(0,) * len(grid) + (None,) * len(tables)), *positions, *tables)
+    except Exception as error:
+        raise _Unknown(f"could not be evaluated over the grid ({type(error).__name__}: {str(error)[:120]})")
+    return [np.stack([np.broadcast_to(np.asarray(o).reshape(-1), (points,)) for o in outs]).astype(np.int64)
+            if outs else np.zeros((0, points), np.int64) for outs in per_mapping]
+
+
+def _tables(closed_jaxpr, draw):
+    """(the prefetching calls in program order, each one's table values), computed from the task's
+    inputs through the program's cut to them."""
+    import jax
+    from jax._src import core
+    from jax._src.interpreters import partial_eval as pe
+    calls, kernels = [], []
+
+    def walk(jaxpr, consts, args):
+        """The program, equation by equation, functions inlined; a kernel's outputs are new inputs
+        (their values unknown), a prefetching kernel's table operands are recorded."""
+        env = {}
+
+        def read(v):
+            return v.val if isinstance(v, core.Literal) else env[v]
+        for v, x in zip(jaxpr.constvars, consts):
+            env[v] = x
+        for v, x in zip(jaxpr.invars, args):
+            env[v] = x
+        for eqn in jaxpr.eqns:
+            invals = [read(v) for v in eqn.invars]
+            name = eqn.primitive.name
+            if name == "pallas_call":
+                prefetched = int(getattr(eqn.params["grid_mapping"], "num_index_operands", 0) or 0)
+                if prefetched:
+                    calls.append(eqn)
+                    kernels.append(("tables", invals[:prefetched]))
+                outs = []
+                for v in eqn.outvars:
+                    kernels.append(("output", v.aval))
+                    outs.append(len(kernels) - 1)
+                for v, k in zip(eqn.outvars, outs):
+                    env[v] = _KernelOutput(k)
+                continue
+            if name in _INLINED and list(_subs(eqn)):
+                sub = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr") or eqn.params.get("fun_jaxpr")
+                sub_consts = getattr(sub, "consts", ())
+                outs = walk(getattr(sub, "jaxpr", sub), sub_consts, invals)
+            else:
+                if any(isinstance(x, _KernelOutput) for x in invals):
+                    outs = [_KernelOutput(-1) for _ in eqn.outvars]  # follows a kernel's output
+                    for v, o in zip(eqn.outvars, outs):
+                        env[v] = o
+                    continue
+                if any(True for _ in _prefetching_in(eqn)):
+                    raise _Unknown("is computed for a kernel inside a loop or branch")
+                outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+        return [read(v) for v in jaxpr.outvars]
+
+    avals = [v.aval for v in closed_jaxpr.jaxpr.invars]
+
+    def tables_of(*args):
+        calls.clear()
+        kernels.clear()
+        walk(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)
+        flat = []
+        for kind, value in kernels:
+            if kind == "tables":
+                for t in value:
+                    if isinstance(t, _KernelOutput):
+                        raise _Unknown("is computed from a kernel's output")
+                    flat.append(t)
+        return flat
+
+    try:
+        traced = jax.make_jaxpr(tables_of)(*[jax.ShapeDtypeStruct(a.shape, a.dtype) for a in avals])
+    except _Unknown:
+        raise
+    except Exception as error:
+        raise _Unknown(f"could not be traced ({type(error).__name__}: {str(error)[:120]})")
+    found = list(calls)
+    cut, used = pe.dce_jaxpr(traced.jaxpr, [True] * len(traced.jaxpr.outvars))
+    from . import tpu_estimate
+    work = tpu_estimate._jaxpr_work(cut)
+    if work > MAX_TABLE_WORK:
+        raise _Unknown(f"takes {work / (1 << 20):.1f}M units of work to compute (more than "
+                       f"{MAX_TABLE_WORK / (1 << 20):.0f}M)")
+    wanted = [k for k, u in enumerate(used) if u]
+    held = sum(math.prod(avals[k].shape) * np.dtype(avals[k].dtype).itemsize for k in wanted)
+    if held > MAX_TABLE_INPUT_BYTES:
+        raise _Unknown(f"is computed from {held >> 20} MiB of inputs (more than {MAX_TABLE_INPUT_BYTES >> 20})")
+    inputs = draw(wanted) if wanted else []
+    try:
+        flat = _quick(lambda *args: core.eval_jaxpr(cut, traced.consts, *args), *inputs)
+    except Exception as error:
+        raise _Unknown(f"could not be computed ({type(error).__name__}: {str(error)[:120]})")
+    flat = [np.asarray(x) for x in flat]
+    tables, at = [], 0
+    for eqn in found:
+        n = int(eqn.params["grid_mapping"].num_index_operands)
+        tables.append(flat[at:at + n])
+        at += n
+    return found, tables
+
+
+def _quick(fn, *args):
+    """fn(*args), compiled as one program without XLA's backend optimizations: it runs once, on a
+    few integers, and compiling it op by op (jax's eager mode) took 4x longer."""
+    import jax
+    lowered = jax.jit(fn).lower(*args)
+    try:
+        compiled = lowered.compile(compiler_options={"xla_backend_optimization_level": 0})
+    except Exception:  # an option this jaxlib does not take
+        compiled = lowered.compile()
+    return compiled(*args)
+
+
+def _prefetching_in(eqn):
+    for sub in _subs(eqn):
+        yield from _prefetching(sub)
+
+
+class _KernelOutput:
+    """A value that is (or follows) a kernel's output: unknown to the judge."""
+
+    def __init__(self, index: int):
+        self.index = index
