@@ -428,7 +428,12 @@ def _check_structure(programs: dict, task, traced_sets: list[str], facts: dict, 
 def _drawn(task, size_set: str, wanted: list[int], seed: int) -> list[np.ndarray]:
     """The task's inputs at positions `wanted` of a size set, drawn from the job's first seed (the
     candidate cannot know it, so a table cannot be made to cover the blocks for one known draw)."""
-    if task.layout == "jaxbench":
+    if task.layout == "jaxbench":  # its module draws every input at once
+        held = sum(int(np.prod(s.shape, dtype=np.int64)) * np.dtype(s.dtype).itemsize
+                   for s in task.size_sets[size_set].inputs)
+        if held > prefetch_coverage.MAX_TABLE_INPUT_BYTES:
+            raise ValueError(f"the case's inputs hold {held >> 20} MiB, drawn together, more than "
+                             f"{prefetch_coverage.MAX_TABLE_INPUT_BYTES >> 20}")
         drawn = task.draw_inputs(size_set, seed)
         return [drawn[k] for k in wanted]
     from .inputs import draw

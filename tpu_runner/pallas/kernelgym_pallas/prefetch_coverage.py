@@ -49,8 +49,14 @@ def problems(programs: dict, draw, fit_sets, target: str) -> list[str]:
         except _Unknown as error:
             return [f"an index map reads a scalar-prefetched table that {error}, so the blocks it names at the "
                     f"{name} sizes are not known"]
+    from . import decision_coverage
     found = []
-    for key, (count, total, unit) in sorted(named[target].items()):
+    for c in sorted({key[0] for key in named[target]}):
+        found += decision_coverage.per_output_block_problems(
+            f"pallas_call {c} (through a scalar-prefetched table)",
+            {k[1]: v for k, v in named[target].items() if len(k) == 3 and k[0] == c},
+            [{k[1]: v for k, v in named[s].items() if len(k) == 3 and k[0] == c} for s in fit_sets])
+    for key, (count, total, unit) in sorted((k, v) for k, v in named[target].items() if len(k) == 2):
         seen = [named[s].get(key) for s in fit_sets]
         if all(s is not None and s[0] == s[1] for s in seen) and count < total:
             call, b = key
@@ -93,10 +99,15 @@ def _named_per_mapping(closed_jaxpr, draw) -> dict:
         if points > MAX_GRID_POINTS:
             raise _Unknown(f"names blocks over a grid of {points} steps (more than {MAX_GRID_POINTS} walked)")
         per_mapping = _evaluate(mapping.block_mappings, grid, values)
+        evaluated = {}
         for b, (block, blocks) in enumerate(zip(mapping.block_mappings, per_mapping)):
-            counted = decision_coverage._blocks_named(block, blocks.reshape((blocks.shape[0],) + grid))
+            evaluated[b] = blocks.reshape((blocks.shape[0],) + grid)
+            counted = decision_coverage._blocks_named(block, evaluated[b])
             if counted is not None:
                 named[(c, b)] = counted
+        inputs = int(getattr(mapping, "num_inputs", 0) or 0)
+        for b, per_dim in decision_coverage.per_output_block_reads(mapping.block_mappings, evaluated, inputs).items():
+            named[(c, b, "per output block")] = per_dim
     return named
 
 
@@ -208,7 +219,10 @@ def _tables(closed_jaxpr, draw):
     held = sum(math.prod(avals[k].shape) * np.dtype(avals[k].dtype).itemsize for k in wanted)
     if held > MAX_TABLE_INPUT_BYTES:
         raise _Unknown(f"is computed from {held >> 20} MiB of inputs (more than {MAX_TABLE_INPUT_BYTES >> 20})")
-    inputs = draw(wanted) if wanted else []
+    try:
+        inputs = draw(wanted) if wanted else []
+    except Exception as error:  # e.g. a JAXBench case, whose inputs are drawn all at once
+        raise _Unknown(f"is computed from inputs that could not be drawn ({str(error)[:160]})")
     try:
         flat = _quick(lambda *args: core.eval_jaxpr(cut, traced.consts, *args), *inputs)
     except Exception as error:

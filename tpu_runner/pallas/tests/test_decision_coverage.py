@@ -859,6 +859,26 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertTrue(identity.proven, identity.unproven)
         self.assertUnproven(compare(_rows_moved_kernel(bound=64)), "lt", "decides false", "checked: true")
 
+    def test_an_operand_read_whole_per_output_block_where_checked_is_read_whole_at_the_full_size(self):
+        # Five steps along the column axis naming column block (i + k) mod (C/128): every column block
+        # is named somewhere on the grid at every size, and each row block sums all 4 and 5 of its
+        # column blocks where checked, 5 of 64 at the full size (red team, round 13: a GEMM's K axis
+        # so, 2.5x trusted for 0.24x).
+        def rotated(x):
+            r, c = x.shape
+
+            def body(x_ref, y_ref):
+                @pl.when(pl.program_id(1) == 0)
+                def _():
+                    y_ref[...] = jnp.zeros_like(y_ref)
+                y_ref[...] += x_ref[...]
+            return pl.pallas_call(body, grid=(r // 8, 5),
+                                  in_specs=[pl.BlockSpec((8, 128), lambda i, k: (i, jax.lax.rem(i + k, c // 128)))],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct((r, 128), x.dtype))(x)
+        self.assertUnproven(compare(rotated), "index map 0", "every output block's grid steps read each block",
+                            "5 of its 64")
+
     def test_a_block_held_still_only_at_the_full_size_is_not_proven(self):
         # k & low(i, 3) is k on every checked row block (4 and 8 of them) and 0 from row block 8 on
         # (512 at the full size), with shifts and a bitwise and alone (outside red team, round 5:
