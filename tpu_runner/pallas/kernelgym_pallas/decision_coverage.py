@@ -64,6 +64,8 @@ import re
 
 import numpy as np
 
+from . import jaxpr_check
+
 ELEMENT_BUDGET = 1 << 24  # elements one evaluated value may hold (positions x block)
 JAX_CALL_BUDGET = 256  # operations one program may have evaluated by jax (each may compile)
 HELD_BYTES = 1 << 30  # evaluated values one walk of a kernel (or of the program) may hold
@@ -1448,7 +1450,7 @@ def per_output_block_reads(block_mappings, evaluated: dict, inputs: int) -> dict
     for b in range(inputs):
         if b not in evaluated:
             continue
-        sizes = _tile_sizes(block_mappings[b])
+        sizes = jaxpr_check._tile_sizes(block_mappings[b])
         shape = tuple(getattr(getattr(block_mappings[b], "array_aval", None), "shape", ()) or ())
         blocks = evaluated[b].reshape(evaluated[b].shape[0], -1).astype(np.int64)
         if sizes is None or len(sizes) != len(shape) or len(sizes) != blocks.shape[0] or not points:
@@ -1462,23 +1464,6 @@ def per_output_block_reads(block_mappings, evaluated: dict, inputs: int) -> dict
             per_dim.append((int(per_group.min()), count))
         found[b] = per_dim
     return found
-
-
-def _tile_sizes(block) -> list | None:
-    """A block shape's sizes where it is tiles (a squeezed dimension: 1); None for element offsets
-    or another kind."""
-    sizes = []
-    for d in getattr(block, "block_shape", ()) or ():
-        kind = type(d).__name__
-        if kind == "Squeezed" or d is None:
-            sizes.append(1)
-        elif kind == "Blocked":
-            sizes.append(int(d.block_size))
-        elif isinstance(d, (int, np.integer)):
-            sizes.append(int(d))
-        else:
-            return None
-    return sizes
 
 
 def _blocks_named(block, blocks: np.ndarray):

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from .jaxpr_check import subjaxprs
+
 # Work the cut program may take (tpu_estimate's proxy: output elements, a matmul's scaled by its
 # depth/128), and bytes of the task's inputs it may draw: a table is a few integer operations on
 # small operands (group sizes, page tables, lengths); a cut past these is not run.
@@ -73,17 +75,8 @@ def _prefetching(jaxpr):
             if int(getattr(eqn.params.get("grid_mapping"), "num_index_operands", 0) or 0):
                 yield eqn
             continue
-        for sub in _subs(eqn):
+        for sub in subjaxprs(eqn):
             yield from _prefetching(sub)
-
-
-def _subs(eqn):
-    for value in eqn.params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            if hasattr(item, "jaxpr") and hasattr(item, "consts"):
-                yield item.jaxpr
-            elif hasattr(item, "eqns"):
-                yield item
 
 
 def _named_per_mapping(closed_jaxpr, draw) -> dict:
@@ -169,7 +162,7 @@ def _tables(closed_jaxpr, draw):
                 for v, k in zip(eqn.outvars, outs):
                     env[v] = _KernelOutput(k)
                 continue
-            if name in _INLINED and list(_subs(eqn)):
+            if name in _INLINED and list(subjaxprs(eqn)):
                 sub = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr") or eqn.params.get("fun_jaxpr")
                 sub_consts = getattr(sub, "consts", ())
                 outs = walk(getattr(sub, "jaxpr", sub), sub_consts, invals)
@@ -249,7 +242,7 @@ def _quick(fn, *args):
 
 
 def _prefetching_in(eqn):
-    for sub in _subs(eqn):
+    for sub in subjaxprs(eqn):
         yield from _prefetching(sub)
 
 
