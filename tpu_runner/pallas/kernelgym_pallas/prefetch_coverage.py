@@ -51,6 +51,9 @@ def problems(programs: dict, draw, fit_sets, target: str) -> list[str]:
         except _Unknown as error:
             return [f"an index map reads a scalar-prefetched table that {error}, so the blocks it names at the "
                     f"{name} sizes are not known"]
+        except Exception as error:  # a program this check cannot follow is not shown to cover alike
+            return [f"the blocks named through scalar-prefetched tables at the {name} sizes could not be counted "
+                    f"({type(error).__name__}: {str(error)[:160]})"]
     from . import decision_coverage
     found = []
     for c in sorted({key[0] for key in named[target]}):
