@@ -1456,7 +1456,7 @@ def per_output_block_reads(block_mappings, evaluated: dict, inputs: int) -> dict
         sizes = jaxpr_check._tile_sizes(block_mappings[b])
         shape = tuple(getattr(getattr(block_mappings[b], "array_aval", None), "shape", ()) or ())
         blocks = evaluated[b].reshape(evaluated[b].shape[0], -1).astype(np.int64)
-        if sizes is None or len(sizes) != len(shape) or len(sizes) != blocks.shape[0] or not points:
+        if sizes is None or len(sizes) != len(shape) or len(sizes) != blocks.shape[0]:
             continue
         per_dim = []
         for d, (n, size) in enumerate(zip(shape, sizes)):

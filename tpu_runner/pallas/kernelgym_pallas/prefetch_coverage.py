@@ -137,7 +137,7 @@ def _tables(closed_jaxpr, draw):
     import jax
     from jax._src import core
     from jax._src.interpreters import partial_eval as pe
-    calls, kernels = [], []
+    calls, operands = [], []  # the prefetching calls met, and each one's table operands
 
     def walk(jaxpr, consts, args):
         """The program, equation by equation, functions inlined; a kernel's outputs are new inputs
@@ -157,25 +157,20 @@ def _tables(closed_jaxpr, draw):
                 prefetched = int(getattr(eqn.params["grid_mapping"], "num_index_operands", 0) or 0)
                 if prefetched:
                     calls.append(eqn)
-                    kernels.append(("tables", invals[:prefetched]))
-                outs = []
+                    operands.append(invals[:prefetched])
                 for v in eqn.outvars:
-                    kernels.append(("output", v.aval))
-                    outs.append(len(kernels) - 1)
-                for v, k in zip(eqn.outvars, outs):
-                    env[v] = _KernelOutput(k)
+                    env[v] = _KERNEL_OUTPUT
                 continue
             if name in _INLINED and list(subjaxprs(eqn)):
                 sub = eqn.params.get("jaxpr") or eqn.params.get("call_jaxpr") or eqn.params.get("fun_jaxpr")
                 sub_consts = getattr(sub, "consts", ())
                 outs = walk(getattr(sub, "jaxpr", sub), sub_consts, invals)
             else:
-                if any(isinstance(x, _KernelOutput) for x in invals):
-                    outs = [_KernelOutput(-1) for _ in eqn.outvars]  # follows a kernel's output
-                    for v, o in zip(eqn.outvars, outs):
-                        env[v] = o
+                if any(x is _KERNEL_OUTPUT for x in invals):
+                    for v in eqn.outvars:
+                        env[v] = _KERNEL_OUTPUT  # follows a kernel's output
                     continue
-                if any(True for _ in _prefetching_in(eqn)):
+                if any(next(_prefetching(sub), None) for sub in subjaxprs(eqn)):
                     raise _Unknown("is computed for a kernel inside a loop or branch")
                 outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
                 outs = outs if eqn.primitive.multiple_results else [outs]
@@ -187,15 +182,11 @@ def _tables(closed_jaxpr, draw):
 
     def tables_of(*args):
         calls.clear()
-        kernels.clear()
+        operands.clear()
         walk(closed_jaxpr.jaxpr, closed_jaxpr.consts, args)
-        flat = []
-        for kind, value in kernels:
-            if kind == "tables":
-                for t in value:
-                    if isinstance(t, _KernelOutput):
-                        raise _Unknown("is computed from a kernel's output")
-                    flat.append(t)
+        flat = [t for tables in operands for t in tables]
+        if any(t is _KERNEL_OUTPUT for t in flat):
+            raise _Unknown("is computed from a kernel's output")
         return flat
 
     try:
@@ -244,13 +235,5 @@ def _quick(fn, *args):
     return compiled(*args)
 
 
-def _prefetching_in(eqn):
-    for sub in subjaxprs(eqn):
-        yield from _prefetching(sub)
-
-
-class _KernelOutput:
-    """A value that is (or follows) a kernel's output: unknown to the judge."""
-
-    def __init__(self, index: int):
-        self.index = index
+# Stands for a value that is (or follows) a kernel's output: unknown to the judge.
+_KERNEL_OUTPUT = object()
