@@ -48,13 +48,15 @@ TEST(SearchTest, TheKnobProposerFindsAMuchFasterKernel) {
 }
 
 // The mutation proposer needs no model and no template: SIMD reductions and the polynomial exp
-// turn softmax_rows' scalar starter into a much faster kernel (measured: about 3-4x).
+// turn softmax_rows' scalar starter into a much faster kernel. Measured with seed 3: the
+// polynomial exp alone is 1.5-1.6x (too close to the bar: CI once saw 1.48x); a second level that
+// adds the max reduction to it is 2.9x, reached at the 10th evaluation of 12.
 TEST(SearchTest, TheMutationProposerFindsAFasterKernel) {
   ServerProcess server({"--local-runners", "1"});
   const std::filesystem::path graph_file = server.dir() / "mutate.json";
   const ProcessResult run =
       RunCli({"search", "--task", "cpu/softmax_rows", "--proposer", "mutate", "--algorithm", "beam", "--branches", "6",
-           "--max-evaluations", "8", "--seed", "3", "--connect", server.clients(), "--graph", graph_file.string()});
+           "--max-evaluations", "12", "--seed", "3", "--connect", server.clients(), "--graph", graph_file.string()});
   ASSERT_TRUE(run.ok()) << run.Describe() << run.stderr_text;
   const nlohmann::json graph = ReadJson(graph_file);
   EXPECT_GT(BestSpeedup(graph), 1.5 * StarterSpeedup(graph)) << run.stderr_text;
