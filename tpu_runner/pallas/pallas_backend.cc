@@ -38,7 +38,8 @@ PallasSettings DefaultPallasSettings() {
   PallasSettings s;
   const char* python = std::getenv("KERNELGYM_PALLAS_PYTHON");
   s.python = python && *python ? python : KERNELGYM_PALLAS_VENV "/bin/python";
-  s.package_dir = KERNELGYM_PALLAS_PACKAGE_DIR;
+  const char* package = std::getenv("KERNELGYM_PALLAS_PACKAGE_DIR");
+  s.package_dir = package && *package ? package : KERNELGYM_PALLAS_PACKAGE_DIR;
   if (const char* target = std::getenv("KERNELGYM_PALLAS_TARGET"); target && *target) s.target = target;
   if (const char* fork = std::getenv("KERNELGYM_PALLAS_FORK_SERVER"); fork && std::string(fork) == "0")
     s.fork_server = false;

@@ -39,7 +39,8 @@ struct PallasSettings {
 };
 
 // Where the judge's and the tracer's interpreter is: $KERNELGYM_PALLAS_PYTHON, else the build's
-// pallas-venv; the package from the source tree; the target from $KERNELGYM_PALLAS_TARGET;
+// pallas-venv; the package from $KERNELGYM_PALLAS_PACKAGE_DIR (another checkout's
+// tpu_runner/pallas: the judge's Python under development, with this build), else the source tree; the target from $KERNELGYM_PALLAS_TARGET;
 // KERNELGYM_PALLAS_FORK_SERVER=0 starts a process per job instead of forking;
 // KERNELGYM_PALLAS_COMPILE_CACHE=0 compiles every candidate afresh;
 // KERNELGYM_PALLAS_RESIDENT_LIMIT_MIB and KERNELGYM_PALLAS_TPU_JUDGE_RESIDENT_LIMIT_MIB set the two
