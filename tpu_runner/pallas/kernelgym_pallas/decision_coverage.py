@@ -71,6 +71,9 @@ JAX_CALL_BUDGET = 256  # operations one program may have evaluated by jax (each 
 HELD_BYTES = 1 << 30  # evaluated values one walk of a kernel (or of the program) may hold
 MAX_LOOP_TRIPS = 1024  # trips of a while loop on numbers alone the judge runs (past them: followed)
 MAX_CHUNKS = 512  # parts a kernel's grid may be split into to keep each value within the budget
+# (output block, window) pairs kept per operand dimension for what each output block reads; past
+# it the dimension is not counted (Facts.group_reads)
+MAX_GROUP_WINDOWS = 1 << 22
 
 
 class _TooLarge:
@@ -139,6 +142,36 @@ class _Ref:
         if (taint, constant, addresses) != (self.taint, self.constant, self.addresses) and self._loaded:
             self.stale = True
         self.taint, self.constant, self.through, self.addresses = taint, constant, through, addresses
+
+
+class _Table(_Ref):
+    """A scalar-prefetched table whose values the judge computed (prefetch_coverage): a read of it
+    at known positions gives its entries, so a copy that starts where the table says is placed
+    (`a_hbm.at[:, pl.ds(t[k] * 256, 256)]`). A store to it forgets them."""
+
+    def __init__(self, values):
+        super().__init__(holds_data=True)
+        self.values = np.asarray(values)
+
+    def read(self, indices, axes: int):
+        """The entries at `indices` (one known integer, or array over the positions, per dimension),
+        as a value over the positions; None where they are not all known and inside the table."""
+        if self.values is None or indices is None or len(indices) != self.values.ndim or not indices:
+            return None
+        picked = []
+        for index, n in zip(indices, self.values.shape):
+            if not (isinstance(index, (int, np.integer)) or (_known(index) and np.asarray(index).ndim <= axes)):
+                return None
+            index = np.asarray(index)
+            if index.dtype.kind not in "iu" or index.size == 0 or index.min() < 0 or index.max() >= n:
+                return None
+            picked.append(index.reshape(index.shape + (1,) * (axes - index.ndim)) if index.ndim else index)
+        value = self.values[tuple(picked)]
+        return np.asarray(value).reshape(np.shape(value) + (1,) * (axes - np.ndim(value)))
+
+    def store(self, *args, **kwargs) -> None:
+        self.values = None
+        super().store(*args, **kwargs)
 
 
 UNKNOWN = _Data()
@@ -238,6 +271,13 @@ class Facts:
     # (kernel key, input index, dimension) -> (its length, {read site: how many of its elements the
     # site can read in one grid step, None where that is not known})
     read_capacity: dict = dataclasses.field(default_factory=dict)
+    # (kernel key, input index, dimension) -> (its length, [(output block id, window start, window
+    # end) arrays of the placed windows its copies and loads read]), None where they were too many
+    # to keep: what each output block's grid steps read (_group_reads)
+    group_reads: dict = dataclasses.field(default_factory=dict)
+    # kernel key -> which output block ids its grid has (bool per id), where its outputs' index maps
+    # were all evaluated
+    groups: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -254,6 +294,9 @@ class _Ctx:
     # The grid axes that program_id / num_programs number in a kernel body: all but those vmap
     # added (GridMapping.vmapped_dims; a vmapped splash kernel's program_id(2) is grid axis 3).
     program_axes: tuple | None = None
+    # The output block each grid position of this part of the grid writes (an id per position:
+    # positions with the same blocks of every output share it), None where not known.
+    groups: object = None
 
 
 def _integer_step(name: str, eqn, out_aval) -> bool:
@@ -375,8 +418,11 @@ def _size(shape) -> int:
 
 
 class _Evaluator:
-    def __init__(self, invariant: frozenset = frozenset()):
+    def __init__(self, invariant: frozenset = frozenset(), tables: dict | None = None):
         self.facts = Facts()
+        # id of a pallas_call equation -> its scalar-prefetched tables' values (prefetch_coverage
+        # computes them from the task's inputs): reads of them give those numbers (_Table)
+        self.tables = tables or {}
         # ids of the variables the data probe found the same under four random fillings of the data
         # (data_probe.py): data that is one of them is a constant in disguise, whatever made it.
         self.invariant = invariant
@@ -640,11 +686,14 @@ class _Evaluator:
         scope = _Scope(grid=extents, static=static)
         self.facts.scopes[where] = scope
         self._chunks = 0
-        scope.decisions = self._kernel(eqn, where, scope, [(0, e) for e in extents])
+        groups = None
         if static:
-            scope.moves, scope.reads = _block_moves(eqn, extents)
+            scope.moves, scope.reads, groups = _block_moves(eqn, extents, self.tables.get(id(eqn)))
+            if groups is not None:
+                self.facts.groups[where] = np.bincount(groups.reshape(-1), minlength=1) > 0
+        scope.decisions = self._kernel(eqn, where, scope, [(0, e) for e in extents], groups)
 
-    def _kernel(self, eqn, where: str, scope: _Scope, ranges: list) -> dict:
+    def _kernel(self, eqn, where: str, scope: _Scope, ranges: list, groups=None) -> dict:
         """The decisions of a kernel (index maps and body) at the grid positions in `ranges`; where a
         value would hold more than the budget, the longest range is halved and each half evaluated."""
         part = _Scope(grid=scope.grid, static=scope.static, combinations=scope.combinations)  # a union: shared
@@ -659,14 +708,17 @@ class _Evaluator:
                 shape = [1] * len(ranges)
                 shape[axis] = hi - lo
                 positions.append(np.arange(lo, hi, dtype=np.int32).reshape(shape) if scope.static else UNKNOWN)
-            ctx = _Ctx(where, part, len(ranges), positions=tuple(positions))
+            chunk = groups[tuple(slice(lo, hi) for lo, hi in ranges)] if groups is not None else None
+            ctx = _Ctx(where, part, len(ranges), positions=tuple(positions), groups=chunk)
             mapping = eqn.params.get("grid_mapping")
+            tables = [_Table(t) for t in self.tables.get(id(eqn), ())]
             for k, block in enumerate(getattr(mapping, "block_mappings", ()) or ()):
                 index_map = getattr(block, "index_map_jaxpr", None)
                 if index_map is None:
                     continue
                 inner = index_map.jaxpr
-                args = positions[:len(inner.invars)] + [UNKNOWN] * max(0, len(inner.invars) - len(positions))
+                args = (positions + tables)[:len(inner.invars)]
+                args += [UNKNOWN] * max(0, len(inner.invars) - len(args))
                 consts = [self._const(c, ctx.axes) for c in index_map.consts]
                 self._outcomes = {}
                 outs = self.jaxpr(inner, consts, args, ctx, f"{where} index map {k}")
@@ -685,6 +737,8 @@ class _Evaluator:
             scratch = int(getattr(mapping, "num_scratch_operands", 0) or 0)
             refs = [_Ref(holds_data=k < len(inner.invars) - scratch) for k in range(len(inner.invars))]
             prefetch = int(getattr(mapping, "num_index_operands", 0) or 0)
+            if len(tables) == prefetch:
+                refs[:prefetch] = tables
             blocks = list(getattr(mapping, "block_mappings", ()) or ())
             for k in range(int(getattr(mapping, "num_inputs", 0) or 0)):
                 whole = tuple(getattr(getattr(blocks[k], "array_aval", None), "shape", ()) or ()) \
@@ -715,7 +769,7 @@ class _Evaluator:
         self._chunks += 1
         lo, hi = ranges[axis]
         mid = (lo + hi) // 2
-        halves = [self._kernel(eqn, where, scope, [r if a != axis else span for a, r in enumerate(ranges)])
+        halves = [self._kernel(eqn, where, scope, [r if a != axis else span for a, r in enumerate(ranges)], groups)
                   for span in ((lo, mid), (mid, hi))]
         merged = {}
         for key in halves[0].keys() | halves[1].keys():
@@ -1032,6 +1086,57 @@ class _Evaluator:
                     starts = start.reshape(-1)
                 for first in np.unique(starts.astype(np.int64)):
                     read[d][max(int(first), 0):max(min(int(first) + int(size), n), 0)] = True
+        if indices:
+            for d, n in enumerate(whole):
+                index = indices[d] if d < len(indices) else None
+                if type(index).__name__ == "Slice" and isinstance(index.size, (int, np.integer)) and \
+                        int(getattr(index, "stride", 1)) == 1:
+                    self._group_read((*key, d), int(n), index.start, int(index.size), ctx)
+
+    def _group_read(self, key: tuple, n: int, start, size: int, ctx: _Ctx) -> None:
+        """Records which windows of an operand's dimension each output block's grid steps read
+        (Facts.group_reads): a K axis of a fixed 3 steps copying K slice `(i + j + k) mod (K/256)`
+        reads every slice somewhere on the grid, and 3 of 32 for each output block at the full
+        size (1.12x trusted for 0.10x)."""
+        entry = self.facts.group_reads.setdefault(key, (n, []))
+        if entry is None:
+            return
+        start = np.asarray(start) if isinstance(start, (int, np.integer)) else start
+        grid = len(ctx.scope.grid)
+        if ctx.groups is None or not _known(start) or start.dtype.kind not in "iu" or start.ndim > ctx.axes:
+            self.facts.group_reads[key] = None  # not counted at this size (nor, so, compared)
+            return
+        start = start.reshape(start.shape + (1,) * (ctx.axes - start.ndim))
+        groups = ctx.groups.reshape(ctx.groups.shape + (1,) * (ctx.axes - grid))
+        arrays = [groups, start]
+        if ctx.reach is not None:
+            arrays.append(ctx.reach.reshape(ctx.reach.shape + (1,) * max(0, ctx.axes - ctx.reach.ndim)))
+        try:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        except ValueError:
+            self.facts.group_reads[key] = None
+            return
+        if _size(shape) > ELEMENT_BUDGET or sum(len(g) for g, _, _ in entry[1]) > MAX_GROUP_WINDOWS:
+            self.facts.group_reads[key] = None
+            return
+        if start.size == 1 and len(arrays) == 2:  # one window read by every grid step (a block's load)
+            entry[1].append((np.array([-1]), np.clip(start.reshape(1), 0, n).astype(np.int64),
+                             np.clip(start.reshape(1) + size, 0, n).astype(np.int64)))
+            return
+        mask = np.broadcast_to(arrays[2], shape) if len(arrays) > 2 else np.ones(shape, bool)
+        group = np.broadcast_to(groups, shape)[mask].astype(np.int64)
+        first = np.broadcast_to(start, shape)[mask].astype(np.int64)
+        if not group.size:
+            return
+        low = int(first.min())
+        width = int(first.max()) - low + 1
+        pairs = group * width + (first - low)
+        # the distinct (output block, start) pairs: counted where their range is small (a sort of
+        # every reached position was most of this walk's time), else sorted
+        top = int(pairs.max()) + 1
+        pairs = np.flatnonzero(np.bincount(pairs, minlength=top)) if top <= 1 << 24 else np.unique(pairs)
+        group, first = pairs // width, pairs % width + low
+        entry[1].append((group, np.clip(first, 0, n), np.clip(first + size, 0, n)))
 
     def ref_operation(self, eqn, args, ctx: _Ctx, where: str) -> list:
         """An operation on refs: loads give what was stored (see _Ref); a store, an update or a
@@ -1050,6 +1155,10 @@ class _Evaluator:
                 any(a is TOO_LARGE for a in args[1:]):
             self.facts.too_large[where] = "it reads a ref that holds what the judge follows at an address that " \
                                           "follows the grid positions over more elements than the judge evaluates"
+        if name == "get" and isinstance(ref, _Table):
+            value = ref.read(_scalar_indices(eqn, args), ctx.axes)
+            if value is not None:
+                return [value]
         if name == "get" and ref is not None:
             self._load_read(eqn, args, ctx)
             return [ref.load(address(args[1:]))]
@@ -1365,16 +1474,18 @@ class _Evaluator:
         self._last_decision = None if kind else (where, codes, count)
 
 
-def _block_moves(eqn, extents: tuple) -> dict:
+def _block_moves(eqn, extents: tuple, tables=None) -> tuple:
     """Per block mapping and grid axis, whether a step along the axis changes the mapping's block
     (bit 1), or keeps it by arithmetic (bit 2), anywhere on the grid; for the index maps that
     follow the grid positions alone (one that reads a scalar-prefetched table follows data and is
     left out). A block kept because a select chose a constant at both steps (a hidden pair's key
     block named 0, `where(visible, j, 0)`), or by an integer quotient or remainder (`h // group`),
     is kept by a decision whose outcomes, and whose divisor, are held to the checked ones
-    already, and counts as neither."""
+    already, and counts as neither. `tables`: the call's scalar-prefetched tables' values, where
+    known. Also returns the output block id of every grid position (None where the outputs' maps
+    were not all evaluated)."""
     if _size(extents) == 0 or _size(extents) > ELEMENT_BUDGET // 16:
-        return {}, {}
+        return {}, {}, None
     positions = []
     for axis, extent in enumerate(extents):
         shape = [1] * len(extents)
@@ -1391,7 +1502,8 @@ def _block_moves(eqn, extents: tuple) -> dict:
         evaluator = _Evaluator()  # its own facts: the kernel's decisions were evaluated in _kernel
         evaluator.values = {}
         ctx = _Ctx("index map", _Scope(grid=extents), len(extents), positions=tuple(positions))
-        args = positions[:len(inner.invars)] + [UNKNOWN] * max(0, len(inner.invars) - len(positions))
+        args = (positions + [_Table(t) for t in tables or ()])[:len(inner.invars)]
+        args += [UNKNOWN] * max(0, len(inner.invars) - len(args))
         try:
             outs = evaluator.jaxpr(inner, [evaluator._const(c, ctx.axes) for c in index_map.consts], args, ctx,
                                    "index map")
@@ -1429,7 +1541,13 @@ def _block_moves(eqn, extents: tuple) -> dict:
     blocks_of = getattr(mapping, "block_mappings", ()) or ()
     for b, per_dim in per_output_block_reads(blocks_of, evaluated, inputs).items():
         reads[("per output block", b)] = per_dim
-    return moves, reads
+    outputs = range(inputs, len(blocks_of))
+    groups = None
+    if all(b in evaluated for b in outputs):
+        key = np.concatenate([evaluated[b].reshape(evaluated[b].shape[0], -1) for b in outputs]) if outputs else \
+            np.zeros((1, _size(extents)), np.int64)
+        groups = _group_ids(key.astype(np.int64))[0].reshape(extents)
+    return moves, reads, groups
 
 
 def per_output_block_reads(block_mappings, evaluated: dict, inputs: int) -> dict:
@@ -1594,6 +1712,19 @@ def _constant_chosen(jaxpr, var, values, outer=None) -> np.ndarray:
     return np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(k, shape) for k in kept])
 
 
+def _scalar_indices(eqn, args: list):
+    """The indices of a `get` that reads one element (a number, or one per position, per
+    dimension), else None."""
+    try:
+        transforms = tuple(eqn.params["tree"].unflatten(list(args[1:])))
+    except Exception:
+        return None
+    if len(transforms) != 1 or type(transforms[0]).__name__ != "NDIndexer":
+        return None
+    indices = list(transforms[0].indices)
+    return None if any(type(i).__name__ == "Slice" for i in indices) else indices
+
+
 def _moves_with_trips(start, grid_rank: int) -> bool:
     """Whether a placed window's start differs between trips of the loops around it (its known
     value has axes past the grid's, and differs along them)."""
@@ -1623,6 +1754,60 @@ def _windows_per_step(ctx: _Ctx):
     loops = tuple(range(grid, reach.ndim))
     present = math.prod(s for s in reach.shape[grid:] if s > 1)
     return int(reach.sum(axis=loops).max()) * max(total // max(present, 1), 1)
+
+
+def _fewest_read(entry, present) -> int | None:
+    """The fewest elements of a dimension any output block's grid steps read (the union of their
+    windows), from a Facts.group_reads entry and the ids the grid's output blocks have."""
+    if entry is None or present is None or not present.any():
+        return None
+    n, parts = entry
+    per_group = np.zeros(present.size, np.int64)
+    if parts:
+        group, low, high = (np.concatenate(column) for column in zip(*parts))
+        every = group < 0  # a window every grid step reads: every output block's
+        if every.any():
+            ids = np.flatnonzero(present)
+            group = np.concatenate([group[~every], np.repeat(ids, every.sum())])
+            low = np.concatenate([low[~every], np.tile(low[every], ids.size)])
+            high = np.concatenate([high[~every], np.tile(high[every], ids.size)])
+        keep = high > low
+        group, low, high = group[keep], low[keep], high[keep]
+        order = np.lexsort((low, group))
+        group, low, high = group[order], low[order], high[order]
+        # Sorted by group, then start: an element is new where a window ends past every earlier
+        # window of its group (the running end, kept apart per group by an offset of n + 1 each).
+        offset = group * (n + 1)
+        reached = np.maximum.accumulate(high + offset) - offset
+        before = np.concatenate([[0], reached[:-1]])
+        before[np.concatenate([[True], group[1:] != group[:-1]])] = 0
+        new = np.maximum(high - np.maximum(low, before), 0)
+        per_group += np.bincount(group, weights=new, minlength=present.size).astype(np.int64)[:present.size]
+    return int(per_group[present].min())
+
+
+def group_read_problems(full: Facts, checked: list) -> list[str]:
+    """An operand dimension each output block's grid steps read whole by the kernel's own copies
+    and loads at every checked size, of which some output block's steps read only part at the full
+    size (the rest of its answer is never computed there)."""
+    problems = []
+    for key, entry in sorted(full.group_reads.items(), key=lambda item: repr(item[0])):
+        seen = [c.group_reads.get(key) for c in checked]
+        if not checked or any(c is None for c in seen) or \
+                any(_fewest_read(c.group_reads[key], c.groups.get(key[0])) != c.group_reads[key][0] for c in checked):
+            continue
+        fewest = _fewest_read(entry, full.groups.get(key[0]))
+        n = entry[0] if entry is not None else None
+        if fewest is None:
+            problems.append(f"{key[0]} operand {key[1]}: each output block's grid steps read every element of its "
+                            f"dimension {key[2]} by the kernel's own copies and loads at every checked size, and what "
+                            f"they read at the full size could not be counted")
+        elif fewest < n:
+            problems.append(f"{key[0]} operand {key[1]}: each output block's grid steps read every element of its "
+                            f"dimension {key[2]} by the kernel's own copies and loads at every checked size, and at "
+                            f"the full size some output block's steps read {fewest} of {n} (the rest of its work is "
+                            f"never done there)")
+    return problems
 
 
 def _read_problems(scope_key: str, full: _Scope, checked: list) -> list[str]:
@@ -1848,9 +2033,10 @@ def _summary(array: np.ndarray):
     return tuple(np.unique(array).tolist())
 
 
-def evaluate(closed_jaxpr, invariant: frozenset = frozenset()) -> Facts:
-    """`invariant`: ids of the program's variables that do not depend on its data (data_probe)."""
-    return _Evaluator(invariant).program(closed_jaxpr)
+def evaluate(closed_jaxpr, invariant: frozenset = frozenset(), tables: dict | None = None) -> Facts:
+    """`invariant`: ids of the program's variables that do not depend on its data (data_probe);
+    `tables`: id of a pallas_call equation -> its scalar-prefetched tables' values."""
+    return _Evaluator(invariant, tables).program(closed_jaxpr)
 
 
 # ---- comparing the size sets --------------------------------------------------------------------
@@ -2064,6 +2250,7 @@ def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozens
             problems.append(f"{key[0]} operand {key[1]}: the kernel's own copies and loads read every element of "
                             f"its dimension {d} at every checked size and {int(covered.sum())} of {covered.size} at the "
                             f"full size (the rest of the work is never done there)")
+    problems += group_read_problems(full, checked)
     # An operand dimension one grid step reads whole at every checked size (by the windows its
     # copies and loads can reach, wherever their starts are) and cannot at the full size.
     for key, (n, sites) in sorted(full.read_capacity.items(), key=lambda item: repr(item[0])):

@@ -454,8 +454,9 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
     identity = program_identity.compare(programs, sizes, fit_sets=tuple(checked), target="full")
     if not identity.structural:
         # Blocks named through scalar-prefetched tables: the tables computed on the task's inputs.
-        identity.unproven += prefetch_coverage.problems(programs, lambda name, wanted: _drawn(task, name, wanted, seed),
-                                                        tuple(checked), "full")
+        identity.unproven += [p for p in prefetch_coverage.problems(
+            programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full")
+            if p not in identity.unproven]
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "

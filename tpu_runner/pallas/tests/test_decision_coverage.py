@@ -879,6 +879,36 @@ class DecisionCoverageTest(unittest.TestCase):
         self.assertUnproven(compare(rotated), "index map 0", "every output block's grid steps read each block",
                             "5 of its 64")
 
+    def test_copies_rotated_with_the_output_block_on_the_grid_are_counted_per_output_block(self):
+        # The same rotation by the kernel's own copies from x left in HBM: five steps copying column
+        # window (i + k) mod (C/128). Every window is copied somewhere on the grid at every size;
+        # each row block's steps copy all of C where checked and 640 of 8192 at the full size.
+        from jax.experimental.pallas import tpu as pltpu
+
+        def rotated(x, steps=5):
+            r, c = x.shape
+
+            def body(x_hbm, y_ref, buf, sem):
+                i, k = pl.program_id(0), pl.program_id(1)
+
+                @pl.when(k == 0)
+                def _():
+                    y_ref[...] = jnp.zeros_like(y_ref)
+                column = jax.lax.rem(i + k, c // 128) * 128
+                copy = pltpu.make_async_copy(x_hbm.at[pl.ds(i * 8, 8), pl.ds(column, 128)], buf, sem)
+                copy.start()
+                copy.wait()
+                y_ref[...] += buf[...]
+            return pl.pallas_call(body, grid=(r // 8, steps), in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                  out_specs=pl.BlockSpec((8, 128), lambda i, k: (i, 0)),
+                                  scratch_shapes=[pltpu.VMEM((8, 128), x.dtype), pltpu.SemaphoreType.DMA],
+                                  out_shape=jax.ShapeDtypeStruct((r, 128), x.dtype))(x)
+        self.assertUnproven(compare(rotated), "operand 0: each output block's grid steps read every element of its "
+                                              "dimension 1", "read 640 of 8192")
+        # Walking every column window (C/128 steps) reads all of C for every row block: proven.
+        identity = compare(lambda x: rotated(x, steps=x.shape[1] // 128))
+        self.assertFalse([r for r in identity.unproven if "each output block" in r], identity.unproven)
+
     def test_a_block_held_still_only_at_the_full_size_is_not_proven(self):
         # k & low(i, 3) is k on every checked row block (4 and 8 of them) and 0 from row block 8 on
         # (512 at the full size), with shifts and a bitwise and alone (outside red team, round 5:

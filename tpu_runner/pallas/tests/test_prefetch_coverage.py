@@ -55,6 +55,38 @@ def _problems(kernel):
                                       ("small", "check"), "full")
 
 
+def _copying_body(t_ref, a_hbm, b_hbm, o_ref, a_buf, b_buf, acc_ref, sem):
+    s = pl.program_id(1)
+
+    @pl.when(s == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+    start = t_ref[s] * 256
+    copy_a = pltpu.make_async_copy(a_hbm.at[:, pl.ds(start, 256)], a_buf, sem.at[0])
+    copy_b = pltpu.make_async_copy(b_hbm.at[pl.ds(start, 256), :], b_buf, sem.at[1])
+    copy_a.start()
+    copy_b.start()
+    copy_a.wait()
+    copy_b.wait()
+    acc_ref[...] += jnp.dot(a_buf[...], b_buf[...], preferred_element_type=jnp.float32)
+    o_ref[...] = acc_ref[...]
+
+
+def _copying_matmul(table_of, steps_of, a, b):
+    """_matmul with the operands left in HBM and copied by the kernel itself, K slice t[s] at step s."""
+    k = a.shape[1]
+    return pl.pallas_call(
+        _copying_body,
+        grid_spec=pltpu.PrefetchScalarGridSpec(
+            num_scalar_prefetch=1, grid=(1, steps_of(k)),
+            in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pl.ANY)],
+            out_specs=pl.BlockSpec((128, 128), lambda i, s, t: (0, 0)),
+            scratch_shapes=[pltpu.VMEM((128, 256), jnp.float32), pltpu.VMEM((256, 128), jnp.float32),
+                            pltpu.VMEM((128, 128), jnp.float32), pltpu.SemaphoreType.DMA((2,))]),
+        out_shape=jax.ShapeDtypeStruct((128, 128), jnp.float32),
+    )(table_of(k, a), a, b)
+
+
 class PrefetchCoverageTest(unittest.TestCase):
     def test_a_table_that_walks_every_block_is_proven(self):
         walk = functools.partial(_matmul, lambda k, a: jnp.arange(k // 256, dtype=jnp.int32), lambda k: k // 256)
@@ -72,6 +104,22 @@ class PrefetchCoverageTest(unittest.TestCase):
             return jnp.arange(3, dtype=jnp.int32) % (k // 256) + (a[0, :1] != a[0, :1]).astype(jnp.int32)
         found = _problems(functools.partial(_matmul, table, lambda k: 3))
         self.assertTrue(any("names 3 of its 8" in p for p in found), found)
+
+    def test_copies_at_table_starts_that_walk_every_slice_are_proven(self):
+        walk = functools.partial(_copying_matmul, lambda k, a: jnp.arange(k // 256, dtype=jnp.int32),
+                                 lambda k: k // 256)
+        self.assertEqual(_problems(walk), [])
+
+    def test_copies_at_table_starts_short_of_the_full_size_are_named(self):
+        # The copies read K slice t[s] = s mod (K/256) for 3 steps: all of K at 256 and 768, 768 of
+        # 2048 at the full size; without the tables' values their starts were data, not counted.
+        short = functools.partial(_copying_matmul, lambda k, a: jnp.arange(3, dtype=jnp.int32) % (k // 256),
+                                  lambda k: 3)
+        found = _problems(short)
+        self.assertTrue(any("operand 0: each output block's grid steps read every element of its dimension 1" in p
+                            and "read 768 of 2048" in p for p in found), found)
+        self.assertTrue(any("operand 1: each output block's grid steps read every element of its dimension 0" in p
+                            for p in found), found)
 
     def test_a_table_from_a_kernels_output_is_not_known(self):
         def chained(a, b):
