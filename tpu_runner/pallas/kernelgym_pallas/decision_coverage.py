@@ -61,6 +61,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import typing
 
 import numpy as np
 
@@ -112,6 +113,8 @@ class _Ref:
         # (input index, its whole shape) for an operand the kernel sees whole (left in HBM/ANY,
         # copied by its own DMAs): what those copies read of it is counted (_dma_read)
         self.operand = None
+        self.in_hbm = False  # the operand whole (its array's shape), not a block of it
+        self.output_shape = None  # an output the kernel sees whole (left in HBM): its shape
         self._loaded = None
         # Where data was stored: it matters only once the ref holds something followed (data
         # stored at K/256 over a table of constants moves the table's entries at the full size).
@@ -213,8 +216,27 @@ _UNARY = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "lo
           "real": np.real, "imag": np.imag, "reduce_precision": lambda x: x}
 _BITWISE = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
             "xor": (np.logical_xor, np.bitwise_xor)}
-_SHIFTS = {"shift_left": np.left_shift, "shift_right_arithmetic": np.right_shift,
-           "shift_right_logical": np.right_shift}
+_SHIFTS = ("shift_left", "shift_right_arithmetic", "shift_right_logical")
+
+
+def _shift(name: str, x, y) -> np.ndarray:
+    """A shift as XLA defines it: a logical right shift fills with zeros (numpy's right shift of a
+    signed integer is arithmetic: `srl(-1, 31)` is 1 on the chip and was -1 to the judge, which
+    hid a branch the chip takes: red team, round 14), and a shift by the width or more (or by a
+    negative amount) gives 0, or the sign for an arithmetic right shift."""
+    x, y = np.asarray(x), np.asarray(y)
+    bits = x.dtype.itemsize * 8
+    out_of_range = (y < 0) | (y >= bits)
+    by = np.where(out_of_range, 0, y).astype(x.dtype)
+    if name == "shift_left":
+        result = np.left_shift(x, by)
+        return np.where(out_of_range, np.zeros_like(result), result)
+    if name == "shift_right_logical":
+        unsigned = np.dtype(f"uint{bits}")
+        result = np.right_shift(x.astype(unsigned), by.astype(unsigned)).astype(x.dtype)
+        return np.where(out_of_range, np.zeros_like(result), result)
+    result = np.right_shift(x, by)
+    return np.where(out_of_range, np.where(x < 0, -1, 0).astype(x.dtype), result)
 _REDUCE = {"reduce_max": np.max, "reduce_min": np.min, "reduce_sum": np.sum, "reduce_prod": np.prod,
            "reduce_and": np.all, "reduce_or": np.any}
 # Higher-order primitives whose single body receives the operands as they are.
@@ -278,6 +300,9 @@ class Facts:
     # kernel key -> which output block ids its grid has (bool per id), where its outputs' index maps
     # were all evaluated
     groups: dict = dataclasses.field(default_factory=dict)
+    # (kernel key, input index) -> the views (ref transforms) through which the kernel's own copies
+    # read an operand it sees whole that the judge does not compose into windows
+    uncounted_views: dict = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -445,6 +470,8 @@ class _Evaluator:
         self._jax_calls = 0  # operations evaluated by jax (_by_jax) in this program
         self._stores = 0  # operations that may have written a ref, so far (loads between are one value)
         self._held = 0  # bytes of the evaluated values the current walk holds
+        # kernel key -> the starts (over the positions) of its copies into outputs left in HBM
+        self._writes = {}
 
     def _mark(self, value, sources: frozenset):
         if _known(value):
@@ -688,10 +715,29 @@ class _Evaluator:
         self._chunks = 0
         groups = None
         if static:
-            scope.moves, scope.reads, groups = _block_moves(eqn, extents, self.tables.get(id(eqn)))
+            scope.moves, scope.reads, groups, evaluated = _block_moves(eqn, extents, self.tables.get(id(eqn)))
             if groups is not None:
                 self.facts.groups[where] = np.bincount(groups.reshape(-1), minlength=1) > 0
         scope.decisions = self._kernel(eqn, where, scope, [(0, e) for e in extents], groups)
+        # Outputs the kernel writes itself (left in HBM): the output block a grid step works for is
+        # where its copies into them write (a K axis of a fixed 3 steps naming K blocks
+        # `(i + j + k) mod (K/256)`, its C block copied out to `(i, j)`, read every K block somewhere
+        # on the grid as one output block: red team, round 14, 2.58x trusted for 0.24x). Walked again
+        # with those blocks where they split the grid's positions further.
+        writes = self._writes.pop(where, None)
+        if writes and groups is not None:
+            regrouped = _regrouped(groups, writes, extents)
+            if regrouped is not None:
+                self.facts.group_reads = {k: v for k, v in self.facts.group_reads.items() if k[0] != where}
+                self.facts.groups[where] = np.bincount(regrouped.reshape(-1), minlength=1) > 0
+                mapping = eqn.params.get("grid_mapping")
+                for b, per_dim in per_output_block_reads(mapping.block_mappings, evaluated,
+                                                         int(getattr(mapping, "num_inputs", 0) or 0),
+                                                         regrouped.reshape(-1)).items():
+                    scope.reads[("per output block", b)] = per_dim
+                self._chunks = 0
+                self._kernel(eqn, where, scope, [(0, e) for e in extents], regrouped)
+                self._writes.pop(where, None)
 
     def _kernel(self, eqn, where: str, scope: _Scope, ranges: list, groups=None) -> dict:
         """The decisions of a kernel (index maps and body) at the grid positions in `ranges`; where a
@@ -748,6 +794,15 @@ class _Evaluator:
                 if whole and seen:
                     # the whole operand (left in HBM, read by copies) or its block (read by loads)
                     refs[prefetch + k].operand = (k, seen)
+                    refs[prefetch + k].in_hbm = seen == whole
+            inputs = int(getattr(mapping, "num_inputs", 0) or 0)
+            for b in range(inputs, len(blocks)):
+                whole = tuple(getattr(getattr(blocks[b], "array_aval", None), "shape", ()) or ())
+                var = inner.invars[prefetch + b] if prefetch + b < len(inner.invars) - scratch else None
+                space = str(getattr(getattr(var, "aval", None), "memory_space", "")).lower()
+                if var is not None and whole and tuple(getattr(var.aval, "shape", ()) or ()) == whole and \
+                        (space.endswith("any") or space.endswith("hbm")):
+                    refs[prefetch + b].output_shape = whole
             for _ in range(MAX_PASSES):
                 for ref in refs:
                     ref.stale = False
@@ -1016,11 +1071,19 @@ class _Evaluator:
         the copy is reached (grid steps and loop trips): round 11 walked K in a loop of a fixed 3
         trips of 256-deep copies, all of K where checked and 3 of 32 chunks at the full size."""
         try:
-            source = eqn.params["tree"].unflatten(list(args))[0]
+            source, destination = eqn.params["tree"].unflatten(list(args))[:2]
         except Exception:
             return
         self._read(getattr(source, "ref", source), tuple(getattr(source, "transforms", ()) or ()), ctx,
                    self._site)
+        # A copy into an output the kernel writes itself (left in HBM): where it writes is what
+        # sets the output block a grid step works for (pallas_call groups the reads by it).
+        ref = getattr(destination, "ref", destination)
+        if isinstance(ref, _Ref) and ref.output_shape is not None:
+            windows = _composed_windows(tuple(getattr(destination, "transforms", ()) or ()), ref.output_shape)
+            starts = [w.start for w in windows or () if w is not None]
+            if windows is not None and starts and all(_known(w) for w in starts):
+                self._writes.setdefault(ctx.scope_key, []).extend(starts)
 
     def _load_read(self, eqn, args, ctx: _Ctx) -> None:
         """The same for a load of an operand's block: whole-K blocks copied in full and only 3
@@ -1033,14 +1096,26 @@ class _Evaluator:
 
     def _read(self, ref, transforms: tuple, ctx: _Ctx, site: str) -> None:
         """Counts what a copy or load at `site` reads of an operand's whole array (or block), per
-        dimension: the elements its placed windows cover over the grid (`dma_reads`), and, where a
-        window's start cannot be placed, how much one grid step can reach (`read_capacity`)."""
+        dimension: the elements its placed windows cover over the grid (`dma_reads`), per output
+        block (`group_reads`), and, where a window's start cannot be placed, how much one grid step
+        can reach (`read_capacity`). A chain of indexers (`x.at[rows].at[:, cols]`) and integer
+        indices (`x.at[k]`, one element of that dimension) are composed into windows of the whole
+        operand: either, uncounted, read 3 of 32 K slices at the full size unseen (red team,
+        round 14, 1.08-6.13x trusted for 0.10-0.58x)."""
         if not isinstance(ref, _Ref) or ref.operand is None:
             return
         k, whole = ref.operand
         key = (ctx.scope_key, k)
-        indices = transforms[0].indices if len(transforms) == 1 and type(transforms[0]).__name__ == "NDIndexer" \
-            else None
+        windows_of = _composed_windows(transforms, whole)
+        read = self.facts.dma_reads.setdefault(key, [np.zeros(n, bool) if n <= ELEMENT_BUDGET else None
+                                                     for n in whole])
+        if windows_of is None:
+            # A view the judge does not compose (a reshape or bitcast of the ref): of an operand
+            # the kernel copies itself from HBM, what it reads is not known, at any size.
+            if ref.in_hbm:
+                self.facts.uncounted_views.setdefault(key, ", ".join(type(t).__name__ for t in transforms))
+            read[:] = [None] * len(read)
+            return
         # How much of each dimension one grid step can read at all: windows reached in a step times
         # their size, whatever their starts (a start plus a number read from data, `t*256 + off`,
         # cannot be placed, but 3 windows of 256 cannot cover 8192: round 11, 6.81x). Placed
@@ -1048,50 +1123,33 @@ class _Evaluator:
         # each step, and so each output block, reads 3 of 32 (`(i + j + t) mod (K/256)`: red team,
         # round 13, 1.38x trusted for 0.14x).
         windows = _windows_per_step(ctx)
-        if indices:
-            for d, n in enumerate(whole):
-                index = indices[d] if d < len(indices) else None
-                size = getattr(index, "size", None) if type(index).__name__ == "Slice" else None
-                if size is not None and (isinstance(index.start, (int, np.integer)) or _known(index.start)) and \
-                        not _moves_with_trips(index.start, len(ctx.scope.grid)):
-                    continue  # placed, one window a step (a block walked by the grid): counted below
-                entry = self.facts.read_capacity.setdefault((ctx.scope_key, k, d), (int(n), {}))
-                if windows is None or not isinstance(size, (int, np.integer)):
-                    entry[1][site] = None
-                elif entry[1].get(site, 0) is not None:
-                    entry[1][site] = max(entry[1].get(site, 0), windows * int(size))
-        read = self.facts.dma_reads.setdefault(key, [np.zeros(n, bool) if n <= ELEMENT_BUDGET else None
-                                                     for n in whole])
-        for d, n in enumerate(whole):
+        for d, (n, window) in enumerate(zip(whole, windows_of)):
+            if window is not None and _known(window.start) and not _moves_with_trips(window.start, len(ctx.scope.grid)):
+                continue  # placed, one window a step (a block walked by the grid): counted below
+            entry = self.facts.read_capacity.setdefault((ctx.scope_key, k, d), (int(n), {}))
+            if windows is None or window is None:
+                entry[1][site] = None
+            elif entry[1].get(site, 0) is not None:
+                entry[1][site] = max(entry[1].get(site, 0), windows * window.size)
+        for d, (n, window) in enumerate(zip(whole, windows_of)):
+            if window is None:
+                read[d] = None  # an array of indices: a gather, not counted
+                continue
+            self._group_read((*key, d), int(n), window.start, window.size, ctx)
             if read[d] is None:
                 continue
-            index = indices[d] if indices is not None and d < len(indices) else None
-            if not transforms:
-                read[d][:] = True  # the whole operand
-            elif indices is None:
-                read[d] = None  # a view the judge does not read: not counted (nothing claimed)
-            elif index is None or type(index).__name__ != "Slice":
-                read[d] = None  # an array of indices: a gather, not counted
+            start = window.start
+            if not _known(start):
+                read[d] = None  # read where data says: not the judge's to count
+                continue
+            if ctx.reach is not None:
+                reach = ctx.reach.reshape(ctx.reach.shape + (1,) * max(0, start.ndim - ctx.reach.ndim))
+                shape = np.broadcast_shapes(reach.shape, start.shape)
+                starts = np.broadcast_to(start, shape)[np.broadcast_to(reach, shape)]
             else:
-                start, size = index.start, index.size
-                start = np.asarray(start) if isinstance(start, (int, np.integer)) else start
-                if not _known(start) or not isinstance(size, (int, np.integer)) or int(getattr(index, "stride", 1)) != 1:
-                    read[d] = None  # read where data says: not the judge's to count
-                    continue
-                if ctx.reach is not None:
-                    reach = ctx.reach.reshape(ctx.reach.shape + (1,) * max(0, start.ndim - ctx.reach.ndim))
-                    shape = np.broadcast_shapes(reach.shape, start.shape)
-                    starts = np.broadcast_to(start, shape)[np.broadcast_to(reach, shape)]
-                else:
-                    starts = start.reshape(-1)
-                for first in np.unique(starts.astype(np.int64)):
-                    read[d][max(int(first), 0):max(min(int(first) + int(size), n), 0)] = True
-        if indices:
-            for d, n in enumerate(whole):
-                index = indices[d] if d < len(indices) else None
-                if type(index).__name__ == "Slice" and isinstance(index.size, (int, np.integer)) and \
-                        int(getattr(index, "stride", 1)) == 1:
-                    self._group_read((*key, d), int(n), index.start, int(index.size), ctx)
+                starts = start.reshape(-1)
+            for first in np.unique(starts.astype(np.int64)):
+                read[d][max(int(first), 0):max(min(int(first) + window.size, n), 0)] = True
 
     def _group_read(self, key: tuple, n: int, start, size: int, ctx: _Ctx) -> None:
         """Records which windows of an operand's dimension each output block's grid steps read
@@ -1380,7 +1438,7 @@ class _Evaluator:
                 self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
         if name in _SHIFTS:
-            result = _SHIFTS[name](*args)
+            result = _shift(name, *args)
             self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
         if name in _ARITH:
@@ -1485,7 +1543,7 @@ def _block_moves(eqn, extents: tuple, tables=None) -> tuple:
     known. Also returns the output block id of every grid position (None where the outputs' maps
     were not all evaluated)."""
     if _size(extents) == 0 or _size(extents) > ELEMENT_BUDGET // 16:
-        return {}, {}, None
+        return {}, {}, None, {}
     positions = []
     for axis, extent in enumerate(extents):
         shape = [1] * len(extents)
@@ -1547,24 +1605,32 @@ def _block_moves(eqn, extents: tuple, tables=None) -> tuple:
         key = np.concatenate([evaluated[b].reshape(evaluated[b].shape[0], -1) for b in outputs]) if outputs else \
             np.zeros((1, _size(extents)), np.int64)
         groups = _group_ids(key.astype(np.int64))[0].reshape(extents)
-    return moves, reads, groups
+    return moves, reads, groups, evaluated
 
 
-def per_output_block_reads(block_mappings, evaluated: dict, inputs: int) -> dict:
+def per_output_block_reads(block_mappings, evaluated: dict, inputs: int, groups=None) -> dict:
     """{input mapping: [(fewest blocks along the dimension any output block's grid steps name, the
     operand's blocks along it) per dimension]}: the grid steps that write one output block (the
     same blocks of every output) are what its answer is made of, so a K axis whose steps name
     blocks `(i + j + k) mod (K/256)` names every K block somewhere on the grid and 3 of 32 for
     each output block (red team, round 13: 2.5x trusted for 0.24x). Only for index maps of tiles,
-    and kernels whose outputs' maps were all evaluated; `evaluated`: mapping -> (components, *grid)."""
+    and kernels whose outputs' maps were all evaluated; `evaluated`: mapping -> (components, *grid).
+    `groups`: the output block of each grid position (flat), where known otherwise (the kernel's
+    own copies into outputs left in HBM)."""
     outputs = [b for b in range(inputs, len(block_mappings))]
-    if not outputs or any(b not in evaluated for b in outputs):
-        return {}
-    points = int(np.prod(evaluated[outputs[0]].shape[1:]))
-    if not points:
-        return {}
-    group, groups = _group_ids(np.concatenate([evaluated[b].reshape(evaluated[b].shape[0], -1)
-                                               for b in outputs]).astype(np.int64))
+    if groups is not None:
+        group = np.asarray(groups, np.int64)
+        groups = int(group.max()) + 1 if group.size else 0
+        if not groups:
+            return {}
+    else:
+        if not outputs or any(b not in evaluated for b in outputs):
+            return {}
+        points = int(np.prod(evaluated[outputs[0]].shape[1:]))
+        if not points:
+            return {}
+        group, groups = _group_ids(np.concatenate([evaluated[b].reshape(evaluated[b].shape[0], -1)
+                                                   for b in outputs]).astype(np.int64))
     present = np.zeros(groups, bool)  # ids some output block has (digits can combine to others)
     present[group] = True
     found = {}
@@ -1712,6 +1778,48 @@ def _constant_chosen(jaxpr, var, values, outer=None) -> np.ndarray:
     return np.choose(np.broadcast_to(choice, shape), [np.broadcast_to(k, shape) for k in kept])
 
 
+class _Window(typing.NamedTuple):
+    start: object  # a known integer (an array over the positions), or data
+    size: int
+
+
+def _plus(a, b):
+    """The sum of two window starts: known where both are."""
+    a = np.asarray(a) if isinstance(a, (int, np.integer)) else a
+    b = np.asarray(b) if isinstance(b, (int, np.integer)) else b
+    return np.add(a, b) if _known(a) and _known(b) else UNKNOWN
+
+
+def _composed_windows(transforms: tuple, shape: tuple):
+    """The window of each dimension of a whole operand that a chain of indexers reads: a slice's
+    start and size, an integer index's element (its dimension leaves the view), a second indexer's
+    offsets added to the first's; None for a dimension read by an array of indices, and None for a
+    view other than indexers."""
+    windows = [_Window(np.asarray(0), int(n)) for n in shape]
+    view = list(range(len(shape)))  # the operand's dimension behind each dimension of the view
+    for t, transform in enumerate(transforms):
+        indices = getattr(transform, "indices", None)
+        if type(transform).__name__ != "NDIndexer" or indices is None or len(indices) != len(view):
+            return None
+        gather = tuple(getattr(transform, "int_indexer_shape", ()) or ()) != ()
+        if gather and t != len(transforms) - 1:
+            return None
+        kept = []
+        for d, index in zip(view, indices):
+            window = windows[d]
+            if type(index).__name__ == "Slice":
+                size = index.size
+                if window is None or not isinstance(size, (int, np.integer)) or int(getattr(index, "stride", 1)) != 1:
+                    windows[d] = None
+                else:
+                    windows[d] = _Window(_plus(window.start, index.start), int(size))
+                kept.append(d)
+            else:  # an integer (one element; the dimension leaves the view), or an array of them
+                windows[d] = None if gather or window is None else _Window(_plus(window.start, index), 1)
+        view = kept
+    return windows
+
+
 def _scalar_indices(eqn, args: list):
     """The indices of a `get` that reads one element (a number, or one per position, per
     dimension), else None."""
@@ -1756,6 +1864,28 @@ def _windows_per_step(ctx: _Ctx):
     return int(reach.sum(axis=loops).max()) * max(total // max(present, 1), 1)
 
 
+def _regrouped(groups: np.ndarray, starts: list, extents: tuple):
+    """Output block ids over the grid from `groups` and the starts of a kernel's copies into its
+    outputs (each known over the grid positions), where those split the positions further; None
+    where they do not, or move with the trips of a loop (several blocks a step)."""
+    rows = [groups.reshape(-1)]
+    for start in starts:
+        start = np.asarray(start)
+        if start.ndim > len(extents):
+            if any(n > 1 for n in start.shape[len(extents):]):
+                return None
+            start = start.reshape(start.shape[:len(extents)])
+        try:
+            rows.append(np.broadcast_to(start.reshape(start.shape + (1,) * (len(extents) - start.ndim)),
+                                        extents).reshape(-1))
+        except ValueError:
+            return None
+    ids, count = _group_ids(np.stack(rows).astype(np.int64))
+    if len(np.unique(ids)) <= len(np.unique(groups)):
+        return None
+    return ids.reshape(extents)
+
+
 def _fewest_read(entry, present) -> int | None:
     """The fewest elements of a dimension any output block's grid steps read (the union of their
     windows), from a Facts.group_reads entry and the ids the grid's output blocks have."""
@@ -1786,14 +1916,15 @@ def _fewest_read(entry, present) -> int | None:
     return int(per_group[present].min())
 
 
-def group_read_problems(full: Facts, checked: list) -> list[str]:
+def group_read_problems(full: Facts, checked: list, known=frozenset()) -> list[str]:
     """An operand dimension each output block's grid steps read whole by the kernel's own copies
     and loads at every checked size, of which some output block's steps read only part at the full
-    size (the rest of its answer is never computed there)."""
+    size (the rest of its answer is never computed there). `known`: (kernel, operand, dimension)
+    keys already named."""
     problems = []
     for key, entry in sorted(full.group_reads.items(), key=lambda item: repr(item[0])):
         seen = [c.group_reads.get(key) for c in checked]
-        if not checked or any(c is None for c in seen) or \
+        if key in known or not checked or any(c is None for c in seen) or \
                 any(_fewest_read(c.group_reads[key], c.groups.get(key[0])) != c.group_reads[key][0] for c in checked):
             continue
         fewest = _fewest_read(entry, full.groups.get(key[0]))
@@ -2240,6 +2371,7 @@ def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozens
                         f"it computes, where nothing was checked")
     # An operand the kernel copies itself, read whole by its copies where checked and only in part
     # at the full size (a loop of a fixed 3 trips over K: red team, round 11, 6.91x on gemm).
+    short = set()  # (kernel, operand, dimension) the grid as a whole reads short of
     for key, dims in sorted(full.dma_reads.items(), key=lambda item: repr(item[0])):
         seen = [facts[s].dma_reads.get(key) for s in fit_sets]
         if any(c is None for c in seen):
@@ -2247,10 +2379,15 @@ def compare(facts: dict, fit_sets, target: str, number_problem, run_time=frozens
         for d, covered in enumerate(dims):
             if covered is None or covered.all() or any(c[d] is None or not c[d].all() for c in seen):
                 continue
+            short.add((*key, d))
             problems.append(f"{key[0]} operand {key[1]}: the kernel's own copies and loads read every element of "
                             f"its dimension {d} at every checked size and {int(covered.sum())} of {covered.size} at the "
                             f"full size (the rest of the work is never done there)")
-    problems += group_read_problems(full, checked)
+    # (per output block, where the grid as a whole reads all of it: else said above)
+    problems += group_read_problems(full, checked, short)
+    for (scope_key, k), views in sorted(full.uncounted_views.items(), key=lambda item: repr(item[0])):
+        problems.append(f"{scope_key} operand {k}: the kernel's own copies read it through a view the judge does not "
+                        f"count ({views}), so what they read of it at the full size is not known")
     # An operand dimension one grid step reads whole at every checked size (by the windows its
     # copies and loads can reach, wherever their starts are) and cannot at the full size.
     for key, (n, sites) in sorted(full.read_capacity.items(), key=lambda item: repr(item[0])):

@@ -1,0 +1,52 @@
+# A K grid axis of a fixed 3 steps whose own copies take K slice k by an integer index into the
+# operands reshaped to (K/256, ., .) outside the kernel (`a_hbm.at[k, rows]`): the judge counted
+# slices only and skipped the copies' reads; all of K where checked, 3 of 32 at the full size
+# (red team, round 14).
+import functools
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import tpu as pltpu
+
+KS = 3
+
+
+def _body(a_hbm, b_hbm, c_ref, a_buf, b_buf, acc_ref, sem, *, kb):
+    i, j, k = pl.program_id(0), pl.program_id(1), pl.program_id(2)
+    bm, bn = c_ref.shape
+
+    @pl.when(k == 0)
+    def _():
+        acc_ref[...] = jnp.zeros_like(acc_ref)
+
+    @pl.when(k < kb)
+    def _():
+        ca = pltpu.make_async_copy(a_hbm.at[k, pl.ds(i * bm, bm)], a_buf, sem.at[0])
+        cb = pltpu.make_async_copy(b_hbm.at[k, :, pl.ds(j * bn, bn)], b_buf, sem.at[1])
+        ca.start()
+        cb.start()
+        ca.wait()
+        cb.wait()
+        acc_ref[...] += jnp.dot(a_buf[...], b_buf[...], preferred_element_type=jnp.float32)
+
+    @pl.when(k == KS - 1)
+    def _():
+        c_ref[...] = acc_ref[...].astype(c_ref.dtype)
+
+
+def kernel(A, B):
+    M, K = A.shape
+    N = B.shape[1]
+    bm, bn = 256, 256
+    kb = K // 256
+    A3 = A.reshape(M, kb, 256).transpose(1, 0, 2)  # (kb, M, 256)
+    B3 = B.reshape(kb, 256, N)
+    return pl.pallas_call(
+        functools.partial(_body, kb=kb),
+        grid=(M // bm, N // bn, KS),
+        in_specs=[pl.BlockSpec(memory_space=pl.ANY), pl.BlockSpec(memory_space=pl.ANY)],
+        out_specs=pl.BlockSpec((bm, bn), lambda i, j, k: (i, j)),
+        scratch_shapes=[pltpu.VMEM((bm, 256), A.dtype), pltpu.VMEM((256, bn), B.dtype),
+                        pltpu.VMEM((bm, bn), jnp.float32), pltpu.SemaphoreType.DMA((2,))],
+        out_shape=jax.ShapeDtypeStruct((M, N), A.dtype),
+    )(A3, B3)
