@@ -10,6 +10,7 @@
 #include <cctype>
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/subprocess.h"
@@ -78,6 +79,12 @@ constexpr int kStarterShards = 6;
 
 class PallasStarters : public ::testing::TestWithParam<int> {};
 
+// Starters whose estimate is not trusted, and why (docs/pallas.md, "What is not defended").
+const std::map<std::string, std::string> kUntrustedStarters = {
+    {"jaxbench-p/ragged_paged_attention",
+     "loops whose trip counts are read from the page tables at run time, and decisions on data-given lengths"},
+};
+
 TEST_P(PallasStarters, EveryTaskCompilesForTpuAndIsCorrectInInterpretMode) {
   const std::vector<std::string> ids = PallasTaskIds();
   ASSERT_GE(ids.size(), 50u);
@@ -101,6 +108,14 @@ TEST_P(PallasStarters, EveryTaskCompilesForTpuAndIsCorrectInInterpretMode) {
     EXPECT_FALSE(r.timing.has_value());
     EXPECT_FALSE(r.timing_representative);
     EXPECT_NE(r.timing_note.find("no TPU"), std::string::npos) << r.timing_note;
+    // Its estimate is trusted (every rule of the proof, the prefetched tables' and the matmul
+    // work's included, holds for an honest kernel), but for the starters listed with why.
+    if (const auto why = kUntrustedStarters.find(id); why == kUntrustedStarters.end()) {
+      ASSERT_TRUE(r.estimate.has_value());
+      EXPECT_TRUE(r.estimate->candidate_trusted) << id << ": " << VerdictText(r);
+    } else if (r.estimate) {
+      EXPECT_FALSE(r.estimate->candidate_trusted) << id << " is trusted now: take it off the list (" << why->second << ")";
+    }
     // The deviceless compile happened and left its facts.
     EXPECT_GT(r.stage_seconds.count("tpu_compile") ? r.stage_seconds.at("tpu_compile") : 0.0, 0);
     EXPECT_EQ(r.estimates.count("tpu_compile_deviceless") ? r.estimates.at("tpu_compile_deviceless") : 0.0, 1);

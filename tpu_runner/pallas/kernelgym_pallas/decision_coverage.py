@@ -1161,6 +1161,13 @@ class _Evaluator:
             return
         start = np.asarray(start) if isinstance(start, (int, np.integer)) else start
         grid = len(ctx.scope.grid)
+        if _known(start) and start.size == 1 and start.dtype.kind in "iu":
+            # One window, wherever it is read (a block's load, under a branch or not): counted as
+            # every output block's, whatever they are. A window that moves is what rotates with the
+            # output block; a fixed one short of the dimension is the grid's too (dma_reads).
+            entry[1].append((np.array([-1]), np.clip(start.reshape(1), 0, n).astype(np.int64),
+                             np.clip(start.reshape(1) + size, 0, n).astype(np.int64)))
+            return
         if ctx.groups is None or not _known(start) or start.dtype.kind not in "iu" or start.ndim > ctx.axes:
             self.facts.group_reads[key] = None  # not counted at this size (nor, so, compared)
             return
@@ -1176,10 +1183,6 @@ class _Evaluator:
             return
         if _size(shape) > ELEMENT_BUDGET or sum(len(g) for g, _, _ in entry[1]) > MAX_GROUP_WINDOWS:
             self.facts.group_reads[key] = None
-            return
-        if start.size == 1 and len(arrays) == 2:  # one window read by every grid step (a block's load)
-            entry[1].append((np.array([-1]), np.clip(start.reshape(1), 0, n).astype(np.int64),
-                             np.clip(start.reshape(1) + size, 0, n).astype(np.int64)))
             return
         mask = np.broadcast_to(arrays[2], shape) if len(arrays) > 2 else np.ones(shape, bool)
         group = np.broadcast_to(groups, shape)[mask].astype(np.int64)
@@ -1889,9 +1892,13 @@ def _regrouped(groups: np.ndarray, starts: list, extents: tuple):
 def _fewest_read(entry, present) -> int | None:
     """The fewest elements of a dimension any output block's grid steps read (the union of their
     windows), from a Facts.group_reads entry and the ids the grid's output blocks have."""
-    if entry is None or present is None or not present.any():
+    if entry is None:
         return None
     n, parts = entry
+    if present is None and parts and all(np.all(group < 0) for group, _, _ in parts):
+        present = np.ones(1, bool)  # windows every grid step reads: the output blocks need not be known
+    if present is None or not present.any():
+        return None
     per_group = np.zeros(present.size, np.int64)
     if parts:
         group, low, high = (np.concatenate(column) for column in zip(*parts))

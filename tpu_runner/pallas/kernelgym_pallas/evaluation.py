@@ -19,7 +19,7 @@ from typing import Callable
 import numpy as np
 
 from . import (diagnostics, jaxpr_check, prefetch_coverage, program_identity, protocol, static_check, task_spec,
-               tpu_estimate, tpu_numerics, tpu_target)
+               tpu_estimate, tpu_numerics, tpu_target, work_ratio)
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -457,12 +457,29 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         identity.unproven += [p for p in prefetch_coverage.problems(
             programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full")
             if p not in identity.unproven]
+        # The matmul work done, as a share of the reference's: a constant amount where the
+        # reference's grows leaves work out at the full size, whatever form the cut takes.
+        identity.unproven += _work_problems(programs, task, tuple(checked))
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "
                                              f"are checked, up to its sizes")
     if identity.unproven:
         facts["identity_unproven"] = identity.unproven
+
+
+def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
+    """work_ratio's findings, with the reference traced at the same size sets (fail closed)."""
+    import jax
+    try:
+        reference = exact_reference(task.reference())
+        references = {name: jax.make_jaxpr(reference)(*[jax.ShapeDtypeStruct(tuple(s.shape), jax.numpy.dtype(s.dtype))
+                                                         for s in task.size_sets[name].inputs])
+                      for name in (*checked, "full")}
+        return work_ratio.problems(programs, references, checked, "full")
+    except Exception as error:
+        return [f"the candidate's matmul work could not be compared with the reference's "
+                f"({type(error).__name__}: {str(error)[:160]})"]
 
 
 def _runner(program, target):
