@@ -138,7 +138,8 @@ class PallasForkServer {
     }
     std::vector<std::string> command = {settings.python.string(), "-m", "kernelgym_pallas.forkserver", "--role",
                                         server->role_, "--server-fd", std::to_string(kControlFd)};
-    if (role == PallasBackend::Role::kJudge) command.insert(command.end(), {"--target", settings.target});
+    // The tracer too: Pallas asks for the chip's facts while some kernels are traced.
+    command.insert(command.end(), {"--target", settings.target});
     SpawnOptions spawn = WorkerSpawn(settings, server->job_dir_, role, /*fork_server=*/true, command);
     spawn.pass_fds = {{pair[1], kControlFd}};
     server->process_ = ChildProcess::Spawn(spawn);
@@ -477,7 +478,7 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::Take(std::string& error) {
     const bool judge = role_ == PallasBackend::Role::kJudge;
     std::vector<std::string> command = {settings_.python.string(), "-m",
                                         judge ? "kernelgym_pallas.judge" : "kernelgym_pallas.tracer"};
-    if (judge) command.insert(command.end(), {"--target", settings_.target});
+    command.insert(command.end(), {"--target", settings_.target});
     command.insert(command.end(), {"--control-fd", std::to_string(kControlFd), "--report-fd", std::to_string(kReportFd)});
     SpawnOptions spawn = WorkerSpawn(settings_, worker->job_dir, role_, /*fork_server=*/false, command);
     spawn.pass_fds = {{channels.control[0], kControlFd}, {channels.report[1], kReportFd}};

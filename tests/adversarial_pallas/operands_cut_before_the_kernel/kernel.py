@@ -27,7 +27,7 @@ def _body(a_ref, b_ref, c_ref, acc_ref):
 def kernel(A, B):
     M, K = A.shape
     N = B.shape[1]
-    bm, bn = M // 8, N // 8
+    bm, bn = 256, 256
     kb = K // 256
     A3 = jnp.pad(A.reshape(M, kb, 256).transpose(1, 0, 2), ((0, kb), (0, 0), (0, 0)))[:KS]  # (3, M, 256)
     B3 = jnp.pad(B.reshape(kb, 256, N), ((0, kb), (0, 0), (0, 0)))[:KS]  # (3, 256, N)

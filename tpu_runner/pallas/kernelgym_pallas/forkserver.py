@@ -152,7 +152,7 @@ def job_ended(job: int, status: int, clean: bool) -> protocol.JobEnded:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--role", choices=("judge", "tracer"), required=True)
-    parser.add_argument("--target", default="v5e", help="the judge's TPU generation (v5e, v6e)")
+    parser.add_argument("--target", default="v5e", help="the TPU generation compiled for (v5e, v6e)")
     parser.add_argument("--server-fd", type=int, default=CONTROL_FD)
     parser.add_argument("--no-seccomp", action="store_true", help="for debugging only")
     args = parser.parse_args()
@@ -168,7 +168,7 @@ def main() -> int:
             prepared = judge.prepare(args.target)
         else:
             from . import tracer
-            tracer.warm_up()
+            tracer.warm_up(args.target)
             prepared = None
     except BaseException as error:  # noqa: BLE001
         _send(server, protocol.Fatal(message=f"{args.role} start-up: {type(error).__name__}: {error}"[:500]))

@@ -24,14 +24,27 @@ from . import channel, protocol
 CANDIDATE_MODULE = "kernelgym_candidate"
 
 
-def warm_up() -> None:
+def warm_up(target: str = "v5e") -> None:
     """jax, Pallas, the primitive table and a first trace: paid before the job arrives."""
     import jax
     import jax.numpy as jnp
     from . import artifact
     artifact._ensure_modules()
     artifact._primitives()
+    answer_as_the_target(target)
     jax.make_jaxpr(lambda x: x + 1)(jax.ShapeDtypeStruct((8,), jnp.float32))
+
+
+def answer_as_the_target(target: str) -> None:
+    """Pallas asks the default device for the chip's facts while some kernels are traced
+    (`pltpu.emit_pipeline`: "Unsupported TPU device kind: cpu", an honest kernel refused as a
+    compile error, red team round 14). The tracer has no TPU (and no libtpu client: it holds the
+    candidate), so its CPU device answers with the target chip's facts, which the judge's
+    deviceless compile for that chip then checks."""
+    from jax._src.pallas.mosaic import tpu_info
+    chips = {"v5e": tpu_info.ChipVersion.TPU_V5E, "v6e": tpu_info.ChipVersion.TPU_V6E}
+    chip = chips.get(target, tpu_info.ChipVersion.TPU_V5E)
+    tpu_info.registry["cpu"] = lambda: tpu_info.get_tpu_info_for_chip(chip, 1)
 
 
 def trace(job: protocol.TraceJob, seccomp: bool):
@@ -107,9 +120,10 @@ def serve(control_fd, report_fd, seccomp: bool, facts: dict | None = None) -> in
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     channel.add_arguments(parser)
+    parser.add_argument("--target", default="v5e", help="the TPU generation compiled for (v5e, v6e)")
     args = parser.parse_args()
     started = time.perf_counter()
-    warm_up()
+    warm_up(args.target)
     return serve(args.control_fd, args.report_fd, seccomp=not args.no_seccomp,
                  facts={"start_seconds": time.perf_counter() - started})
 
