@@ -34,9 +34,10 @@ TEST(ReferenceBlasTest, TorchMatmulRunsOnOpenBlas) {
   while (std::getline(maps, line))
     if (line.find("blas") != std::string::npos) blas += line.substr(line.rfind(' ') + 1) + " ";
   EXPECT_NE(blas.find("openblas"), std::string::npos) << "loaded BLAS libraries: " << blas;
-  // Netlib reaches ~7.5 GFLOP/s on these machines, OpenBLAS 70+ single-threaded: 30 separates
-  // them with a wide margin either way.
-  EXPECT_GT(gflops, 30.0) << "512x512 SGEMM at " << gflops << " GFLOP/s (best of 15); BLAS: " << blas;
+  // Netlib reaches ~7.5 GFLOP/s on these machines, OpenBLAS 70+ single-threaded on a quiet host
+  // and 25.5 in a full suite run on a shared one (2026-12-07): 15 is twice netlib's, and the
+  // library check above names the BLAS whatever the host's load.
+  EXPECT_GT(gflops, 15.0) << "512x512 SGEMM at " << gflops << " GFLOP/s (best of 15); BLAS: " << blas;
 }
 
 }  // namespace
