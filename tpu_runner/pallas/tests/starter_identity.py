@@ -1,6 +1,11 @@
 """Every bundled task's Pallas starter is proven (program_identity.py): its full-size program is
 the checked one, so its estimate can be paid. A starter that is not must be listed with why; the
-list must stay true (a listed starter that becomes proven fails too, so the list shrinks)."""
+list must stay true (a listed starter that becomes proven fails too, so the list shrinks).
+
+Not in the suite's discovery (its name does not start with test_): ctest's PallasStarters judges
+every starter through the real judge and asserts its estimate trusted, which needs this proof and
+the judge's other rules too. This is the fast loop for a change to the proof (~25 s, no judge):
+`build/pallas-venv/bin/python -m unittest tests.starter_identity` from tpu_runner/pallas."""
 
 import pathlib
 import sys
