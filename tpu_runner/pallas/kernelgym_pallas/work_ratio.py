@@ -70,14 +70,15 @@ def problems(programs: dict, references: dict, fit_sets, target: str) -> list[st
 def program_work(closed_jaxpr) -> tuple[float, float] | None:
     """(floating-point matmul FLOPs, compute elements) of the used work of a program that follows
     its inputs; None where a loop's trips or a grid's steps are known only at run time."""
-    from jax._src import core
+    import types
     from jax._src.interpreters import partial_eval as pe
     jaxpr = closed_jaxpr.jaxpr
     try:
         jaxpr, _ = pe.dce_jaxpr(jaxpr, [True] * len(jaxpr.outvars))
     except Exception:  # a program dce does not take: counted whole (more work, never less)
         pass
-    kernels, reasons = tpu_estimate.analyse_program(core.ClosedJaxpr(jaxpr, closed_jaxpr.consts))
+    # analyse_program reads the equations only (the cut program's constants are not rebuilt)
+    kernels, reasons = tpu_estimate.analyse_program(types.SimpleNamespace(jaxpr=jaxpr))
     if any("while loop" in r for r in reasons):
         return None
     per_kernel = iter(kernels)
