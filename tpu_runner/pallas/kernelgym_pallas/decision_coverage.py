@@ -65,7 +65,7 @@ import typing
 
 import numpy as np
 
-from . import jaxpr_check
+from . import jaxpr_check, xla_ints
 
 ELEMENT_BUDGET = 1 << 24  # elements one evaluated value may hold (positions x block)
 JAX_CALL_BUDGET = 256  # operations one program may have evaluated by jax (each may compile)
@@ -216,27 +216,6 @@ _UNARY = {"neg": np.negative, "exp": np.exp, "exp2": np.exp2, "log": np.log, "lo
           "real": np.real, "imag": np.imag, "reduce_precision": lambda x: x}
 _BITWISE = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
             "xor": (np.logical_xor, np.bitwise_xor)}
-_SHIFTS = ("shift_left", "shift_right_arithmetic", "shift_right_logical")
-
-
-def _shift(name: str, x, y) -> np.ndarray:
-    """A shift as XLA defines it: a logical right shift fills with zeros (numpy's right shift of a
-    signed integer is arithmetic: `srl(-1, 31)` is 1 on the chip and was -1 to the judge, which
-    hid a branch the chip takes: red team, round 14), and a shift by the width or more (or by a
-    negative amount) gives 0, or the sign for an arithmetic right shift."""
-    x, y = np.asarray(x), np.asarray(y)
-    bits = x.dtype.itemsize * 8
-    out_of_range = (y < 0) | (y >= bits)
-    by = np.where(out_of_range, 0, y).astype(x.dtype)
-    if name == "shift_left":
-        result = np.left_shift(x, by)
-        return np.where(out_of_range, np.zeros_like(result), result)
-    if name == "shift_right_logical":
-        unsigned = np.dtype(f"uint{bits}")
-        result = np.right_shift(x.astype(unsigned), by.astype(unsigned)).astype(x.dtype)
-        return np.where(out_of_range, np.zeros_like(result), result)
-    result = np.right_shift(x, by)
-    return np.where(out_of_range, np.where(x < 0, -1, 0).astype(x.dtype), result)
 _REDUCE = {"reduce_max": np.max, "reduce_min": np.min, "reduce_sum": np.sum, "reduce_prod": np.prod,
            "reduce_and": np.all, "reduce_or": np.any}
 # Higher-order primitives whose single body receives the operands as they are.
@@ -329,7 +308,7 @@ def _integer_step(name: str, eqn, out_aval) -> bool:
     operations on integers, a real cut to an integer. Each is a choice like a quotient's: `(v >> s)`
     is 0 on a checked grid and positive past it, `((v >> s) - 1) >> 31` a mask of -1 where checked
     and 0 at the full size (an index map made of them can hold a block still only there)."""
-    if name in _SHIFTS:
+    if name in xla_ints.SHIFTS:
         return True
     if name in ("and", "or", "xor", "not"):
         return _dtype(out_aval).kind in "iu"
@@ -1440,8 +1419,8 @@ class _Evaluator:
             else:
                 self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
-        if name in _SHIFTS:
-            result = _shift(name, *args)
+        if name in xla_ints.SHIFTS:
+            result = xla_ints.shift(name, *args)
             self.decide(where, np.sign(result).astype(np.int8) + 1, ctx, 3, "sign")
             return result
         if name in _ARITH:

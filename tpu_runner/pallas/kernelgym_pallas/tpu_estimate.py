@@ -94,7 +94,7 @@ import pathlib
 import re
 import shutil
 
-from . import hlo_bytes, hlo_loops, llo_schedule, pipeline_model
+from . import hlo_bytes, hlo_loops, llo_schedule, pipeline_model, xla_ints
 
 # Schedules count chip cycles: they are converted at the chip's clock (the notes say why it is no
 # longer XLA_EQUIVALENT_CLOCK_HZ).
@@ -655,8 +655,7 @@ class _GridEval:
             return np.full(max(self.points, 1), self.grid[int(eqn.params["axis"])])
         ops = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
                "ge": np.greater_equal, "add": np.add, "sub": np.subtract, "mul": np.multiply,
-               "max": np.maximum, "min": np.minimum, "shift_left": np.left_shift,
-               "shift_right_arithmetic": np.right_shift}
+               "max": np.maximum, "min": np.minimum}
         unary = {"neg": np.negative, "abs": np.abs, "sign": np.sign}
         if any(a is None for a in args):
             return None
@@ -676,6 +675,9 @@ class _GridEval:
             return quotient if name == "div" else a - quotient * b
         if name == "clamp" and len(args) == 3:
             return np.clip(args[1], args[0], args[2])
+        if name in xla_ints.SHIFTS and len(args) == 2:
+            dtype = np.dtype(eqn.outvars[0].aval.dtype)  # the grid's indices are int64 here; XLA's width
+            return xla_ints.shift(name, args[0].astype(dtype), args[1].astype(dtype))
         if name == "integer_pow" and len(args) == 1:
             return np.power(args[0], int(eqn.params["y"]))
         if name in ops and len(args) == 2:

@@ -970,13 +970,13 @@ class Shifts(unittest.TestCase):
         # fills with the sign: srl(-1, 31) was -1 to the judge and is 1 on the chip, red team round
         # 14), and a shift by the width or more gives 0, or the sign for an arithmetic right shift.
         import numpy as np
-        from kernelgym_pallas import decision_coverage
+        from kernelgym_pallas import xla_ints
         x = np.array([-1, -8, 7, 0, np.iinfo(np.int32).min, 1 << 30], np.int32)
         for y in (0, 1, 3, 31, 32, 33):
             by = np.full_like(x, y)
             for name in ("shift_left", "shift_right_arithmetic", "shift_right_logical"):
                 want = np.asarray(getattr(jax.lax, name)(jnp.asarray(x), jnp.asarray(by)))
-                np.testing.assert_array_equal(decision_coverage._shift(name, x, by), want, err_msg=f"{name} by {y}")
+                np.testing.assert_array_equal(xla_ints.shift(name, x, by), want, err_msg=f"{name} by {y}")
 
 
 class VmappedKernel(unittest.TestCase):
