@@ -449,6 +449,21 @@ class MxuFloor(unittest.TestCase):
 
 @unittest.skipUnless(os.environ.get("KERNELGYM_ESTIMATE_INTEGRATION") == "1",
                      "real deviceless compiles: set KERNELGYM_ESTIMATE_INTEGRATION=1")
+class GridEvaluatorShifts(unittest.TestCase):
+    def test_shifts_of_the_grid_indices_are_the_programs_width(self):
+        # The grid evaluator holds positions as int64; the program shifts int32s, where a shift by
+        # 32 gives 0 and a logical right shift of -1 by 31 gives 1 (numpy's gave 2^32 and -1).
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+        evaluator = tpu_estimate._GridEval((4,))
+        for fn, a, b, want in ((jax.lax.shift_left, 1, 32, 0), (jax.lax.shift_right_logical, -1, 31, 1),
+                               (jax.lax.shift_right_arithmetic, -8, 40, -1)):
+            eqn = jax.make_jaxpr(fn)(jnp.int32(0), jnp.int32(0)).jaxpr.eqns[0]
+            got = evaluator.value(eqn, [np.full(4, a, np.int64), np.full(4, b, np.int64)])
+            np.testing.assert_array_equal(got, np.full(4, want), err_msg=eqn.primitive.name)
+
+
 class DevicelessCompiles(unittest.TestCase):
     """Real libtpu deviceless compiles for v6e (each a few seconds)."""
 
