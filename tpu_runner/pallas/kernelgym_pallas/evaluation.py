@@ -457,8 +457,9 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         identity.unproven += [p for p in prefetch_coverage.problems(
             programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full")
             if p not in identity.unproven]
-        # The matmul work done, as a share of the reference's: a constant amount where the
-        # reference's grows leaves work out at the full size, whatever form the cut takes.
+        # The work done (matmul FLOPs, or compute where the reference has no matmul), as a share
+        # of the reference's: a constant amount where the reference's grows leaves work out at
+        # the full size, whatever form the cut takes.
         identity.unproven += _work_problems(programs, task, tuple(checked))
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
@@ -478,7 +479,7 @@ def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
                       for name in (*checked, "full")}
         return work_ratio.problems(programs, references, checked, "full")
     except Exception as error:
-        return [f"the candidate's matmul work could not be compared with the reference's "
+        return [f"the candidate's work could not be compared with the reference's "
                 f"({type(error).__name__}: {str(error)[:160]})"]
 
 
