@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
-#include <map>
 #include <utility>
 #include <vector>
 #include <cctype>
@@ -53,23 +52,15 @@ double Median(std::vector<double> values) {
   return values.empty() ? 0 : values[values.size() / 2];
 }
 
-// The starter's speedup, the median of `repeats` evaluations: one evaluation of the same kernel
-// differs from the next by more than its own interval says (softmax_rows' starter: 0.21-0.30 in
-// six cold evaluations on a quiet machine, at the round's start as now: where its arrays land in
-// memory is the process's), so a case whose speedup is held to the starter's within 10% compares
-// medians of a few evaluations on both sides (`timing_repeats` in its expected.json), taken in
-// turn with the case's (`fresh`: evaluated again, not the cached figure).
-double StarterSpeedup(const Task& task, int repeats, bool fresh = false) {
-  static std::map<std::pair<std::string, int>, double> cache;
-  auto it = cache.find({task.id, repeats});
-  if (it != cache.end() && !fresh) return it->second;
-  std::vector<double> speedups;
-  for (int k = 0; k < repeats; ++k) {
-    const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
-    EXPECT_EQ(r.status, Status::kOk) << task.id << " starter: " << r.message;
-    speedups.push_back(r.timing ? r.timing->speedup : 0);
-  }
-  return cache[{task.id, repeats}] = Median(speedups);
+// One evaluation of the starter's speedup. One evaluation of the same kernel differs from the
+// next by more than its own interval says (softmax_rows' starter: 0.21-0.30 in six cold
+// evaluations on a quiet machine: where its arrays land in memory is the process's), so a case
+// whose speedup is held to the starter's compares medians of evaluations taken in turn with the
+// case's (`timing_repeats` in its expected.json).
+double StarterSpeedup(const Task& task) {
+  const EvalResult r = Cpu().Evaluate(task, task.starter_source, FastOptions());
+  EXPECT_EQ(r.status, Status::kOk) << task.id << " starter: " << r.message;
+  return r.timing ? r.timing->speedup : 0;
 }
 
 class AdversarialTest : public ::testing::TestWithParam<Case> {};
@@ -129,7 +120,7 @@ TEST_P(AdversarialTest, GetsItsExpectedVerdict) {
     // is left out: the starter's evaluations alternate with the case's from here on, so what
     // drifts over the run (the clock, the neighbours, a cold start) falls on both sides alike.
     for (int k = 0; k < repeats; ++k) {
-      starters.push_back(StarterSpeedup(*task, 1, /*fresh=*/true));
+      starters.push_back(StarterSpeedup(*task));
       const EvalResult again = Cpu().Evaluate(*task, source, options);
       ASSERT_TRUE(again.timing.has_value()) << c.name << ": " << again.message;
       speedups.push_back(again.timing->speedup);
