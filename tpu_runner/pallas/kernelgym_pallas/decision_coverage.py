@@ -1862,7 +1862,7 @@ def _regrouped(groups: np.ndarray, starts: list, extents: tuple):
                                         extents).reshape(-1))
         except ValueError:
             return None
-    ids, count = _group_ids(np.stack(rows).astype(np.int64))
+    ids, _ = _group_ids(np.stack(rows).astype(np.int64))
     if len(np.unique(ids)) <= len(np.unique(groups)):
         return None
     return ids.reshape(extents)
