@@ -236,6 +236,11 @@ class _Writer(pickle.Pickler):
     def reducer_override(self, obj):  # noqa: C901 (one dispatch on type)
         from jax._src import core, linear_util, literals, source_info_util
         import jax
+        from jax._src.pallas import core as pallas_core
+        if isinstance(obj, pallas_core.DynamicGridDim):  # said here: the reader would only name the class
+            raise ArtifactError("a grid whose size is computed from the data at run time (a `DynamicGridDim`, as jax's "
+                                "megablox gmm has) is not supported: off a TPU its steps can be neither priced nor "
+                                "shown to cover the output; give the grid a size that follows the task's shapes")
         if isinstance(obj, core.Primitive):
             by_id, _ = _primitives()
             key = by_id.get(id(obj))

@@ -50,7 +50,7 @@ def answer_as_the_target(target: str) -> None:
 def trace(job: protocol.TraceJob, seccomp: bool):
     import jax
     import jax.numpy as jnp
-    from . import artifact, diagnostics, task_spec
+    from . import artifact, custom_rules, diagnostics, task_spec
     stage_seconds: dict[str, float] = {}
 
     def failure(status: str, message: str, diags) -> protocol.Result:
@@ -73,7 +73,7 @@ def trace(job: protocol.TraceJob, seccomp: bool):
         started = time.perf_counter()
         args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in specs]
         try:
-            programs[name] = jax.make_jaxpr(kernel)(*args)
+            programs[name] = custom_rules.without_custom_rules(jax.make_jaxpr(kernel)(*args))
         except Exception as error:
             return failure("compile_error", f"tracing the candidate at the {name} sizes failed",
                            diagnostics.from_exception(error, candidate_file, "trace"))
