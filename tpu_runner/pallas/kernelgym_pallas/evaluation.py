@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import (diagnostics, jaxpr_check, prefetch_coverage, program_identity, protocol, static_check, task_spec,
-               tpu_estimate, tpu_numerics, tpu_target, work_ratio)
+from . import (diagnostics, jaxpr_check, layout_cuts, prefetch_coverage, program_identity, protocol, static_check,
+               task_spec, tpu_estimate, tpu_numerics, tpu_target, work_ratio)
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -461,6 +461,9 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         # of the reference's: a constant amount where the reference's grows leaves work out at
         # the full size, whatever form the cut takes.
         identity.unproven += _work_problems(programs, task, tuple(checked))
+        # Data the layout outside the kernels keeps whole where checked and cuts at the full size,
+        # whatever work the kernels do (work shares can be padded with work that costs nothing).
+        identity.unproven += _layout_problems(programs, tuple(checked))
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "
@@ -481,6 +484,14 @@ def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
     except Exception as error:
         return [f"the candidate's work could not be compared with the reference's "
                 f"({type(error).__name__}: {str(error)[:160]})"]
+
+
+def _layout_problems(programs: dict, checked: tuple) -> list[str]:
+    """layout_cuts' findings (fail closed)."""
+    try:
+        return layout_cuts.problems(programs, (*checked, "full"))
+    except Exception as error:
+        return [f"the layout outside the kernels could not be followed ({type(error).__name__}: {str(error)[:160]})"]
 
 
 def _runner(program, target):
