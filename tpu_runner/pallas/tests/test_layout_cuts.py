@@ -82,6 +82,23 @@ class Cuts(unittest.TestCase):
         self.assertEqual(len(found), 1, found)
         self.assertIn("3 of 32", found[0])
 
+    def test_a_kernels_fixed_grid_of_element_offsets_over_a_padded_operand(self):
+        # The same 3 steps reading rows at element offsets (pl.Element) of the rows padded with as many.
+        def fn(x):
+            padded = jnp.pad(x, ((0, x.shape[0]), (0, 0)))
+
+            def body(x_ref, o_ref):
+                @pl.when(pl.program_id(0) == 0)
+                def _():
+                    o_ref[...] = jnp.zeros_like(o_ref)
+                o_ref[...] += x_ref[...]
+            return pl.pallas_call(body, grid=(3,), out_shape=jax.ShapeDtypeStruct((256, x.shape[1]), x.dtype),
+                                  in_specs=[pl.BlockSpec((pl.Element(256), x.shape[1]), lambda k: (k * 256, 0))],
+                                  out_specs=pl.BlockSpec((256, x.shape[1]), lambda k: (0, 0)), interpret=True)(padded)
+        found = _found(fn)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("768 of 8192", found[0])
+
     def test_a_window_of_a_fixed_size_at_a_run_time_start(self):
         def fn(x):
             start = jnp.argmax(x[0]).astype(jnp.int32) * 0
