@@ -2246,10 +2246,11 @@ def _combination_problems(scope_key: str, full: _Scope, checked: list) -> list[s
     return problems
 
 
-def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
+def check(programs: dict, fit_sets, target: str, fitter, facts_out: dict | None = None) -> list[str]:
     """Why the full-size program's decisions are not covered by the checked programs' (empty: they
     are). `programs`: size set -> ClosedJaxpr (already shown to be one template by
-    program_identity); `fitter`: program_identity's reader of numbers, for the folded ones."""
+    program_identity); `fitter`: program_identity's reader of numbers, for the folded ones.
+    `facts_out`: given, it gets each size set's Facts (layout_cuts.py reads the kernels' copies)."""
     from . import data_probe, program_identity
     names = (*fit_sets, target)
     walks = {name: _Evaluator() for name in names}
@@ -2272,6 +2273,8 @@ def check(programs: dict, fit_sets, target: str, fitter) -> list[str]:
     same, failures = data_probe.invariant(programs[probed], wanted) if wanted else (set(), [])
     if same:
         facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same))) for name in names}
+    if facts_out is not None:
+        facts_out.update(facts)
     for failure in failures:  # what the probe could not tell is not known to be data (fail closed)
         facts[target].unfinished[f"the data probe ({failure})"] = \
             "it could not run this on the host to tell whether the values it wanted depend on the data"

@@ -46,11 +46,12 @@ _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call"
                     "custom_vjp_call_jaxpr", "custom_jvp_call_jaxpr", "remat2", "checkpoint"})
 
 
-def problems(programs: dict, names: tuple) -> list[str]:
+def problems(programs: dict, names: tuple, facts: dict | None = None) -> list[str]:
     """`programs`: size set -> closed jaxpr, one skeleton; `names`: the checked size sets, then
-    the full size."""
+    the full size; `facts`: size set -> decision_coverage.Facts of the same programs, for what the
+    kernels' own copies read (without them, those are not followed here)."""
     jaxprs = [programs[name].jaxpr for name in names]
-    walk = _Walk(len(names))
+    walk = _Walk(len(names), [facts.get(name) for name in names] if facts else None)
     walk.jaxpr(jaxprs, [_Value([_whole(j.invars[i]) for j in jaxprs], False) for i in range(len(jaxprs[0].invars))])
     return walk.found
 
@@ -97,19 +98,21 @@ class _Value:
 
 
 class _Walk:
-    def __init__(self, sets: int):
+    def __init__(self, sets: int, facts: list | None):
         self.sets = sets
+        self.facts = facts
         self.found: list[str] = []
 
-    def jaxpr(self, jaxprs: list, inputs: list) -> list:
+    def jaxpr(self, jaxprs: list, inputs: list, path: str = "program") -> list:
         """Walks `jaxprs` in step from its inputs' values (None: not following the inputs); its
-        outputs' values."""
+        outputs' values. `path`: where it is, as decision_coverage names it (its Facts' keys)."""
         env = {}
         for var, value in zip(jaxprs[0].invars, inputs):
             env[var] = value
-        for eqns in zip(*[j.eqns for j in jaxprs]):
+        for n, eqns in enumerate(zip(*[j.eqns for j in jaxprs])):
             ins = [None if hasattr(v, "val") else env.get(v) for v in eqns[0].invars]
-            outs = self.eqn(eqns, ins) if any(x is not None for x in ins) else [None] * len(eqns[0].outvars)
+            where = f"{path} / {eqns[0].primitive.name} (operation {n + 1})"
+            outs = self.eqn(eqns, ins, where) if any(x is not None for x in ins) else [None] * len(eqns[0].outvars)
             for var, value in zip(eqns[0].outvars, outs):
                 env[var] = value
         return [None if hasattr(v, "val") else env.get(v) for v in jaxprs[0].outvars]
@@ -118,14 +121,14 @@ class _Walk:
         return [_Value([_whole(eqns[k].outvars[o]) for k in range(self.sets)], True)
                 for o in range(len(eqns[0].outvars))]
 
-    def eqn(self, eqns, ins: list) -> list:
+    def eqn(self, eqns, ins: list, where: str) -> list:
         first = eqns[0]
         name = first.primitive.name
         if name == "pallas_call":
-            self.kernel_reads(eqns, ins)
+            self.kernel_reads(eqns, ins, where)
             return self.opaque(eqns)  # what a kernel makes of what it reads: not followed
         if name in _CALLS or name in ("cond", "scan"):
-            return self.call(eqns, ins)
+            return self.call(eqns, ins, where)
         rule = getattr(self, "_" + name, None)
         if rule is not None:
             return rule(eqns, ins)
@@ -139,7 +142,7 @@ class _Walk:
                                any(x.opaque for x in shaped))]
         return self.opaque(eqns)
 
-    def call(self, eqns, ins: list) -> list:
+    def call(self, eqns, ins: list, where: str) -> list:
         first = eqns[0]
         name = first.primitive.name
         bodies = [list(tpu_estimate._sub(e)) for e in eqns]
@@ -148,27 +151,28 @@ class _Walk:
                 return self.opaque(eqns)  # trips follow the sizes: a part per trip, all of it over them
             for in_step in zip(*bodies):  # the carry's data may be anywhere: its operands opaque
                 self.jaxpr(list(in_step), [_Value([_whole(body.invars[i]) for body in in_step], True)
-                                           for i in range(len(in_step[0].invars))])
+                                           for i in range(len(in_step[0].invars))], f"{where} body")
             return self.opaque(eqns)
         if name == "cond":  # the index first; each branch takes the rest
-            for in_step in zip(*bodies):
-                self.jaxpr(list(in_step), ins[1:])
+            for b, in_step in enumerate(zip(*bodies)):
+                self.jaxpr(list(in_step), ins[1:], f"{where} branch {b}")
             return self.opaque(eqns)
         outs = None
         for in_step in zip(*bodies):
             if len(in_step[0].invars) == len(ins):
-                outs = self.jaxpr(list(in_step), ins)
+                outs = self.jaxpr(list(in_step), ins, where)
         if outs is None or len(outs) != len(first.outvars):
             return self.opaque(eqns)
         return outs
 
-    def kernel_reads(self, eqns, ins: list) -> None:
+    def kernel_reads(self, eqns, ins: list, where: str) -> None:
         """A kernel's blocks of its operands, over its whole grid, as a slice: a grid axis of a fixed
         3 steps naming K chunks 0-2 of an operand padded with K/256 zero chunks reads all of its data
         where checked and 3 of 32 chunks at the full size (red team round 14: the padded operand is
         not read whole at any size, so the per-output-block rule, which counts the operand's blocks,
-        saw nothing). Blocks named through scalar-prefetched tables, bounded slices and the
-        kernel's own copies are not followed here (decision_coverage.py counts them per output block)."""
+        saw nothing). The kernel's own copies of an operand left in HBM likewise (copies_read).
+        Blocks named through scalar-prefetched tables and bounded slices are not followed here
+        (decision_coverage.py counts them per output block)."""
         from . import decision_coverage
         mappings = [e.params.get("grid_mapping") for e in eqns]
         grids = [tuple(getattr(m, "grid", ()) or ()) for m in mappings]
@@ -185,6 +189,7 @@ class _Walk:
         evaluated = [decision_coverage._block_moves(e, tuple(int(g) for g in grid))[3] for e, grid in zip(eqns, grids)]
         for b in wanted:
             value = ins[offset + b]
+            self.copies_read(eqns, where, b, value)
             if not all(b in ev for ev in evaluated):
                 continue
             windows = [_block_windows(m.block_mappings[b]) for m in mappings]
@@ -202,6 +207,27 @@ class _Walk:
                     kept.append(int(np.clip(overlap, 0, None).sum()))
                     extent.append(stop - a)
                 self.cut(eqns, f"the kernel's blocks of its operand {b}", axis, value, kept, extent)
+
+    def copies_read(self, eqns, where: str, b: int, value: "_Value") -> None:
+        """What the kernel's own copies and loads of operand `b`, left whole in HBM, read over the
+        grid (decision_coverage's `dma_reads`), against the operand's data: a loop of a fixed 3 trips
+        copying K chunks 0-2 of an operand padded with K/256 zero chunks."""
+        if not self.facts or any(f is None for f in self.facts):
+            return
+        reads = [f.dma_reads.get((where, b)) for f in self.facts]
+        shapes = [_shape(e.invars[int(getattr(e.params.get("grid_mapping"), "num_index_operands", 0) or 0) + b])
+                  for e in eqns]
+        if any(r is None or len(r) != len(shape) for r, shape in zip(reads, shapes)):
+            return  # not read through copies of the whole operand
+        for axis in range(len(shapes[0])):
+            if any(r[axis] is None or len(r[axis]) != shape[axis] for r, shape in zip(reads, shapes)):
+                continue  # read at addresses not evaluated: not counted
+            kept, extent = [], []
+            for k in range(self.sets):
+                a, stop = value.regions[k][axis]
+                kept.append(int(np.asarray(reads[k][axis][a:stop]).sum()))
+                extent.append(stop - a)
+            self.cut(eqns, f"the kernel's copies of its operand {b}", axis, value, kept, extent)
 
     # ---- cuts --------------------------------------------------------------------------------
 

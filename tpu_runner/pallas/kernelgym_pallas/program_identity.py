@@ -72,6 +72,7 @@ class Identity:
     unproven: list = dataclasses.field(default_factory=list)
     slots: int = 0  # numbers compared
     varying: int = 0  # of them, numbers that change with the sizes
+    facts: dict = dataclasses.field(default_factory=dict)  # size set -> decision_coverage.Facts
 
     @property
     def proven(self) -> bool:
@@ -318,7 +319,7 @@ def compare(programs: dict, sizes: dict, fit_sets=("small", "check"), target: st
     # What the program computes from its numbers before it touches data (decision_coverage.py).
     from . import decision_coverage
     try:
-        problems = decision_coverage.check(programs, fit_sets, target, fitter)
+        problems = decision_coverage.check(programs, fit_sets, target, fitter, identity.facts)
     except Exception as error:  # a program the evaluator cannot follow is not shown to decide alike
         problems = [f"the program's decisions could not be evaluated ({type(error).__name__}: {str(error)[:200]})"]
     for problem in problems:

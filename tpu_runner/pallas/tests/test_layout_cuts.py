@@ -10,8 +10,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from jax.experimental import pallas as pl  # noqa: E402
+from jax.experimental.pallas import tpu as pltpu  # noqa: E402
 
-from kernelgym_pallas import layout_cuts  # noqa: E402
+from kernelgym_pallas import layout_cuts, program_identity  # noqa: E402
 
 SETS = ("small", "check", "full")
 # (rows, columns) of the one input at each size set: rows 512 / 768 / 8192, columns 256 / 384 / 2048.
@@ -98,6 +99,36 @@ class Cuts(unittest.TestCase):
         found = _found(fn)
         self.assertEqual(len(found), 1, found)
         self.assertIn("768 of 8192", found[0])
+
+    def test_a_kernels_own_copies_of_a_fixed_part_of_a_padded_operand(self):
+        # The padded chunks left in HBM, a loop of a fixed 3 trips copying chunks 0-2: all of the data
+        # where checked, 3 of 32 chunks at the full size (what the copies read: decision_coverage's).
+        def fn(x):
+            chunks = x.reshape(x.shape[0] // 256, 256, x.shape[1])
+            padded = jnp.pad(chunks, ((0, chunks.shape[0]), (0, 0), (0, 0)))
+
+            def body(x_hbm, o_ref, buf, sem):
+                o_ref[...] = jnp.zeros_like(o_ref)
+
+                def step(c, carry):
+                    copy = pltpu.make_async_copy(x_hbm.at[c], buf, sem)
+                    copy.start()
+                    copy.wait()
+                    o_ref[...] += buf[...]
+                    return carry
+                jax.lax.fori_loop(0, 3, step, 0)
+            return pl.pallas_call(body, out_shape=jax.ShapeDtypeStruct((256, x.shape[1]), x.dtype),
+                                  in_specs=[pl.BlockSpec(memory_space=pl.ANY)],
+                                  scratch_shapes=[pltpu.VMEM((256, x.shape[1]), x.dtype), pltpu.SemaphoreType.DMA],
+                                  interpret=True)(padded)
+        programs = _programs(fn)
+        self.assertEqual(layout_cuts.problems(programs, SETS), [])  # without the copies' facts: not seen
+        sizes = {name: {"R": SHAPES[name][0], "C": SHAPES[name][1]} for name in SETS}
+        facts = program_identity.compare(programs, sizes).facts
+        found = layout_cuts.problems(programs, SETS, facts)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("copies", found[0])
+        self.assertIn("3 of 32", found[0])
 
     def test_a_window_of_a_fixed_size_at_a_run_time_start(self):
         def fn(x):
