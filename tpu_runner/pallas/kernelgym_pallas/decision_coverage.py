@@ -424,6 +424,9 @@ def _size(shape) -> int:
 class _Evaluator:
     def __init__(self, invariant: frozenset = frozenset(), tables: dict | None = None):
         self.facts = Facts()
+        # pallas_call (its key) -> per input, which hold one program input's data alike
+        # (layout_cuts.operand_sources): one operand to the read rules
+        self.sources: dict = {}
         # id of a pallas_call equation -> its scalar-prefetched tables' values (prefetch_coverage
         # computes them from the task's inputs): reads of them give those numbers (_Table)
         self.tables = tables or {}
@@ -575,6 +578,7 @@ class _Evaluator:
             folded = None
             if how == "value":
                 folded = np.full((1,) * (ctx.axes + _rank(eqn.outvars[0].aval)), what, _dtype(eqn.outvars[0].aval))
+            self._operand_keys = operand_keys  # a kernel's operands that are one value (pallas_call)
             outs = self.eqn(eqn, args, ctx, where, folded)
             # Interned: a key is a small number, so comparing two (a chain built twice) is one step.
             own = self._interned.setdefault(_expression_key(eqn, operand_keys, self._stores), len(self._interned))
@@ -765,6 +769,11 @@ class _Evaluator:
             if len(tables) == prefetch:
                 refs[:prefetch] = tables
             blocks = list(getattr(mapping, "block_mappings", ()) or ())
+            # One value passed as several operands is one operand to the reads' rules: chunk 0 copied
+            # from one, chunks 1-2 from the other, neither read whole anywhere, together all of K
+            # where checked and 3 of 32 chunks at the full size (red team round 17: 8.59x on gemm).
+            same = _same_operands(eqn, getattr(self, "_operand_keys", None), prefetch,
+                                  int(getattr(mapping, "num_inputs", 0) or 0), self.sources.get(where))
             for k in range(int(getattr(mapping, "num_inputs", 0) or 0)):
                 whole = tuple(getattr(getattr(blocks[k], "array_aval", None), "shape", ()) or ()) \
                     if k < len(blocks) else ()
@@ -772,7 +781,7 @@ class _Evaluator:
                 seen = tuple(getattr(getattr(var, "aval", None), "shape", ()) or ()) if var is not None else ()
                 if whole and seen:
                     # the whole operand (left in HBM, read by copies) or its block (read by loads)
-                    refs[prefetch + k].operand = (k, seen)
+                    refs[prefetch + k].operand = (same[k], seen)
                     refs[prefetch + k].in_hbm = seen == whole
             inputs = int(getattr(mapping, "num_inputs", 0) or 0)
             for b in range(inputs, len(blocks)):
@@ -1640,6 +1649,25 @@ def per_output_block_reads(block_mappings, evaluated: dict, inputs: int, groups=
     return found
 
 
+def _same_operands(eqn, operand_keys, prefetch: int, inputs: int, sources=None) -> list[int]:
+    """Per input of a pallas_call, the first input that is the same value (the same variable, or
+    the same expression of the program by the walk's keys) or holds the same program input's data
+    in the same positions (`sources`: layout_cuts.operand_sources, `A` and `A * 1`): itself where
+    none is."""
+    keys = []
+    for k in range(inputs):
+        var = eqn.invars[prefetch + k] if prefetch + k < len(eqn.invars) else None
+        key = operand_keys[prefetch + k] if operand_keys is not None and prefetch + k < len(operand_keys) else None
+        keys.append(key if key is not None and type(var).__name__ != "Literal" else ("variable", id(var)))
+    same = [keys.index(key) for key in keys]
+    if sources is not None and len(sources) == inputs:
+        for k in range(inputs):
+            if sources[k] is not None:
+                first = sources.index(sources[k])
+                same[k] = same[min(first, k)]
+    return same
+
+
 def _group_ids(key: np.ndarray) -> tuple[np.ndarray, int]:
     """(an id per column of `key` (components x points), equal where the columns are; how many ids
     there can be): the components as digits of one number, compressed only where that number's
@@ -2150,10 +2178,14 @@ def _summary(array: np.ndarray):
     return tuple(np.unique(array).tolist())
 
 
-def evaluate(closed_jaxpr, invariant: frozenset = frozenset(), tables: dict | None = None) -> Facts:
+def evaluate(closed_jaxpr, invariant: frozenset = frozenset(), tables: dict | None = None,
+             sources: dict | None = None) -> Facts:
     """`invariant`: ids of the program's variables that do not depend on its data (data_probe);
-    `tables`: id of a pallas_call equation -> its scalar-prefetched tables' values."""
-    return _Evaluator(invariant, tables).program(closed_jaxpr)
+    `tables`: id of a pallas_call equation -> its scalar-prefetched tables' values; `sources`:
+    layout_cuts.operand_sources of the program."""
+    evaluator = _Evaluator(invariant, tables)
+    evaluator.sources = sources or {}
+    return evaluator.program(closed_jaxpr)
 
 
 # ---- comparing the size sets --------------------------------------------------------------------
@@ -2246,14 +2278,19 @@ def _combination_problems(scope_key: str, full: _Scope, checked: list) -> list[s
     return problems
 
 
-def check(programs: dict, fit_sets, target: str, fitter, facts_out: dict | None = None) -> list[str]:
+def check(programs: dict, fit_sets, target: str, fitter, facts_out: dict | None = None,
+          sources: dict | None = None) -> list[str]:
     """Why the full-size program's decisions are not covered by the checked programs' (empty: they
     are). `programs`: size set -> ClosedJaxpr (already shown to be one template by
     program_identity); `fitter`: program_identity's reader of numbers, for the folded ones.
-    `facts_out`: given, it gets each size set's Facts (layout_cuts.py reads the kernels' copies)."""
+    `facts_out`: given, it gets each size set's Facts (layout_cuts.py reads the kernels' copies).
+    `sources`: size set -> layout_cuts.operand_sources of its program (kernel inputs that hold one
+    input's data alike are one operand to the read rules)."""
     from . import data_probe, program_identity
     names = (*fit_sets, target)
     walks = {name: _Evaluator() for name in names}
+    for name in names:
+        walks[name].sources = (sources or {}).get(name) or {}
     facts = {name: walks[name].program(programs[name]) for name in names}
     # Data that met a number anywhere: whether it depends on the data at all is measured (at a
     # checked size; a position in the template names the variable in every program), and
@@ -2272,7 +2309,8 @@ def check(programs: dict, fit_sets, target: str, fitter, facts_out: dict | None 
     probed = max(fit_sets, key=lambda name: data_probe.grid_steps(programs[name]))
     same, failures = data_probe.invariant(programs[probed], wanted) if wanted else (set(), [])
     if same:
-        facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same))) for name in names}
+        facts = {name: evaluate(programs[name], frozenset(data_probe.ids(programs[name], same)),
+                                sources=(sources or {}).get(name)) for name in names}
     if facts_out is not None:
         facts_out.update(facts)
     for failure in failures:  # what the probe could not tell is not known to be data (fail closed)

@@ -52,8 +52,27 @@ def problems(programs: dict, names: tuple, facts: dict | None = None) -> list[st
     kernels' own copies read (without them, those are not followed here)."""
     jaxprs = [programs[name].jaxpr for name in names]
     walk = _Walk(len(names), [facts.get(name) for name in names] if facts else None)
-    walk.jaxpr(jaxprs, [_Value([_whole(j.invars[i]) for j in jaxprs], False) for i in range(len(jaxprs[0].invars))])
+    inputs = [_Value([_whole(j.invars[i]) for j in jaxprs], False) for i in range(len(jaxprs[0].invars))]
+    for i, value in enumerate(inputs):
+        value.source = i
+    walk.jaxpr(jaxprs, inputs)
     return walk.found
+
+
+def operand_sources(closed_jaxpr) -> dict:
+    """{pallas_call (as decision_coverage names it): per input, a key equal for inputs that hold one
+    program input's data in the same positions (the input, element-wise operations of it, the same
+    layout operations of it), None where not known}: decision_coverage counts what such operands'
+    reads cover together (one array passed as two operands, `A` and `A * 1`, chunk 0 copied from one
+    and chunks 1-2 from the other: red team round 17, 8.59x trusted on gemm)."""
+    jaxpr = closed_jaxpr.jaxpr
+    walk = _Walk(1, None)
+    walk.sources = {}
+    inputs = [_Value([_whole(v)], False) for v in jaxpr.invars]
+    for i, value in enumerate(inputs):
+        value.source = i
+    walk.jaxpr([jaxpr], inputs)
+    return walk.sources
 
 
 def _shape(var) -> tuple:
@@ -89,12 +108,34 @@ _MIXING = frozenset({"dot_general", "conv_general_dilated", "cumsum", "cumprod",
 class _Value:
     """A value that follows the inputs: per size set, the interval of positions holding the
     inputs' data on each axis; `opaque` where that is not known (a kernel's output, a matmul's):
-    its regions are then all of it."""
-    __slots__ = ("regions", "opaque")
+    its regions are then all of it, and `data` how many of its elements hold data per size set
+    where layout moved them (None: all of them). `padded`: padding was added somewhere upstream."""
+    __slots__ = ("regions", "opaque", "data", "padded", "source")
 
-    def __init__(self, regions: list, opaque: bool):
+    def __init__(self, regions: list, opaque: bool, data: list | None = None):
         self.regions = regions
         self.opaque = opaque
+        self.data = data
+        self.padded = False
+        # the program input it is, element for element (through element-wise operations of it, and
+        # layout operations named in the key: two values of one key hold the same data alike)
+        self.source = None
+
+
+def _derived(value: _Value, operand: _Value, how: tuple) -> _Value:
+    """`value`, made from `operand` by a layout operation `how`: one source with another made the
+    same way (the same input's data in the same positions)."""
+    if operand.source is not None:
+        value.source = (how, operand.source)
+    return value
+
+
+def _data(value: _Value, k: int, var) -> int:
+    """How many of the value's elements hold the inputs' data at size set k (`var`: its variable
+    there): at most that many can be kept."""
+    if not value.opaque:
+        return _count([b - a for a, b in value.regions[k]])
+    return value.data[k] if value.data is not None else _count(_shape(var))
 
 
 class _Walk:
@@ -102,6 +143,7 @@ class _Walk:
         self.sets = sets
         self.facts = facts
         self.found: list[str] = []
+        self.sources: dict | None = None  # where -> its kernel's inputs' sources (operand_sources)
 
     def jaxpr(self, jaxprs: list, inputs: list, path: str = "program") -> list:
         """Walks `jaxprs` in step from its inputs' values (None: not following the inputs); its
@@ -113,7 +155,11 @@ class _Walk:
             ins = [None if hasattr(v, "val") else env.get(v) for v in eqns[0].invars]
             where = f"{path} / {eqns[0].primitive.name} (operation {n + 1})"
             outs = self.eqn(eqns, ins, where) if any(x is not None for x in ins) else [None] * len(eqns[0].outvars)
-            for var, value in zip(eqns[0].outvars, outs):
+            upstream = any(x is not None and x.padded for x in ins)
+            for o, (var, value) in enumerate(zip(eqns[0].outvars, outs)):
+                if value is not None:
+                    value.padded = value.padded or upstream or \
+                        (not value.opaque and _padded(value, [e.outvars[o] for e in eqns]))
                 env[var] = value
         return [None if hasattr(v, "val") else env.get(v) for v in jaxprs[0].outvars]
 
@@ -138,8 +184,11 @@ class _Walk:
             # element-wise (scalars broadcast): the union of the operands' data
             shaped = [x for v, x in zip(first.invars, ins) if x is not None and _shape(v) == _shape(out)]
             if shaped:
-                return [_Value([_union([x.regions[k] for x in shaped]) for k in range(self.sets)],
-                               any(x.opaque for x in shaped))]
+                value = _Value([_union([x.regions[k] for x in shaped]) for k in range(self.sets)],
+                               any(x.opaque for x in shaped))
+                sources = {x.source for x in shaped}
+                value.source = sources.pop() if len(sources) == 1 else None
+                return [value]
         return self.opaque(eqns)
 
     def call(self, eqns, ins: list, where: str) -> list:
@@ -175,6 +224,11 @@ class _Walk:
         (decision_coverage.py counts them per output block)."""
         from . import decision_coverage
         mappings = [e.params.get("grid_mapping") for e in eqns]
+        if self.sources is not None:
+            first = int(getattr(mappings[0], "num_index_operands", 0) or 0)
+            self.sources[where] = [ins[first + b].source if first + b < len(ins) and ins[first + b] is not None
+                                   else None for b in range(int(getattr(mappings[0], "num_inputs", 0) or 0))]
+            return
         grids = [tuple(getattr(m, "grid", ()) or ()) for m in mappings]
         if not all(isinstance(g, (int,)) or hasattr(g, "__index__") for grid in grids for g in grid):
             return
@@ -184,6 +238,9 @@ class _Walk:
         # counted against its own shape by decision_coverage already.
         wanted = [b for b in range(inputs) if offset + b < len(ins) and ins[offset + b] is not None and
                   not ins[offset + b].opaque and _padded(ins[offset + b], [e.invars[offset + b] for e in eqns])]
+        for b in range(inputs):
+            if b not in wanted and offset + b < len(ins) and ins[offset + b] is not None:
+                self.read_shares(eqns, where, b)
         if not wanted:
             return
         evaluated = [decision_coverage._block_moves(e, tuple(int(g) for g in grid))[3] for e, grid in zip(eqns, grids)]
@@ -207,6 +264,36 @@ class _Walk:
                     kept.append(int(np.clip(overlap, 0, None).sum()))
                     extent.append(stop - a)
                 self.cut(eqns, f"the kernel's blocks of its operand {b}", axis, value, kept, extent)
+
+    def read_shares(self, eqns, where: str, b: int) -> None:
+        """The share of operand `b` the kernel reads anywhere on its grid, by its blocks and by its own
+        copies (decision_coverage's facts), must not be smaller at the full size than at every
+        checked size: one array passed as two operands, chunk 0 copied from one and chunks 1-2 from
+        the other, reads neither whole at any size (so the rules that ask whether an operand read
+        whole where checked is read whole at the full size see nothing) and 3 of 32 chunks of
+        both at the full size (red team round 17: 8.59x trusted on gemm)."""
+        if not self.facts or any(f is None for f in self.facts):
+            return
+        scopes = [f.scopes.get(where) for f in self.facts]
+        blocks = [getattr(scope, "reads", {}).get(b) if scope is not None else None for scope in scopes]
+        if all(isinstance(r, tuple) and len(r) == 3 and r[1] for r in blocks):
+            self.shares(eqns, f"the kernel's blocks of its operand {b}", [(r[0], r[1]) for r in blocks], str(blocks[0][2]))
+        reads = [f.dma_reads.get((where, b)) for f in self.facts]
+        if all(r is not None for r in reads) and len({len(r) for r in reads}) == 1:
+            for axis in range(len(reads[0])):
+                if all(r[axis] is not None and len(r[axis]) for r in reads):
+                    self.shares(eqns, f"the kernel's copies of its operand {b} (axis {axis})",
+                                [(int(np.asarray(r[axis]).sum()), len(r[axis])) for r in reads], "elements")
+
+    def shares(self, eqns, what: str, read: list, unit: str) -> None:
+        fractions = [n / of for n, of in read]
+        if self.sets < 2 or fractions[-1] >= OPAQUE_SHARE_SLACK * min(fractions[:-1]):
+            return
+        line = artifact.candidate_line(eqns[0].source_info)
+        where = f"line {line}" if line else "a `pallas_call`"
+        self.found.append(f"{where}: {what} read {read[-1][0]} of {read[-1][1]} {unit} at the full size, a smaller "
+                          f"share than at every checked size ({', '.join(f'{n} of {of}' for n, of in read[:-1])}): "
+                          f"work done where checked would be missing at the full size")
 
     def copies_read(self, eqns, where: str, b: int, value: "_Value") -> None:
         """What the kernel's own copies and loads of operand `b`, left whole in HBM, read over the
@@ -236,7 +323,11 @@ class _Walk:
         data: a cut when none is dropped at every checked size and some at the full size. Opaque
         data (all of it counted, padding too): a cut when the share kept at the full size is smaller
         than at every checked size (a fixed extent of one that grows, or another size's extent)."""
+        if self.sets < 2:
+            return  # one program (operand_sources): nothing to compare
         if value.opaque:
+            if not value.padded:
+                return  # no padding upstream: the count rule (opaque_cut) is the one that applies
             shares = [k / e if e else 1.0 for k, e in zip(kept, extent)]
             if shares[-1] >= OPAQUE_SHARE_SLACK * min(shares[:-1]):
                 return
@@ -252,6 +343,24 @@ class _Walk:
         where = f"line {line}" if line else f"a `{eqns[0].primitive.name}`"
         self.found.append(f"{where}: {what} {why}: work done where checked would be missing at the full size")
 
+    def opaque_cut(self, eqns, what: str, value: _Value, output: int = 0) -> list | None:
+        """An opaque operand: the elements the operation keeps (its output's) against how many of the
+        operand's hold data. A cut when they can hold all of it at every checked size and not at the
+        full size (data written into a buffer of a width of the candidate's choosing, moved where
+        the walk loses its positions, then cut to a fixed extent: red team round 17). The output's
+        data count, at most what it keeps."""
+        data = [_data(value, k, e.invars[0]) for k, e in enumerate(eqns)]
+        kept = [_count(_shape(e.outvars[output])) for e in eqns]
+        lost = [max(0, d - n) for d, n in zip(data, kept)]
+        if self.sets > 1 and all(n == 0 for n in lost[:-1]) and lost[-1] > 0:
+            line = artifact.candidate_line(eqns[0].source_info)
+            where = f"line {line}" if line else f"a `{eqns[0].primitive.name}`"
+            self.found.append(f"{where}: {what} keeps {', '.join(str(n) for n in kept)} elements of an operand whose "
+                              f"data is {', '.join(str(d) for d in data)} elements at the size sets: all of it "
+                              f"where checked, not at the full size: work done where checked would be missing "
+                              f"at the full size")
+        return [min(d, n) for d, n in zip(data, kept)]
+
     def _slice(self, eqns, ins):
         return [self._window(eqns, ins[0], [e.params["start_indices"] for e in eqns],
                              [e.params["limit_indices"] for e in eqns], [e.params["strides"] for e in eqns], "`slice`")]
@@ -265,13 +374,16 @@ class _Walk:
             limits = [[int(s) + z for s, z in zip(row, size)] for row, size in zip(starts, sizes)]
             return [self._window(eqns, ins[0], starts, limits, [None] * self.sets, "a `dynamic_slice`")]
         # Starts known at run time only: a window of that size keeps at most that much of the data.
+        if ins[0].opaque:
+            return [_Value([_whole(e.outvars[0]) for e in eqns], True,
+                           self.opaque_cut(eqns, "a `dynamic_slice`", ins[0]))]
         for axis in range(len(sizes[0])):
             spans = [ins[0].regions[k][axis] for k in range(self.sets)]
             self.cut(eqns, "a `dynamic_slice`", axis, ins[0], [min(z[axis], b - a) for z, (a, b) in zip(sizes, spans)],
                      [b - a for a, b in spans])
         return self.opaque(eqns)
 
-    def _window(self, eqns, value, starts, limits, strides, what: str):
+    def _window(self, eqns, value, starts, limits, strides, what: str, output: int = 0):
         if value is None:
             return None
         axes = []
@@ -289,7 +401,8 @@ class _Walk:
                 spans.append(((first - s) // step, (first - s) // step + n) if n else (0, 0))
             self.cut(eqns, what, axis, value, kept, extent)
             axes.append(spans)
-        return _Value([tuple(axes[axis][k] for axis in range(len(axes))) for k in range(self.sets)], value.opaque)
+        data = self.opaque_cut(eqns, what, value, output) if value.opaque else None
+        return _Value([tuple(axes[axis][k] for axis in range(len(axes))) for k in range(self.sets)], value.opaque, data)
 
     def _pad(self, eqns, ins):
         if ins[0] is None:
@@ -313,7 +426,7 @@ class _Walk:
             per_axis.append(spans)
         for k in range(self.sets):
             regions.append(tuple(per_axis[axis][k] for axis in range(len(per_axis))))
-        return [_Value(regions, value.opaque)]
+        return [_Value(regions, value.opaque, self.opaque_cut(eqns, "a `pad`", value) if value.opaque else None)]
 
     def _split(self, eqns, ins):
         if ins[0] is None:
@@ -328,7 +441,7 @@ class _Walk:
                 starts.append([offset if d == axis else 0 for d in range(len(shape))])
                 size = int(e.params["sizes"][o])
                 limits.append([offset + size if d == axis else shape[d] for d in range(len(shape))])
-            outs.append(self._window(eqns, ins[0], starts, limits, [None] * self.sets, "a `split`"))
+            outs.append(self._window(eqns, ins[0], starts, limits, [None] * self.sets, "a `split`", o))
         return outs
 
     def _gather(self, eqns, ins):
@@ -344,14 +457,17 @@ class _Walk:
             self.cut(eqns, "a `gather`", axis, value, [max(0, min(b, z) - a) for z, (a, b) in zip(sizes, spans)],
                      [b - a for a, b in spans])
         # Rows picked by index: at most as many of the data's elements as it gathers.
-        data = [_count([b - a for a, b in value.regions[k]]) for k in range(self.sets)]
+        if value.opaque:
+            return [_Value([_whole(e.outvars[0]) for e in eqns], True, self.opaque_cut(eqns, "a `gather`", value))]
+        data = [_data(value, k, e.invars[0]) for k, e in enumerate(eqns)]
         taken = [_count(_shape(e.outvars[0])) for e in eqns]
         self.cut(eqns, "a `gather` (all axes)", 0, value, [min(t, d) for t, d in zip(taken, data)], data)
         return self.opaque(eqns)
 
     def _transpose(self, eqns, ins):
         perm = eqns[0].params["permutation"]
-        return [_Value([tuple(ins[0].regions[k][p] for p in perm) for k in range(self.sets)], ins[0].opaque)]
+        return [_derived(_Value([tuple(ins[0].regions[k][p] for p in perm) for k in range(self.sets)], ins[0].opaque,
+                                ins[0].data), ins[0], ("transpose", tuple(perm)))]
 
     def _rev(self, eqns, ins):
         out = []
@@ -359,12 +475,12 @@ class _Walk:
             shape, axes = _shape(e.invars[0]), set(e.params["dimensions"])
             out.append(tuple((shape[i] - b, shape[i] - a) if i in axes else (a, b)
                              for i, (a, b) in enumerate(ins[0].regions[k])))
-        return [_Value(out, ins[0].opaque)]
+        return [_Value(out, ins[0].opaque, ins[0].data)]
 
     def _squeeze(self, eqns, ins):
         axes = set(eqns[0].params["dimensions"])
         return [_Value([tuple(r for i, r in enumerate(ins[0].regions[k]) if i not in axes)
-                        for k in range(self.sets)], ins[0].opaque)]
+                        for k in range(self.sets)], ins[0].opaque, ins[0].data)]
 
     def _broadcast_in_dim(self, eqns, ins):
         if ins[0] is None:
@@ -384,11 +500,13 @@ class _Walk:
             return self.opaque(eqns)
         out, opaque = [], ins[0].opaque
         for k, e in enumerate(eqns):
-            mapped = _reshaped(ins[0].regions[k], _shape(e.invars[0]), _shape(e.outvars[0]))
+            mapped = None if ins[0].opaque else _reshaped(ins[0].regions[k], _shape(e.invars[0]), _shape(e.outvars[0]))
             if mapped is None:
                 opaque = True
             out.append(mapped if mapped is not None else _whole(e.outvars[0]))
-        return [_Value(out, opaque)]
+        # where the positions are lost, how much data there is is not: a reshape moves every element
+        data = [_data(ins[0], k, e.invars[0]) for k, e in enumerate(eqns)] if opaque else None
+        return [_derived(_Value(out, opaque, data), ins[0], ("reshape", _shape(eqns[0].outvars[0])))]
 
     def _concatenate(self, eqns, ins):
         axis = int(eqns[0].params["dimension"])

@@ -319,7 +319,9 @@ def compare(programs: dict, sizes: dict, fit_sets=("small", "check"), target: st
     # What the program computes from its numbers before it touches data (decision_coverage.py).
     from . import decision_coverage
     try:
-        problems = decision_coverage.check(programs, fit_sets, target, fitter, identity.facts)
+        from . import layout_cuts
+        sources = {name: layout_cuts.operand_sources(programs[name]) for name in (*fit_sets, target)}
+        problems = decision_coverage.check(programs, fit_sets, target, fitter, identity.facts, sources)
     except Exception as error:  # a program the evaluator cannot follow is not shown to decide alike
         problems = [f"the program's decisions could not be evaluated ({type(error).__name__}: {str(error)[:200]})"]
     for problem in problems:
