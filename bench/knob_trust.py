@@ -50,7 +50,8 @@ def main() -> None:
             else:
                 kind, why = "ok, untrusted", "; ".join(estimate.get("reasons") or [])[:300]
             summary[kind] += 1
-            print(f"{task} {setting} {kind} speedup={estimate.get('speedup')} {time.time() - start:.1f}s {why}", flush=True)
+            seconds = time.time() - start
+            print(f"{task} {setting} {kind} speedup={estimate.get('speedup')} {seconds:.1f}s {why}", flush=True)
     print("summary:", dict(summary))
 
 
