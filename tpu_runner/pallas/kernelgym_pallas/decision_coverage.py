@@ -427,6 +427,8 @@ class _Evaluator:
         # pallas_call (its key) -> per input, which hold one program input's data alike
         # (layout_cuts.operand_sources): one operand to the read rules
         self.sources: dict = {}
+        self._operand_keys = None  # the keys of the operands of the equation being walked
+        self._call_keys: dict = {}  # id of a pallas_call equation -> its operands' keys
         # id of a pallas_call equation -> its scalar-prefetched tables' values (prefetch_coverage
         # computes them from the task's inputs): reads of them give those numbers (_Table)
         self.tables = tables or {}
@@ -689,6 +691,8 @@ class _Evaluator:
                     self.jaxpr(inner, consts, [derived] * len(inner.invars), ctx, f"{where} {key}[{k}]")
 
     def pallas_call(self, eqn, where: str) -> None:
+        # The keys of its operands, as the walk outside gave them (walking the body sets others).
+        self._call_keys[id(eqn)] = self._operand_keys
         mapping = eqn.params.get("grid_mapping")
         grid = tuple(getattr(mapping, "grid", ()) or ())
         static = all(isinstance(g, (int, np.integer)) for g in grid)
@@ -772,7 +776,7 @@ class _Evaluator:
             # One value passed as several operands is one operand to the reads' rules: chunk 0 copied
             # from one, chunks 1-2 from the other, neither read whole anywhere, together all of K
             # where checked and 3 of 32 chunks at the full size (red team round 17: 8.59x on gemm).
-            same = _same_operands(eqn, getattr(self, "_operand_keys", None), prefetch,
+            same = _same_operands(eqn, self._call_keys.get(id(eqn)), prefetch,
                                   int(getattr(mapping, "num_inputs", 0) or 0), self.sources.get(where))
             for k in range(int(getattr(mapping, "num_inputs", 0) or 0)):
                 whole = tuple(getattr(getattr(blocks[k], "array_aval", None), "shape", ()) or ()) \

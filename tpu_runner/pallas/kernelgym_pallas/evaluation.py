@@ -457,9 +457,8 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         identity.unproven += [p for p in prefetch_coverage.problems(
             programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full")
             if p not in identity.unproven]
-        # The work done (matmul FLOPs, or compute where the reference has no matmul), as a share
-        # of the reference's: a constant amount where the reference's grows leaves work out at
-        # the full size, whatever form the cut takes.
+        # The matmul work done, as a share of the reference's (a backstop: a sixteenth): a constant
+        # amount where the reference's grows leaves work out at the full size.
         identity.unproven += _work_problems(programs, task, tuple(checked))
         # Data the layout outside the kernels keeps whole where checked and cuts at the full size,
         # whatever work the kernels do (work shares can be padded with work that costs nothing).
