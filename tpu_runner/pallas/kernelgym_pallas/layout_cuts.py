@@ -21,10 +21,14 @@ trusted. Data dropped at the checked sizes too (an honest `x[:, -1]`) is not thi
 checked is what is paid.
 
 Where the data's positions are not known — a kernel's output, a matmul's, a reshape that
-scatters the region, a fixed-trip scan's body — the value is opaque: all of it counts as data
-(padding too), and a cut is a share of the axis kept at the full size smaller than at every
-checked size (a fixed extent of one that grows, another size's extent), with a slack of 1/16
-for an honest block padding sliced back off. Not walked: loops whose trip count follows the
+scatters the region, a fixed-trip scan's body — the value is opaque. It keeps how many of its
+elements hold data where layout moved them (a reshape moves every element; a kernel's output is
+all data): an operation that keeps fewer elements than that at the full size and at least as
+many at every checked size is a cut (data written into a buffer of a width of the candidate's
+choosing, reshaped out of sight, then cut: red team round 17). Where padding was added upstream,
+a share of an axis kept at the full size smaller than at every checked size is a cut too (a fixed
+extent of one that grows, another size's extent), with a slack of 1/16 for an honest block
+padding sliced back off. Not walked: loops whose trip count follows the
 sizes (a chunked loop takes a part per trip and all of it over the trips) and loops of run-time
 trip counts (whose estimate is not trusted anyway: tpu_estimate.py).
 
