@@ -15,6 +15,8 @@
 
 #include "core/subprocess.h"
 #include "env/client/client.h"
+#include "env/episode/knobs.h"
+#include "env/protocol/messages.h"
 #include "server_fixture.h"
 #include "tpu_runner/pallas/pallas_backend.h"
 #include "tpu_runner/sandbox.h"
@@ -179,7 +181,18 @@ TEST_P(PallasAdversarialTest, GetsItsExpectedVerdict) {
   ASSERT_NE(task, nullptr);
   EvalOptions options = PallasOptions();
   if (expected.contains("call_timeout_seconds")) options.call_timeout_seconds = expected["call_timeout_seconds"];
-  const std::string source = ReadText(dir / "kernel.py");
+  // A task's own knob setting is rendered from its template ("knobs": "NAME=value,..."), so the case
+  // follows the template as it changes; any other case is its kernel.py.
+  std::string source;
+  if (expected.contains("knobs")) {
+    const auto values = protocol::ParseKnobList(expected["knobs"].get<std::string>());
+    ASSERT_TRUE(values.has_value()) << GetParam();
+    const EditOutcome rendered = ApplyKnobs(*task, "pallas", *values);
+    ASSERT_TRUE(rendered.source.has_value()) << GetParam() << ": " << rendered.error;
+    source = *rendered.source;
+  } else {
+    source = ReadText(dir / "kernel.py");
+  }
   ExpectVerdict(Pallas().Evaluate(*task, source, options), expected,
                 GetParam() + " (" + expected.value("attack", "") + ")");
   // The static check is a first filter: a case it stops must still fail without it.
