@@ -462,7 +462,7 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         identity.unproven += _work_problems(programs, task, tuple(checked))
         # Data the layout outside the kernels keeps whole where checked and cuts at the full size,
         # whatever work the kernels do (work shares can be padded with work that costs nothing).
-        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts)
+        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts, sizes)
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "
@@ -485,10 +485,10 @@ def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
                 f"({type(error).__name__}: {str(error)[:160]})"]
 
 
-def _layout_problems(programs: dict, checked: tuple, facts: dict) -> list[str]:
-    """layout_cuts' findings (fail closed); `facts`: decision_coverage's, for the kernels' copies."""
+def _layout_problems(programs: dict, checked: tuple, facts: dict, sizes: dict) -> list[str]:
+    """layout_cuts' findings (fail closed); `facts`: decision_coverage's, for the kernels' reads."""
     try:
-        return layout_cuts.problems(programs, (*checked, "full"), facts)
+        return layout_cuts.problems(programs, (*checked, "full"), facts, sizes)
     except Exception as error:
         return [f"the layout outside the kernels could not be followed ({type(error).__name__}: {str(error)[:160]})"]
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import artifact, tpu_estimate
+from . import artifact, prefix_reads, tpu_estimate
 
 # Opaque data: the share of an axis a slice keeps at the full size may fall this much below the
 # checked sizes' (padding to a block multiple, sliced back off, keeps N of roundup(N, block): a
@@ -50,12 +50,14 @@ _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call"
                     "custom_vjp_call_jaxpr", "custom_jvp_call_jaxpr", "remat2", "checkpoint"})
 
 
-def problems(programs: dict, names: tuple, facts: dict | None = None) -> list[str]:
+def problems(programs: dict, names: tuple, facts: dict | None = None, sizes: dict | None = None) -> list[str]:
     """`programs`: size set -> closed jaxpr, one skeleton; `names`: the checked size sets, then
     the full size; `facts`: size set -> decision_coverage.Facts of the same programs, for what the
-    kernels' own copies read (without them, those are not followed here)."""
+    kernels' own copies read and each output block's reads (without them, those are not followed
+    here); `sizes`: size set -> the task's sizes by name (prefix_reads' segments)."""
     jaxprs = [programs[name].jaxpr for name in names]
     walk = _Walk(len(names), [facts.get(name) for name in names] if facts else None)
+    walk.sizes = [sizes[name] for name in names] if sizes else None
     inputs = [_Value([_whole(j.invars[i]) for j in jaxprs], False) for i in range(len(jaxprs[0].invars))]
     for i, value in enumerate(inputs):
         value.source = i
@@ -148,6 +150,7 @@ class _Walk:
         self.facts = facts
         self.found: list[str] = []
         self.sources: dict | None = None  # where -> its kernel's inputs' sources (operand_sources)
+        self.sizes: list | None = None  # per size set, the task's sizes by name
 
     def jaxpr(self, jaxprs: list, inputs: list, path: str = "program") -> list:
         """Walks `jaxprs` in step from its inputs' values (None: not following the inputs); its
@@ -236,6 +239,7 @@ class _Walk:
         grids = [tuple(getattr(m, "grid", ()) or ()) for m in mappings]
         if not all(isinstance(g, (int,)) or hasattr(g, "__index__") for grid in grids for g in grid):
             return
+        self.prefix_reads(eqns, ins, where)
         inputs = int(getattr(mappings[0], "num_inputs", 0) or 0)
         offset = int(getattr(mappings[0], "num_index_operands", 0) or 0)
         # Only operands padded outside the kernels: one the kernel gets whole (or opaque) has its blocks
@@ -268,6 +272,61 @@ class _Walk:
                     kept.append(int(np.clip(overlap, 0, None).sum()))
                     extent.append(stop - a)
                 self.cut(eqns, f"the kernel's blocks of its operand {b}", axis, value, kept, extent)
+
+    def prefix_reads(self, eqns, ins: list, where: str) -> None:
+        """What each output block reads of each operand up to its own position, by the kernel's blocks
+        and its own copies, where checked and at the full size (prefix_reads.py: a fixed window of key
+        blocks on a causal axis). One value passed as several operands is one operand here."""
+        if not self.facts or any(f is None for f in self.facts):
+            return
+        outputs = [f.output_blocks.get(where) for f in self.facts]
+        if any(o is None for o in outputs):
+            return
+        mapping = eqns[0].params.get("grid_mapping")
+        offset = int(getattr(mapping, "num_index_operands", 0) or 0)
+        classes = {}
+        for b in range(int(getattr(mapping, "num_inputs", 0) or 0)):
+            value = ins[offset + b] if offset + b < len(ins) else None
+            key = ("value", id(value)) if value is None or value.source is None else ("source", value.source)
+            classes.setdefault(key if value is not None else ("operand", b), []).append(b)
+        line = artifact.candidate_line(eqns[0].source_info)
+        for members in classes.values():
+            b = members[0]
+            value = ins[offset + b] if offset + b < len(ins) else None
+            for d in range(len(_shape(eqns[0].invars[offset + b]))):
+                reads = [self._reads(k, where, members, d, value, _shape(eqns[k].invars[offset + b])[d])
+                         for k in range(self.sets)]
+                self.found += prefix_reads.problems(
+                    f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} "
+                    f"(dimension {d})", reads, outputs, self.sizes)
+
+    def _reads(self, k: int, where: str, members: list, d: int, value, length: int):
+        """prefix_reads.Reads of operands `members` (one value), dimension `d`, at size set k; None
+        where some read of it was not counted."""
+        facts = self.facts[k]
+        group, low, high = [], [], []
+        for b in members:
+            if (where, b) in facts.block_windows:  # read through its blocks (whose loads count the block)
+                windows = facts.block_windows[(where, b)].get(d)
+                if windows is None:
+                    return None
+                group.append(windows[1]), low.append(windows[2]), high.append(windows[3])
+            elif (where, b, d) in facts.group_reads:  # left in HBM: the kernel's own copies
+                entry = facts.group_reads[(where, b, d)]
+                present = facts.groups.get(where)
+                if entry is None or present is None:
+                    return None
+                ids = np.flatnonzero(present)
+                for g, a, z in entry[1]:
+                    every = g < 0  # a window every grid step reads: every output block's
+                    group += [g[~every], np.repeat(ids, int(every.sum()))]
+                    low += [a[~every], np.tile(a[every], ids.size)]
+                    high += [z[~every], np.tile(z[every], ids.size)]
+        if not group:
+            return None
+        start, stop = value.regions[k][d] if value is not None else (0, length)
+        return prefix_reads.Reads(int(start), int(stop - start), *(np.concatenate(x).astype(np.int64)
+                                                                   for x in (group, low, high)))
 
     def read_shares(self, eqns, where: str, b: int) -> None:
         """The share of operand `b` the kernel reads anywhere on its grid, by its blocks and by its own

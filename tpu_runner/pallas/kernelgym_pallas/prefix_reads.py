@@ -1,0 +1,251 @@
+"""Reads up to each output block's own position where checked, part of them at the full size.
+
+A causal attention kernel's query block i needs the key positions up to its own rows: an honest
+kernel's grid steps for that block read key blocks 0..i at every size. So the rule that an
+operand's dimension read whole by every output block where checked must be read whole at the full
+size (decision_coverage.per_output_block_problems) says nothing here: no honest output block reads
+all of the keys. A fixed window of key blocks i-2..i is then all of S at the checked sizes (one and
+three query blocks of 128 rows) and 3 of 32 at the full size: red team round 17, flash attention
+14.73x and 6.40x trusted for kernels 28% wrong at S = 768.
+
+What is checked is the shape of the reads, against the output block's own position: per kernel
+operand dimension `d` and output dimension `e` whose extents keep one ratio over every size set
+(the key positions and the query positions, both S; padding added outside the kernel is not
+counted: the operand's data region is), every output block covering positions [lo, hi) of `e`
+maps to [lo * r, hi * r) of `d`. Where at every checked size every output block's grid steps read
+all of `d`'s data before its own end (a prefix: [0, hi * r)), and at some checked size some output
+block has whole blocks of `d` before its own start (so the prefix is not the block itself), every
+output block must read its prefix at the full size too; likewise a suffix ([lo * r, end): an
+anti-causal walk). An honest sliding window reads part of its prefix where checked already (when
+the task's sizes exercise the window), so the rule does not bind it; a kernel whose output blocks
+each read only their own positions (a GEMM's rows of A) reads no prefix where it has two blocks.
+
+Not covered: an operand whose dimension is several output dimensions flattened into one (their
+product keeps no ratio with any one of them), and reads through scalar-prefetched tables other
+than those prefetch_coverage.py evaluates.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+
+
+@dataclasses.dataclass
+class OutputBlocks:
+    """One output of a kernel at one size set: its extents, its block sizes and, per output block
+    id (decision_coverage's group ids), its block index per dimension (dims x groups; -1 for an id
+    the grid does not have)."""
+    extents: tuple
+    tiles: tuple
+    blocks: np.ndarray
+
+
+def output_blocks(block_mappings, evaluated: dict, inputs: int, groups: np.ndarray, tile_sizes) -> list:
+    """Per output mapping (in order), its OutputBlocks; None for one whose blocks are not tiles.
+    `groups`: the output block id of every grid position (flat), from the outputs' index maps."""
+    group = np.asarray(groups, np.int64).reshape(-1)
+    count = int(group.max()) + 1 if group.size else 0
+    ids, first = np.unique(group, return_index=True)
+    found = []
+    for b in range(inputs, len(block_mappings)):
+        tiles = tile_sizes(block_mappings[b])
+        shape = tuple(int(n) for n in getattr(getattr(block_mappings[b], "array_aval", None), "shape", ()) or ())
+        blocks = evaluated.get(b)
+        if tiles is None or blocks is None or len(tiles) != len(shape) or blocks.shape[0] != len(shape):
+            found.append(None)
+            continue
+        per_group = np.full((len(shape), count), -1, np.int64)
+        per_group[:, ids] = blocks.reshape(blocks.shape[0], -1)[:, first]
+        found.append(OutputBlocks(shape, tuple(int(t) for t in tiles), per_group))
+    return found
+
+
+def block_windows(block_mapping, blocks: np.ndarray, groups: np.ndarray, tile_sizes) -> dict | None:
+    """{dimension: (its length, output block ids, window starts, window ends)}: the elements each
+    output block's grid steps read of an operand through its BlockSpec (`blocks`: components x
+    grid positions), the distinct (output block, block) pairs; None where its blocks are not tiles."""
+    tiles = tile_sizes(block_mapping)
+    shape = tuple(int(n) for n in getattr(getattr(block_mapping, "array_aval", None), "shape", ()) or ())
+    blocks = blocks.reshape(blocks.shape[0], -1).astype(np.int64)
+    if tiles is None or len(tiles) != len(shape) or blocks.shape[0] != len(shape):
+        return None
+    group = np.asarray(groups, np.int64).reshape(-1)
+    found = {}
+    for d, (n, size) in enumerate(zip(shape, tiles)):
+        count = max(-(-n // size), 1)
+        inside = (blocks[d] >= 0) & (blocks[d] < count)
+        pairs = np.unique(group[inside] * count + blocks[d][inside])
+        g, block = pairs // count, pairs % count
+        found[d] = (n, g, block * size, np.minimum((block + 1) * size, n))
+    return found
+
+
+def _covered_from(n_groups: int, group, low, high) -> np.ndarray:
+    """Per output block id, how far from 0 its windows cover without a gap (windows before 0 are
+    clipped to it)."""
+    covered = np.zeros(n_groups, np.int64)
+    keep = high > 0
+    group, low, high = group[keep], np.maximum(low[keep], 0), high[keep]
+    if not len(group):
+        return covered
+    order = np.lexsort((low, group))
+    group, low, high = group[order], low[order], high[order]
+    offset = group * (int(high.max()) + 1)
+    reach = np.maximum.accumulate(high + offset) - offset
+    before = np.concatenate([[0], reach[:-1]])
+    start = np.concatenate([[True], group[1:] != group[:-1]])
+    before[start] = 0
+    # a window is reached from 0 when no window of its group before it (nor it) starts past the reach
+    gaps = np.cumsum(low > before)
+    at_start = np.maximum.accumulate(np.where(start, np.arange(len(group)), 0))
+    clear = gaps == np.where(at_start > 0, gaps[np.maximum(at_start - 1, 0)], 0)
+    np.maximum.at(covered, group[clear], reach[clear])
+    return covered
+
+
+@dataclasses.dataclass
+class Reads:
+    """One merged kernel operand's dimension at one size set: the data region's start and length
+    (padding added outside the kernel is not data) and the windows each output block's grid steps
+    read (ids, starts, ends in the operand's elements)."""
+    data_start: int
+    data_length: int
+    group: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+@dataclasses.dataclass
+class _Placed:
+    """Where each output block (by id; those the grid has) lies in an operand dimension's data, at
+    one size set: the start of its segment (a row of a flattened array: one (batch, head)), the
+    segment's length, and the block's own positions in it, all in the operand's positions."""
+    ids: np.ndarray
+    base: np.ndarray
+    own_start: np.ndarray
+    own_end: np.ndarray
+    length: int
+
+
+def _sides(reads: Reads, placed: _Placed, groups: int) -> tuple:
+    """(every output block reads its prefix, one has whole windows before it, every one reads its
+    suffix, one has whole windows after it, the first block found short) at one size set."""
+    low = reads.low - reads.data_start
+    high = reads.high - reads.data_start
+    base = np.zeros(groups, np.int64)
+    base[placed.ids] = placed.base
+    end = np.zeros(groups, np.int64)
+    end[placed.ids] = placed.base + placed.length
+    known = (reads.group >= 0) & (reads.group < groups)
+    group, low, high = reads.group[known], low[known], high[known]
+    ahead = _covered_from(groups, group, low - base[group], high - base[group])[placed.ids]
+    behind = _covered_from(groups, group, end[group] - high, end[group] - low)[placed.ids]
+    prefix, suffix = ahead >= placed.own_end, behind >= placed.length - placed.own_start
+    size = int(np.max(high - low)) if len(low) else 1
+    short = None
+    if not prefix.all():
+        k = int(np.flatnonzero(~prefix)[0])
+        short = (f"the output block at {int(placed.base[k] + placed.own_start[k])} reads {int(ahead[k])} of the "
+                 f"{int(placed.own_end[k])} positions up to its end")
+    elif not suffix.all():
+        k = int(np.flatnonzero(~suffix)[0])
+        short = (f"the output block at {int(placed.base[k] + placed.own_start[k])} reads {int(behind[k])} of the "
+                 f"{int(placed.length - placed.own_start[k])} positions from its start")
+    return (bool(prefix.all()), bool((placed.own_start >= size).any()), bool(suffix.all()),
+            bool((placed.length - placed.own_end >= size).any()), short)
+
+
+def _placements(blocks: list, lengths: list, sizes: list):
+    """(how, [_Placed per size set]) for each way the output's blocks can lie along the operand
+    dimension: an output dimension `e` whose extent keeps one ratio with the dimension's data over
+    the size sets (the keys' and the queries' S); `e` with output dimensions of single-position
+    blocks before it, flattened (keys passed as [B*H*S, D], the output [B, H, S, D]); `e` in
+    segments of a product of the task's sizes (both flattened: rows of S within B*H*S)."""
+    rank = len(blocks[0].extents)
+    for e in range(rank):
+        extents = [b.extents[e] for b in blocks]
+        if len(set(extents)) == 1 or any(x <= 0 for x in extents) or any(b.tiles[e] <= 0 for b in blocks):
+            continue
+        others = [d for d in range(rank) if d != e and all(b.tiles[d] == 1 for b in blocks)]
+        for outer in _orderings(others):
+            spans = [math.prod(b.extents[d] for d in outer) * b.extents[e] for b in blocks]
+            ratio = _ratio(lengths, spans)
+            if ratio is None:
+                continue
+            placed = []
+            for b in blocks:
+                ids = np.flatnonzero(b.blocks[e] >= 0)
+                segment = np.zeros(len(ids), np.int64)
+                for d in outer:
+                    segment = segment * b.extents[d] + b.blocks[d][ids]
+                placed.append(_place(ids, segment * b.extents[e], b.blocks[e][ids] * b.tiles[e], b.tiles[e],
+                                     b.extents[e], b.extents[e], ratio))
+            how = f"output dimension {e}" + (f" within dimensions {', '.join(map(str, outer))}" if outer else "")
+            yield how, placed
+        ratio = _ratio(lengths, extents)
+        if ratio is None or not sizes:
+            continue
+        for names in _subsets(sorted(sizes[0])):
+            segments = [math.prod(int(s[n]) for n in names) for s in sizes]
+            if any(x % L or L % b.tiles[e] or L == x for x, L, b in zip(extents, segments, blocks)):
+                continue
+            placed = []
+            for b, L in zip(blocks, segments):
+                ids = np.flatnonzero(b.blocks[e] >= 0)
+                position = b.blocks[e][ids] * b.tiles[e]
+                placed.append(_place(ids, position // L * L, position % L, b.tiles[e], L, b.extents[e], ratio))
+            yield f"output dimension {e} in segments of {' x '.join(names)}", placed
+
+
+def _place(ids, base, own, tile: int, length: int, extent: int, ratio: Fraction) -> _Placed:
+    """Output positions (segment starts, the blocks' starts in their segments) in the operand's."""
+    num, den = ratio.numerator, ratio.denominator
+    end = np.minimum(own + tile, length)
+    return _Placed(ids, base * num // den, own * num // den, np.minimum(-(-end * num // den), length * num // den),
+                   length * num // den)
+
+
+def _ratio(lengths: list, spans: list) -> Fraction | None:
+    if any(n <= 0 for n in lengths) or any(x <= 0 for x in spans):
+        return None
+    ratios = {Fraction(n, x) for n, x in zip(lengths, spans)}
+    return ratios.pop() if len(ratios) == 1 else None
+
+
+def _orderings(dims: list):
+    for k in range(len(dims) + 1):
+        yield from itertools.permutations(dims, k)
+
+
+def _subsets(names: list):
+    for k in range(1, len(names) + 1):
+        yield from itertools.combinations(names, k)
+
+
+def problems(what: str, reads: list, outputs: list, sizes: list | None = None) -> list[str]:
+    """`reads`: per size set (the checked ones, then the full size), one operand's dimension's
+    Reads (None where not counted); `outputs`: per size set, the kernel's outputs' OutputBlocks
+    (a list per set, None where not known); `sizes`: per size set, the task's sizes by name. The
+    reasons its output blocks read less of their prefix (or suffix) at the full size than at
+    every checked size."""
+    if len(reads) < 3 or any(r is None for r in reads) or any(o is None for o in outputs):
+        return []
+    lengths = [r.data_length for r in reads]
+    for o in range(min(len(outs) for outs in outputs)):
+        blocks = [outs[o] for outs in outputs]
+        if any(b is None for b in blocks) or len({len(b.extents) for b in blocks}) != 1:
+            continue
+        for how, placed in _placements(blocks, lengths, sizes):
+            sides = [_sides(r, p, b.blocks.shape[1]) for r, p, b in zip(reads, placed, blocks)]
+            checked, full = sides[:-1], sides[-1]
+            for whole, shown, name in ((0, 1, "prefix: every position before its end"),
+                                       (2, 3, "suffix: every position from its start")):
+                if all(s[whole] for s in checked) and any(s[shown] for s in checked) and not full[whole]:
+                    return [f"{what}: every output block's grid steps read its {name} ({how} of output {o}) at "
+                            f"every checked size, and at the full size {full[4]} (the rest of its answer is never "
+                            f"computed there)"]
+    return []
