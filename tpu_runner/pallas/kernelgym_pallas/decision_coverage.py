@@ -2337,6 +2337,23 @@ def _combination_problems(scope_key: str, full: _Scope, checked: list) -> list[s
         new = sorted(taken - seen)
         if not new:
             continue
+        # A decision with one outcome wherever this value is reached, at every size set (jnp's `%`
+        # fixing the sign of a remainder that is never negative), chooses nothing: joined with one
+        # decision that does, it is that decision alone at this site (a double buffer's
+        # `slot = k % 2` in a `k + 1 < nk` branch: k >= 2 only at the full size there, but where
+        # checked too elsewhere), which the rules of single decisions judge.
+        radix = [max(c, 1) for c in counts]
+        digits = [{code // math.prod(radix[:i]) % r for code in taken | seen} for i, r in enumerate(radix)]
+        varying = [i for i, d in enumerate(digits) if len(d) > 1]
+        if len(varying) < 2:
+            continue
+
+        def project(code: int) -> tuple:
+            return tuple(code // math.prod(radix[:i]) % radix[i] for i in varying)
+        projected_seen = {project(code) for code in seen}
+        new = [code for code in new if project(code) not in projected_seen]
+        if not new:
+            continue
 
         def named(code: int) -> str:
             parts = []
