@@ -1861,13 +1861,13 @@ def _plus(a, b):
     """The sum of two window starts: known where both are."""
     a = np.asarray(a) if isinstance(a, (int, np.integer)) else a
     b = np.asarray(b) if isinstance(b, (int, np.integer)) else b
-    return np.add(a, b) if _known(a) and _known(b) else UNKNOWN
+    return np.asarray(np.add(a, b)) if _known(a) and _known(b) else UNKNOWN  # an array: 0-d for literals
 
 
 def _times(a, k: int):
     """A window start times a stride: known where it is."""
     a = np.asarray(a) if isinstance(a, (int, np.integer)) else a
-    return a if k == 1 or not _known(a) else np.multiply(a, k)
+    return a if k == 1 or not _known(a) else np.asarray(np.multiply(a, k))
 
 
 def _composed_windows(transforms: tuple, shape: tuple):
