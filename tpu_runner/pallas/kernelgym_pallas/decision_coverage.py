@@ -117,6 +117,10 @@ class _Ref:
         self.operand = None
         self.in_hbm = False  # the operand whole (its array's shape), not a block of it
         self.output_shape = None  # an output the kernel sees whole (left in HBM): its shape
+        self.output_index = None  # and which of the kernel's outputs it is
+        # a block of an operand: per dimension of the block ref, (the operand's dimension, its
+        # extent, the block's first position there at each grid position of this walk)
+        self.origin = None
         self._loaded = None
         # Where data was stored: it matters only once the ref holds something followed (data
         # stored at K/256 over a table of constants moves the table's entries at the full size).
@@ -287,6 +291,10 @@ class Facts:
     # (kernel key, input index) -> {dimension: (length, output block ids, window starts, ends)}:
     # what each output block's grid steps read through the operand's BlockSpec (prefix_reads)
     block_windows: dict = dataclasses.field(default_factory=dict)
+    # (kernel key, input index, operand dimension) -> as group_reads, in the operand's positions:
+    # what each output block's loads of the operand's blocks read (a block's origin on the grid
+    # plus the load's window in it), for prefix_reads
+    block_reads: dict = dataclasses.field(default_factory=dict)
     # (kernel key, input index) -> the views (ref transforms) through which the kernel's own copies
     # read an operand it sees whole that the judge does not compose into windows
     uncounted_views: dict = dataclasses.field(default_factory=dict)
@@ -464,6 +472,8 @@ class _Evaluator:
         self._held = 0  # bytes of the evaluated values the current walk holds
         # kernel key -> the starts (over the positions) of its copies into outputs left in HBM
         self._writes = {}
+        self._written = {}  # kernel key -> [(output index, its shape, windows)]: its copies into outputs
+        self._evaluated = {}  # kernel key -> its index maps' blocks over the grid (_block_moves)
 
     def _mark(self, value, sources: frozenset):
         if _known(value):
@@ -711,6 +721,7 @@ class _Evaluator:
         groups = None
         if static:
             scope.moves, scope.reads, groups, evaluated = _block_moves(eqn, extents, self.tables.get(id(eqn)))
+            self._evaluated[where] = evaluated
             if groups is not None:
                 self.facts.groups[where] = np.bincount(groups.reshape(-1), minlength=1) > 0
                 self._block_windows(eqn, where, evaluated, groups)
@@ -725,9 +736,13 @@ class _Evaluator:
             regrouped = _regrouped(groups, writes, extents)
             if regrouped is not None:
                 self.facts.group_reads = {k: v for k, v in self.facts.group_reads.items() if k[0] != where}
-                # output blocks that are the kernel's own copies' destinations: no index map's tiles
-                self.facts.output_blocks.pop(where, None)
-                self.facts.block_windows = {k: v for k, v in self.facts.block_windows.items() if k[0] != where}
+                # output blocks that are (also) the kernel's own copies' destinations
+                self._block_windows(eqn, where, evaluated, regrouped)
+                outputs = self.facts.output_blocks.get(where)
+                for index, placed in prefix_reads.written_blocks(self._written.get(where, []), regrouped,
+                                                                 extents).items():
+                    if outputs is not None and 0 <= index < len(outputs):
+                        outputs[index] = placed
                 self.facts.groups[where] = np.bincount(regrouped.reshape(-1), minlength=1) > 0
                 mapping = eqn.params.get("grid_mapping")
                 for b, per_dim in per_output_block_reads(mapping.block_mappings, evaluated,
@@ -737,6 +752,25 @@ class _Evaluator:
                 self._chunks = 0
                 self._kernel(eqn, where, scope, [(0, e) for e in extents], regrouped)
                 self._writes.pop(where, None)
+        self._written.pop(where, None)
+        self._evaluated.pop(where, None)
+
+    def _origin(self, where: str, k: int, block, seen: tuple, ranges: list):
+        """Per dimension of operand k's block ref: (the operand's dimension, its extent, the block's
+        first position at the grid positions in `ranges`); None where the blocks are not tiles or
+        their index map was not evaluated."""
+        evaluated = self._evaluated.get(where, {}).get(k)
+        tiles = jaxpr_check._tile_sizes(block)
+        shape = tuple(int(n) for n in getattr(getattr(block, "array_aval", None), "shape", ()) or ())
+        if evaluated is None or tiles is None or len(tiles) != len(shape):
+            return None
+        from jax._src.pallas import core as pallas_core
+        kept = [d for d, b in enumerate(block.block_shape)
+                if not (b is None or isinstance(b, pallas_core.Squeezed))]
+        if len(kept) != len(seen):
+            return None
+        window = tuple(slice(lo, hi) for lo, hi in ranges)
+        return [(d, shape[d], np.asarray(evaluated[d][window], np.int64) * tiles[d]) for d in kept]
 
     def _block_windows(self, eqn, where: str, evaluated: dict, groups: np.ndarray) -> None:
         """What each output block is and reads through the BlockSpecs, for prefix_reads."""
@@ -818,6 +852,7 @@ class _Evaluator:
                     # the whole operand (left in HBM, read by copies) or its block (read by loads)
                     refs[prefetch + k].operand = (same[k], seen)
                     refs[prefetch + k].in_hbm = seen == whole
+                    refs[prefetch + k].origin = self._origin(where, k, blocks[k], seen, ranges)
             inputs = int(getattr(mapping, "num_inputs", 0) or 0)
             for b in range(inputs, len(blocks)):
                 whole = tuple(getattr(getattr(blocks[b], "array_aval", None), "shape", ()) or ())
@@ -826,6 +861,7 @@ class _Evaluator:
                 if var is not None and whole and tuple(getattr(var.aval, "shape", ()) or ()) == whole and \
                         (space.endswith("any") or space.endswith("hbm")):
                     refs[prefetch + b].output_shape = whole
+                    refs[prefetch + b].output_index = b - inputs
             for _ in range(MAX_PASSES):
                 for ref in refs:
                     ref.stale = False
@@ -1107,6 +1143,7 @@ class _Evaluator:
             starts = [w.start for w in windows or () if w is not None]
             if windows is not None and starts and all(_known(w) for w in starts):
                 self._writes.setdefault(ctx.scope_key, []).extend(starts)
+                self._written.setdefault(ctx.scope_key, []).append((ref.output_index, ref.output_shape, windows))
 
     def _load_read(self, eqn, args, ctx: _Ctx) -> None:
         """The same for a load of an operand's block: whole-K blocks copied in full and only 3
@@ -1170,6 +1207,8 @@ class _Evaluator:
             if window is None:
                 read[d] = None  # an array of indices: a gather, not counted
                 continue
+            if ref.origin is not None:
+                self._block_read(ref, d, window, ctx)
             if window.stride == 1:
                 self._group_read((*key, d), int(n), window.start, window.size, ctx)
             elif window.size <= MAX_STRIDED_ELEMENTS:  # each element its own window
@@ -1197,12 +1236,36 @@ class _Evaluator:
                     positions = np.arange(int(first), int(first) + span, window.stride)
                     read[d][positions[(positions >= 0) & (positions < n)]] = True
 
-    def _group_read(self, key: tuple, n: int, start, size: int, ctx: _Ctx) -> None:
+    def _block_read(self, ref, d: int, window, ctx: _Ctx) -> None:
+        """A load's window of dimension d of an operand's block, placed in the operand (the block's
+        origin at each grid position plus the window's start): what each output block reads of
+        the operand itself (Facts.block_reads), where its whole block was what was counted (keys
+        as one (S, D) block, loads of 3 chunks of 128: red team round 19, 18.8x trusted)."""
+        dimension, extent, origin = ref.origin[d]
+        key = (ctx.scope_key, ref.operand[0], dimension)
+        if window.start is TOO_LARGE or not _known(window.start):
+            self.facts.block_reads[key] = None
+            return
+        origin = origin.reshape(origin.shape + (1,) * (ctx.axes - origin.ndim))
+        start = _plus(origin, window.start) if np.ndim(window.start) <= ctx.axes else UNKNOWN
+        if not _known(start):
+            self.facts.block_reads[key] = None
+            return
+        if window.stride == 1:
+            self._group_read(key, extent, start, window.size, ctx, self.facts.block_reads)
+        elif window.size <= MAX_STRIDED_ELEMENTS:
+            for t in range(window.size):
+                self._group_read(key, extent, _plus(start, t * window.stride), 1, ctx, self.facts.block_reads)
+        else:
+            self.facts.block_reads[key] = None
+
+    def _group_read(self, key: tuple, n: int, start, size: int, ctx: _Ctx, table: dict | None = None) -> None:
         """Records which windows of an operand's dimension each output block's grid steps read
-        (Facts.group_reads): a K axis of a fixed 3 steps copying K slice `(i + j + k) mod (K/256)`
-        reads every slice somewhere on the grid, and 3 of 32 for each output block at the full
-        size (1.12x trusted for 0.10x)."""
-        entry = self.facts.group_reads.setdefault(key, (n, []))
+        (Facts.group_reads, or `table`): a K axis of a fixed 3 steps copying K slice
+        `(i + j + k) mod (K/256)` reads every slice somewhere on the grid, and 3 of 32 for each
+        output block at the full size (1.12x trusted for 0.10x)."""
+        table = self.facts.group_reads if table is None else table
+        entry = table.setdefault(key, (n, []))
         if entry is None:
             return
         start = np.asarray(start) if isinstance(start, (int, np.integer)) else start
@@ -1215,7 +1278,7 @@ class _Evaluator:
                              np.clip(start.reshape(1) + size, 0, n).astype(np.int64)))
             return
         if ctx.groups is None or not _known(start) or start.dtype.kind not in "iu" or start.ndim > ctx.axes:
-            self.facts.group_reads[key] = None  # not counted at this size (nor, so, compared)
+            table[key] = None  # not counted at this size (nor, so, compared)
             return
         start = start.reshape(start.shape + (1,) * (ctx.axes - start.ndim))
         groups = ctx.groups.reshape(ctx.groups.shape + (1,) * (ctx.axes - grid))
@@ -1225,10 +1288,10 @@ class _Evaluator:
         try:
             shape = np.broadcast_shapes(*(a.shape for a in arrays))
         except ValueError:
-            self.facts.group_reads[key] = None
+            table[key] = None
             return
         if _size(shape) > ELEMENT_BUDGET or sum(len(g) for g, _, _ in entry[1]) > MAX_GROUP_WINDOWS:
-            self.facts.group_reads[key] = None
+            table[key] = None
             return
         mask = np.broadcast_to(arrays[2], shape) if len(arrays) > 2 else np.ones(shape, bool)
         group = np.broadcast_to(groups, shape)[mask].astype(np.int64)

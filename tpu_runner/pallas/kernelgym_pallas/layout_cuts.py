@@ -302,31 +302,32 @@ class _Walk:
 
     def _reads(self, k: int, where: str, members: list, d: int, value, length: int):
         """prefix_reads.Reads of operands `members` (one value), dimension `d`, at size set k; None
-        where some read of it was not counted."""
+        where some read of it was not counted. What is counted: the loads of its blocks placed in
+        the operand (decision_coverage's block_reads, kept under the first of operands that are one
+        value), else the blocks its BlockSpecs fetch, and the kernel's own copies of an operand left
+        in HBM."""
         facts = self.facts[k]
-        group, low, high = [], [], []
+        present = facts.groups.get(where)
+        loaded = any((where, b, d) in facts.block_reads for b in members)
+        windows = []
         for b in members:
-            if (where, b) in facts.block_windows:  # read through its blocks (whose loads count the block)
-                windows = facts.block_windows[(where, b)].get(d)
-                if windows is None:
+            if loaded and (where, b) in facts.block_windows and (where, b, d) not in facts.block_reads:
+                continue  # its loads are counted under the first of the operands that are one value
+            if (where, b, d) in facts.block_reads or (where, b) not in facts.block_windows:
+                entry = facts.block_reads.get((where, b, d), facts.group_reads.get((where, b, d), ()))
+                if entry is None or (entry and present is None):
                     return None
-                group.append(windows[1]), low.append(windows[2]), high.append(windows[3])
-            elif (where, b, d) in facts.group_reads:  # left in HBM: the kernel's own copies
-                entry = facts.group_reads[(where, b, d)]
-                present = facts.groups.get(where)
-                if entry is None or present is None:
-                    return None
-                ids = np.flatnonzero(present)
-                for g, a, z in entry[1]:
-                    every = g < 0  # a window every grid step reads: every output block's
-                    group += [g[~every], np.repeat(ids, int(every.sum()))]
-                    low += [a[~every], np.tile(a[every], ids.size)]
-                    high += [z[~every], np.tile(z[every], ids.size)]
-        if not group:
+                windows += _placed_for_every_block(entry[1], np.flatnonzero(present)) if entry else []
+                continue
+            blocks = facts.block_windows[(where, b)].get(d)
+            if blocks is None:
+                return None
+            windows.append(blocks[1:])
+        if not windows:
             return None
         start, stop = value.regions[k][d] if value is not None else (0, length)
         return prefix_reads.Reads(int(start), int(stop - start), *(np.concatenate(x).astype(np.int64)
-                                                                   for x in (group, low, high)))
+                                                                   for x in zip(*windows)))
 
     def read_shares(self, eqns, where: str, b: int) -> None:
         """The share of operand `b` the kernel reads anywhere on its grid, by its blocks and by its own
@@ -610,6 +611,18 @@ class _Walk:
                         for k in range(self.sets)], ins[0].opaque)]
 
     _reduce_sum = _reduce_max = _reduce_min = _reduce_prod = _reduce_and = _reduce_or = _argmax = _argmin = _reduced
+
+
+def _placed_for_every_block(parts: list, ids: np.ndarray) -> list:
+    """decision_coverage's (output block ids, starts, ends) windows, a window read at every grid
+    step (id -1) given to every output block in `ids`."""
+    placed = []
+    for g, a, z in parts:
+        every = g < 0
+        placed.append((np.concatenate([g[~every], np.repeat(ids, int(every.sum()))]),
+                       np.concatenate([a[~every], np.tile(a[every], ids.size)]),
+                       np.concatenate([z[~every], np.tile(z[every], ids.size)])))
+    return placed
 
 
 def _block_windows(block_mapping) -> list | None:

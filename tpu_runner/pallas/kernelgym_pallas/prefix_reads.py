@@ -36,17 +36,17 @@ import numpy as np
 
 @dataclasses.dataclass
 class OutputBlocks:
-    """One output of a kernel at one size set: its extents, its block sizes and, per output block
-    id (decision_coverage's group ids), its block index per dimension (dims x groups; -1 for an id
-    the grid does not have)."""
+    """One output of a kernel at one size set: its extents, the size of its blocks per dimension
+    and, per output block id (decision_coverage's group ids), the block's first position per
+    dimension (dims x groups; -1 for an id the grid does not have)."""
     extents: tuple
-    tiles: tuple
-    blocks: np.ndarray
+    sizes: tuple
+    starts: np.ndarray
 
 
 def output_blocks(block_mappings, evaluated: dict, inputs: int, groups: np.ndarray, tile_sizes) -> list:
     """Per output mapping (in order), its OutputBlocks; None for one whose blocks are not tiles.
-    `groups`: the output block id of every grid position (flat), from the outputs' index maps."""
+    `groups`: the output block id of every grid position (flat)."""
     group = np.asarray(groups, np.int64).reshape(-1)
     count = int(group.max()) + 1 if group.size else 0
     ids, first = np.unique(group, return_index=True)
@@ -58,10 +58,53 @@ def output_blocks(block_mappings, evaluated: dict, inputs: int, groups: np.ndarr
         if tiles is None or blocks is None or len(tiles) != len(shape) or blocks.shape[0] != len(shape):
             found.append(None)
             continue
-        per_group = np.full((len(shape), count), -1, np.int64)
-        per_group[:, ids] = blocks.reshape(blocks.shape[0], -1)[:, first]
-        found.append(OutputBlocks(shape, tuple(int(t) for t in tiles), per_group))
+        starts = np.full((len(shape), count), -1, np.int64)
+        starts[:, ids] = blocks.reshape(blocks.shape[0], -1)[:, first] * np.asarray(tiles, np.int64)[:, None]
+        found.append(OutputBlocks(shape, tuple(int(t) for t in tiles), starts))
     return found
+
+
+def written_blocks(written: list, groups: np.ndarray, extents: tuple) -> dict:
+    """{output index: OutputBlocks} for the outputs a kernel writes by its own copies (left in HBM),
+    from the windows its copies write (`written`: (output index, its shape, per dimension a window
+    of start and size)) and the output block id of every grid position; an output whose copies
+    write windows of different sizes, or a start that moves within one output block, is left out."""
+    group = np.asarray(groups, np.int64).reshape(-1)
+    count = int(group.max()) + 1 if group.size else 0
+    found, sizes = {}, {}
+    for index, shape, windows in written:
+        if any(w is None or w.stride != 1 for w in windows) or len(windows) != len(shape):
+            found[index] = None
+            continue
+        size = tuple(int(w.size) for w in windows)
+        if sizes.setdefault(index, size) != size:
+            found[index] = None
+            continue
+        starts = []
+        for w in windows:
+            start = np.asarray(w.start)
+            if start.ndim > len(extents):
+                if any(n > 1 for n in start.shape[len(extents):]):
+                    found[index] = None
+                    break
+                start = start.reshape(start.shape[:len(extents)])
+            start = np.broadcast_to(start.reshape(start.shape + (1,) * (len(extents) - start.ndim)), extents)
+            starts.append(start.reshape(-1).astype(np.int64))
+        else:
+            per_group = np.full((len(shape), count), -1, np.int64)
+            for d, start in enumerate(starts):
+                low = np.full(count, np.iinfo(np.int64).max)
+                high = np.full(count, -1)
+                np.minimum.at(low, group, start)
+                np.maximum.at(high, group, start)
+                if np.any((high >= 0) & (low != high)):
+                    found[index] = None
+                    break
+                per_group[d] = np.where(high >= 0, low, -1)
+            else:
+                if found.get(index, "unset") is not None:
+                    found[index] = OutputBlocks(tuple(int(n) for n in shape), size, per_group)
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def block_windows(block_mapping, blocks: np.ndarray, groups: np.ndarray, tile_sizes) -> dict | None:
@@ -168,9 +211,9 @@ def _placements(blocks: list, lengths: list, sizes: list):
     rank = len(blocks[0].extents)
     for e in range(rank):
         extents = [b.extents[e] for b in blocks]
-        if len(set(extents)) == 1 or any(x <= 0 for x in extents) or any(b.tiles[e] <= 0 for b in blocks):
+        if len(set(extents)) == 1 or any(x <= 0 for x in extents) or any(b.sizes[e] <= 0 for b in blocks):
             continue
-        others = [d for d in range(rank) if d != e and all(b.tiles[d] == 1 for b in blocks)]
+        others = [d for d in range(rank) if d != e and all(b.sizes[d] == 1 for b in blocks)]
         for outer in _orderings(others):
             spans = [math.prod(b.extents[d] for d in outer) * b.extents[e] for b in blocks]
             ratio = _ratio(lengths, spans)
@@ -178,30 +221,40 @@ def _placements(blocks: list, lengths: list, sizes: list):
                 continue
             placed = []
             for b in blocks:
-                ids = np.flatnonzero(b.blocks[e] >= 0)
+                ids = np.flatnonzero(b.starts[e] >= 0)
                 segment = np.zeros(len(ids), np.int64)
                 for d in outer:
-                    segment = segment * b.extents[d] + b.blocks[d][ids]
-                placed.append(_place(ids, segment * b.extents[e], b.blocks[e][ids] * b.tiles[e], b.tiles[e],
-                                     b.extents[e], b.extents[e], ratio))
+                    segment = segment * b.extents[d] + b.starts[d][ids]
+                placed.append(_place(ids, segment * b.extents[e], b.starts[e][ids], b.sizes[e], b.extents[e], ratio))
             how = f"output dimension {e}" + (f" within dimensions {', '.join(map(str, outer))}" if outer else "")
             yield how, placed
-        ratio = _ratio(lengths, extents)
-        if ratio is None or not sizes:
+        if not sizes:
             continue
+        flat = _ratio(lengths, extents)
         for names in _subsets(sorted(sizes[0])):
             segments = [math.prod(int(s[n]) for n in names) for s in sizes]
-            if any(x % L or L % b.tiles[e] or L == x for x, L, b in zip(extents, segments, blocks)):
+            # a segment may be the whole dimension at some size set (H = 1 where checked), not at all
+            if any(x % L or L % b.sizes[e] for x, L, b in zip(extents, segments, blocks)) or \
+                    all(L == x for x, L in zip(extents, segments)):
                 continue
-            placed = []
-            for b, L in zip(blocks, segments):
-                ids = np.flatnonzero(b.blocks[e] >= 0)
-                position = b.blocks[e][ids] * b.tiles[e]
-                placed.append(_place(ids, position // L * L, position % L, b.tiles[e], L, b.extents[e], ratio))
-            yield f"output dimension {e} in segments of {' x '.join(names)}", placed
+            # the operand flattened alike (its positions the output's), or one segment long (its
+            # positions those in a segment: keys [B, H, S, D] for an output [B, H*S, D])
+            for ratio, flattened in ((flat, True), (_ratio(lengths, segments), False)):
+                if ratio is None:
+                    continue
+                placed = []
+                for b, L in zip(blocks, segments):
+                    ids = np.flatnonzero(b.starts[e] >= 0)
+                    position = b.starts[e][ids]
+                    if np.any(position % L + b.sizes[e] > L):
+                        break  # a block across two segments
+                    placed.append(_place(ids, position // L * L if flattened else np.zeros_like(position),
+                                         position % L, b.sizes[e], L, ratio))
+                if len(placed) == len(blocks):
+                    yield f"output dimension {e} in segments of {' x '.join(names)}", placed
 
 
-def _place(ids, base, own, tile: int, length: int, extent: int, ratio: Fraction) -> _Placed:
+def _place(ids, base, own, tile: int, length: int, ratio: Fraction) -> _Placed:
     """Output positions (segment starts, the blocks' starts in their segments) in the operand's."""
     num, den = ratio.numerator, ratio.denominator
     end = np.minimum(own + tile, length)
@@ -240,7 +293,7 @@ def problems(what: str, reads: list, outputs: list, sizes: list | None = None) -
         if any(b is None for b in blocks) or len({len(b.extents) for b in blocks}) != 1:
             continue
         for how, placed in _placements(blocks, lengths, sizes):
-            sides = [_sides(r, p, b.blocks.shape[1]) for r, p, b in zip(reads, placed, blocks)]
+            sides = [_sides(r, p, b.starts.shape[1]) for r, p, b in zip(reads, placed, blocks)]
             checked, full = sides[:-1], sides[-1]
             for whole, shown, name in ((0, 1, "prefix: every position before its end"),
                                        (2, 3, "suffix: every position from its start")):

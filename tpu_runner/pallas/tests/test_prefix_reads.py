@@ -190,7 +190,7 @@ class Rule(unittest.TestCase):
         group = np.concatenate([[g] * len(reads_of_block(g)) for g in blocks]).astype(np.int64)
         first = np.concatenate([reads_of_block(g) for g in blocks]).astype(np.int64) * BLOCK
         return (prefix_reads.Reads(0, n, group, first, first + BLOCK),
-                [prefix_reads.OutputBlocks((n,), (BLOCK,), blocks.reshape(1, -1))])
+                [prefix_reads.OutputBlocks((n,), (BLOCK,), blocks.reshape(1, -1) * BLOCK)])
 
     def _problems(self, lengths, reads_of_block):
         sets = [self._set(n, reads_of_block) for n in lengths]
