@@ -1035,8 +1035,11 @@ class _Evaluator:
         consts_n, carry_n, length = params["num_consts"], params["num_carry"], params["length"]
         inner = body.jaxpr
         unroll = params.get("unroll", 1)
+        # Walked trip by trip where the program asks for it unrolled; a loop of one trip that is
+        # `unroll=1` stays a loop (its trip count follows the sizes: one trip where checked, 32 at
+        # the full size, walked alike at every size set: an online softmax's carries).
         if isinstance(length, int) and 0 < length <= MAX_UNROLLED_TRIPS and \
-                (unroll is True or isinstance(unroll, int) and unroll >= length):
+                (unroll is True or isinstance(unroll, int) and unroll > 1 and unroll >= length):
             return self._unrolled_scan(eqn, args, ctx, where)
         counters = []
         for j in range(carry_n):
@@ -2307,6 +2310,8 @@ def _literal_one(var) -> bool:
 
 def _summary(array: np.ndarray):
     """What a known operand of a decision holds, to compare across size sets."""
+    if array.size > 4096 and _uniform(array):  # one number, whatever the shape (an accumulator's zeros)
+        return (array.reshape(-1)[0].item(),)
     if array.size > 4096:  # a digest: two size sets whose arrays differ must not summarise alike
         import hashlib
         return ("values", array.shape, str(array.dtype),
