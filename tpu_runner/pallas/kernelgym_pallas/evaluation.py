@@ -18,8 +18,8 @@ from typing import Callable
 
 import numpy as np
 
-from . import (diagnostics, jaxpr_check, layout_cuts, prefetch_coverage, program_identity, protocol, static_check,
-               task_spec, tpu_estimate, tpu_numerics, tpu_target, work_ratio)
+from . import (diagnostics, jaxpr_check, layout_cuts, prefetch_coverage, program_identity, protocol, reference_needs,
+               static_check, task_spec, tpu_estimate, tpu_numerics, tpu_target, work_ratio)
 
 # The size sets whose answers are compared (every task has both; a JAXBench case, with one
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
@@ -462,7 +462,8 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
         identity.unproven += _work_problems(programs, task, tuple(checked))
         # Data the layout outside the kernels keeps whole where checked and cuts at the full size,
         # whatever work the kernels do (work shares can be padded with work that costs nothing).
-        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts, sizes)
+        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts, sizes,
+                                              _reference_needs(task, seed))
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "
@@ -485,10 +486,24 @@ def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
                 f"({type(error).__name__}: {str(error)[:160]})"]
 
 
-def _layout_problems(programs: dict, checked: tuple, facts: dict, sizes: dict) -> list[str]:
-    """layout_cuts' findings (fail closed); `facts`: decision_coverage's, for the kernels' reads."""
+def _reference_needs(task, seed: int):
+    """layout_cuts' `needs`: the reference's gradient at a checked size set, on the inputs drawn
+    there (reference_needs.py)."""
+    reference = task.reference()
+    drawn = {}
+
+    def needs(size_set, i, d, output, starts, sizes, a, b) -> bool:
+        if size_set not in drawn:
+            drawn[size_set] = _drawn(task, size_set, list(range(len(task.size_sets[size_set].inputs))), seed)
+        return reference_needs.needs_all(reference, drawn[size_set], i, d, output, starts, sizes, a, b)
+    return needs
+
+
+def _layout_problems(programs: dict, checked: tuple, facts: dict, sizes: dict, needs=None) -> list[str]:
+    """layout_cuts' findings (fail closed); `facts`: decision_coverage's, for the kernels' reads;
+    `needs`: the reference's, for prefix_reads' findings."""
     try:
-        return layout_cuts.problems(programs, (*checked, "full"), facts, sizes)
+        return layout_cuts.problems(programs, (*checked, "full"), facts, sizes, needs)
     except Exception as error:
         return [f"the layout outside the kernels could not be followed ({type(error).__name__}: {str(error)[:160]})"]
 

@@ -50,19 +50,45 @@ _CALLS = frozenset({"jit", "pjit", "closed_call", "core_call", "custom_jvp_call"
                     "custom_vjp_call_jaxpr", "custom_jvp_call_jaxpr", "remat2", "checkpoint"})
 
 
-def problems(programs: dict, names: tuple, facts: dict | None = None, sizes: dict | None = None) -> list[str]:
+def problems(programs: dict, names: tuple, facts: dict | None = None, sizes: dict | None = None,
+             needs=None) -> list[str]:
     """`programs`: size set -> closed jaxpr, one skeleton; `names`: the checked size sets, then
     the full size; `facts`: size set -> decision_coverage.Facts of the same programs, for what the
     kernels' own copies read and each output block's reads (without them, those are not followed
-    here); `sizes`: size set -> the task's sizes by name (prefix_reads' segments)."""
+    here); `sizes`: size set -> the task's sizes by name (prefix_reads' segments); `needs`:
+    (size set, program input, its dimension, program output, the output block's first positions
+    and sizes, the positions [a, b)) -> whether the reference's answer in that block needs every
+    one of those positions of the input (reference_needs.py), asked of prefix_reads' findings
+    whose operand is a program input and output a program output (None: every finding stands)."""
     jaxprs = [programs[name].jaxpr for name in names]
     walk = _Walk(len(names), [facts.get(name) for name in names] if facts else None)
     walk.sizes = [sizes[name] for name in names] if sizes else None
     inputs = [_Value([_whole(j.invars[i]) for j in jaxprs], False) for i in range(len(jaxprs[0].invars))]
     for i, value in enumerate(inputs):
         value.source = i
-    walk.jaxpr(jaxprs, inputs)
+    outputs = walk.jaxpr(jaxprs, inputs)
+    produced = {value.output: m for m, value in enumerate(outputs) if value is not None and value.output}
+    for finding, value, d in walk.prefixes:
+        if needs is not None and not _bound(finding, value, d, produced.get((finding.where, finding.output)),
+                                            names, needs):
+            continue
+        walk.found.append(finding.message)
     return walk.found
+
+
+def _bound(finding, value, d: int, output, names: tuple, needs) -> bool:
+    """Whether a prefix_reads finding stands: where its operand is a program input unpadded and its
+    output a program output, only if at some checked size set the reference's answer in the block
+    shown needs every position before (after) it."""
+    if output is None or value is None or not isinstance(value.source, int) or value.opaque or value.padded:
+        return True  # not mapped to the reference's inputs and outputs: the reads alone decide
+    for k, starts, block, (a, b) in finding.shown:
+        try:
+            if needs(names[k], value.source, d, output, starts, block, a, b):
+                return True
+        except Exception:  # the reference could not be asked: the reads alone decide
+            return True
+    return False
 
 
 def operand_sources(closed_jaxpr) -> dict:
@@ -116,7 +142,7 @@ class _Value:
     inputs' data on each axis; `opaque` where that is not known (a kernel's output, a matmul's):
     its regions are then all of it, and `data` how many of its elements hold data per size set
     where layout moved them (None: all of them). `padded`: padding was added somewhere upstream."""
-    __slots__ = ("regions", "opaque", "data", "padded", "source")
+    __slots__ = ("regions", "opaque", "data", "padded", "source", "output")
 
     def __init__(self, regions: list, opaque: bool, data: list | None = None):
         self.regions = regions
@@ -126,6 +152,8 @@ class _Value:
         # the program input it is, element for element (through element-wise operations of it, and
         # layout operations named in the key: two values of one key hold the same data alike)
         self.source = None
+        # (kernel, its output index) for a kernel's output, through element-wise operations of it
+        self.output = None
 
 
 def _derived(value: _Value, operand: _Value, how: tuple) -> _Value:
@@ -151,6 +179,7 @@ class _Walk:
         self.found: list[str] = []
         self.sources: dict | None = None  # where -> its kernel's inputs' sources (operand_sources)
         self.sizes: list | None = None  # per size set, the task's sizes by name
+        self.prefixes: list = []  # (prefix_reads.Finding with its kernel as `where`, operand value, dimension)
 
     def jaxpr(self, jaxprs: list, inputs: list, path: str = "program") -> list:
         """Walks `jaxprs` in step from its inputs' values (None: not following the inputs); its
@@ -179,7 +208,10 @@ class _Walk:
         name = first.primitive.name
         if name == "pallas_call":
             self.kernel_reads(eqns, ins, where)
-            return self.opaque(eqns)  # what a kernel makes of what it reads: not followed
+            outs = self.opaque(eqns)  # what a kernel makes of what it reads: not followed
+            for o, value in enumerate(outs):
+                value.output = (where, o)
+            return outs
         if name in _CALLS or name in ("cond", "scan"):
             return self.call(eqns, ins, where)
         rule = getattr(self, "_" + name, None)
@@ -195,6 +227,7 @@ class _Walk:
                                any(x.opaque for x in shaped))
                 sources = {x.source for x in shaped}
                 value.source = sources.pop() if len(sources) == 1 else None
+                value.output = shaped[0].output if len(shaped) == 1 else None
                 return [value]
         return self.opaque(eqns)
 
@@ -296,9 +329,11 @@ class _Walk:
             for d in range(len(_shape(eqns[0].invars[offset + b]))):
                 reads = [self._reads(k, where, members, d, value, _shape(eqns[k].invars[offset + b])[d])
                          for k in range(self.sets)]
-                self.found += prefix_reads.problems(
-                    f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} "
-                    f"(dimension {d})", reads, outputs, self.sizes)
+                for finding in prefix_reads.findings(
+                        f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} "
+                        f"(dimension {d})", reads, outputs, self.sizes):
+                    finding.where = where
+                    self.prefixes.append((finding, value, d))
 
     def _reads(self, k: int, where: str, members: list, d: int, value, length: int):
         """prefix_reads.Reads of operands `members` (one value), dimension `d`, at size set k; None

@@ -175,8 +175,9 @@ class _Placed:
 
 
 def _sides(reads: Reads, placed: _Placed, groups: int) -> tuple:
-    """(every output block reads its prefix, one has whole windows before it, every one reads its
-    suffix, one has whole windows after it, the first block found short) at one size set."""
+    """(every output block reads its prefix, the output block with the most whole windows before it
+    (its id, and the data positions before it) or None where none has a whole window before it,
+    the same two for suffixes, the first block found short) at one size set."""
     low = reads.low - reads.data_start
     high = reads.high - reads.data_start
     base = np.zeros(groups, np.int64)
@@ -189,6 +190,13 @@ def _sides(reads: Reads, placed: _Placed, groups: int) -> tuple:
     behind = _covered_from(groups, group, end[group] - high, end[group] - low)[placed.ids]
     prefix, suffix = ahead >= placed.own_end, behind >= placed.length - placed.own_start
     size = int(np.max(high - low)) if len(low) else 1
+    before, after = None, None
+    if len(placed.ids) and placed.own_start.max() >= size:
+        k = int(np.argmax(placed.own_start))
+        before = (int(placed.ids[k]), int(placed.base[k]), int(placed.base[k] + placed.own_start[k]))
+    if len(placed.ids) and (placed.length - placed.own_end).max() >= size:
+        k = int(np.argmax(placed.length - placed.own_end))
+        after = (int(placed.ids[k]), int(placed.base[k] + placed.own_end[k]), int(placed.base[k] + placed.length))
     short = None
     if not prefix.all():
         k = int(np.flatnonzero(~prefix)[0])
@@ -198,8 +206,22 @@ def _sides(reads: Reads, placed: _Placed, groups: int) -> tuple:
         k = int(np.flatnonzero(~suffix)[0])
         short = (f"the output block at {int(placed.base[k] + placed.own_start[k])} reads {int(behind[k])} of the "
                  f"{int(placed.length - placed.own_start[k])} positions from its start")
-    return (bool(prefix.all()), bool((placed.own_start >= size).any()), bool(suffix.all()),
-            bool((placed.length - placed.own_end >= size).any()), short)
+    return bool(prefix.all()), before, bool(suffix.all()), after, short
+
+
+@dataclasses.dataclass
+class Finding:
+    """Output blocks that read all of their prefix (or suffix) where checked and part of it at the
+    full size. `shown`: per checked size set (by index) where an output block has whole windows
+    before (after) it, (that block's first position and size per output dimension, the data
+    positions of the operand dimension before (after) it): the judge asks the reference whether
+    that block's answer needs every one of them there (reference_needs.py); a kernel that reads
+    a whole prefix the reference does not need where checked (a sliding window the checked sizes
+    hold whole at block granularity, though not at the reference's) is not bound."""
+    message: str
+    output: int
+    shown: list
+    where: str = ""  # the kernel, as decision_coverage names it
 
 
 def _placements(blocks: list, lengths: list, sizes: list):
@@ -279,12 +301,12 @@ def _subsets(names: list):
         yield from itertools.combinations(names, k)
 
 
-def problems(what: str, reads: list, outputs: list, sizes: list | None = None) -> list[str]:
+def findings(what: str, reads: list, outputs: list, sizes: list | None = None) -> list[Finding]:
     """`reads`: per size set (the checked ones, then the full size), one operand's dimension's
     Reads (None where not counted); `outputs`: per size set, the kernel's outputs' OutputBlocks
-    (a list per set, None where not known); `sizes`: per size set, the task's sizes by name. The
-    reasons its output blocks read less of their prefix (or suffix) at the full size than at
-    every checked size."""
+    (a list per set, None where not known); `sizes`: per size set, the task's sizes by name. Its
+    output blocks that read less of their prefix (or suffix) at the full size than at every
+    checked size: one Finding at most."""
     if len(reads) < 3 or any(r is None for r in reads) or any(o is None for o in outputs):
         return []
     lengths = [r.data_length for r in reads]
@@ -298,7 +320,14 @@ def problems(what: str, reads: list, outputs: list, sizes: list | None = None) -
             for whole, shown, name in ((0, 1, "prefix: every position before its end"),
                                        (2, 3, "suffix: every position from its start")):
                 if all(s[whole] for s in checked) and any(s[shown] for s in checked) and not full[whole]:
-                    return [f"{what}: every output block's grid steps read its {name} ({how} of output {o}) at "
-                            f"every checked size, and at the full size {full[4]} (the rest of its answer is never "
-                            f"computed there)"]
+                    evidence = [(k, blocks[k].starts[:, s[shown][0]].tolist(), list(blocks[k].sizes),
+                                 (s[shown][1], s[shown][2])) for k, s in enumerate(checked) if s[shown]]
+                    return [Finding(f"{what}: every output block's grid steps read its {name} ({how} of output {o}) "
+                                    f"at every checked size, and at the full size {full[4]} (the rest of its answer "
+                                    f"is never computed there)", o, evidence)]
     return []
+
+
+def problems(what: str, reads: list, outputs: list, sizes: list | None = None) -> list[str]:
+    """findings' messages."""
+    return [f.message for f in findings(what, reads, outputs, sizes)]
