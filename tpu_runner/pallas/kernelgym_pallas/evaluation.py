@@ -454,16 +454,20 @@ def _check_identity(programs: dict, task, facts: dict, seed: int) -> None:
     identity = program_identity.compare(programs, sizes, fit_sets=tuple(checked), target="full")
     if not identity.structural:
         # Blocks named through scalar-prefetched tables: the tables computed on the task's inputs.
+        with_tables = {}
         identity.unproven += [p for p in prefetch_coverage.problems(
-            programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full")
+            programs, lambda name, wanted: _drawn(task, name, wanted, seed), tuple(checked), "full", with_tables)
             if p not in identity.unproven]
         # The matmul work done, as a share of the reference's (a backstop: a sixteenth): a constant
         # amount where the reference's grows leaves work out at the full size.
         identity.unproven += _work_problems(programs, task, tuple(checked))
         # Data the layout outside the kernels keeps whole where checked and cuts at the full size,
         # whatever work the kernels do (work shares can be padded with work that costs nothing).
-        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts, sizes,
-                                              _reference_needs(task, seed))
+        needs = _reference_needs(task, seed)
+        identity.unproven += _layout_problems(programs, tuple(checked), identity.facts, sizes, needs)
+        if with_tables:  # what each output block reads where index maps read the tables
+            identity.unproven += [p for p in _layout_problems(programs, tuple(checked), with_tables, sizes, needs)
+                                  if p not in identity.unproven]
     if identity.structural:
         raise Outcome("rejected", "compile", f"the full-size program is not the checked one: {identity.structural}; "
                                              f"the program that is compiled and timed must be the one whose answers "

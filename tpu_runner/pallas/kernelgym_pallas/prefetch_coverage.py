@@ -39,9 +39,11 @@ class _Unknown(Exception):
     """A table, or what its index maps name, that the judge could not compute."""
 
 
-def problems(programs: dict, draw, fit_sets, target: str) -> list[str]:
+def problems(programs: dict, draw, fit_sets, target: str, facts_out: dict | None = None) -> list[str]:
     """Reasons the full-size program's table-named blocks are not the checked ones'. `programs`:
-    size set -> closed jaxpr; `draw(size_set, wanted)`: the task's inputs at those positions."""
+    size set -> closed jaxpr; `draw(size_set, wanted)`: the task's inputs at those positions;
+    `facts_out`: filled with decision_coverage's Facts of each size set's program walked with its
+    tables' values (for the rules that count what each output block reads: layout_cuts)."""
     if not any(_prefetching(programs[target].jaxpr)):
         return []
     named, tables = {}, {}
@@ -79,6 +81,8 @@ def problems(programs: dict, draw, fit_sets, target: str) -> list[str]:
         return found + [f"the kernels' copies at starts read from scalar-prefetched tables could not be counted "
                         f"({type(error).__name__}: {str(error)[:160]})"]
     found += decision_coverage.group_read_problems(walked[target], [walked[s] for s in fit_sets])
+    if facts_out is not None:
+        facts_out.update(walked)
     return found
 
 

@@ -8,21 +8,23 @@ all of the keys. A fixed window of key blocks i-2..i is then all of S at the che
 three query blocks of 128 rows) and 3 of 32 at the full size: red team round 17, flash attention
 14.73x and 6.40x trusted for kernels 28% wrong at S = 768.
 
-What is checked is the shape of the reads, against the output block's own position: per kernel
-operand dimension `d` and output dimension `e` whose extents keep one ratio over every size set
-(the key positions and the query positions, both S; padding added outside the kernel is not
-counted: the operand's data region is), every output block covering positions [lo, hi) of `e`
-maps to [lo * r, hi * r) of `d`. Where at every checked size every output block's grid steps read
-all of `d`'s data before its own end (a prefix: [0, hi * r)), and at some checked size some output
-block has whole blocks of `d` before its own start (so the prefix is not the block itself), every
-output block must read its prefix at the full size too; likewise a suffix ([lo * r, end): an
-anti-causal walk). An honest sliding window reads part of its prefix where checked already (when
-the task's sizes exercise the window), so the rule does not bind it; a kernel whose output blocks
-each read only their own positions (a GEMM's rows of A) reads no prefix where it has two blocks.
+What is checked is the shape of the reads, against the output block's own position. Per kernel
+operand dimension (its data region: padding added outside the kernel is not counted) and each way
+the output's blocks can lie along it (_placements: an output dimension whose extent keeps one ratio
+with the data's over every size set; that dimension within output dimensions of single-position
+blocks flattened before it; that dimension in segments of a product of the task's sizes), every
+output block maps to a segment and a range [lo, hi) of it. Where at every checked size every
+output block's grid steps read all of their segment's data before hi (a prefix), and at some
+checked size some output block has whole windows before its own start (so the prefix is not the
+block itself), every output block must read its prefix at the full size too; likewise a suffix
+(an anti-causal walk). An honest sliding window reads part of its prefix where checked already
+(when the task's sizes exercise it), and a GEMM's row blocks read no prefix where there are two,
+so the rule does not bind them; a window the checked sizes hold whole at block granularity is
+asked of the reference (reference_needs.py, through layout_cuts).
 
-Not covered: an operand whose dimension is several output dimensions flattened into one (their
-product keeps no ratio with any one of them), and reads through scalar-prefetched tables other
-than those prefetch_coverage.py evaluates.
+Not covered: an output flattened where the operand is not, output dimensions before the walked
+one whose blocks hold several positions, segments that are not a product of the task's sizes,
+and reads through scalar-prefetched tables.
 """
 from __future__ import annotations
 
