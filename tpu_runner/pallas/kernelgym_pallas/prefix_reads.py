@@ -22,9 +22,10 @@ block itself), every output block must read its prefix at the full size too; lik
 so the rule does not bind them; a window the checked sizes hold whole at block granularity is
 asked of the reference (reference_needs.py, through layout_cuts).
 
-Not covered: an output flattened where the operand is not, output dimensions before the walked
-one whose blocks hold several positions, segments that are not a product of the task's sizes,
-and reads through scalar-prefetched tables.
+Blocks named through scalar-prefetched tables are counted where prefetch_coverage.py walks the
+program with its tables' values. Not covered: an output flattened where the operand is not,
+output dimensions before the walked one whose blocks hold several positions, and segments that
+are not a product of the task's sizes.
 """
 from __future__ import annotations
 
