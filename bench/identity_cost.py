@@ -1,6 +1,7 @@
 """What proving a Pallas program costs the judge: program_identity.compare (decision coverage and the
 data probe included) on every bundled starter, for two checkouts side by side; or, with `--rule
-layout`, layout_cuts.problems (the layout outside the kernels), for one checkout or two.
+layout`, layout_cuts.problems (the layout outside the kernels and, with decision_coverage's facts
+computed untimed first, prefix_reads), for one checkout or two.
 
     build/pallas-venv/bin/python bench/identity_cost.py --before OLD_CHECKOUT --after . --rounds 2
     build/pallas-venv/bin/python bench/identity_cost.py --after . --rule layout
@@ -37,9 +38,10 @@ for starter in sorted(root.glob("datasets/suites/*/*/pallas/starter.py")):
         programs[name] = jax.make_jaxpr(kernel)(*args)
     programs = artifact.load(artifact.dump(programs, "starter.py"))
     sizes = {n: task.size_sets[n].sizes for n in ("small", "check", "full")}
+    facts = program_identity.compare(programs, sizes).facts if rule == "layout" else None  # untimed
     start = time.perf_counter()
-    if rule == "layout":
-        ok = not layout_cuts.problems(programs, ("small", "check", "full"))
+    if rule == "layout":  # with the kernels' reads (decision_coverage's facts): prefix_reads too
+        ok = not layout_cuts.problems(programs, ("small", "check", "full"), facts, sizes)
     else:
         ok = bool(program_identity.compare(programs, sizes).proven)
     out[f"{folder.parent.name}/{folder.name}"] = [time.perf_counter() - start, ok]

@@ -118,6 +118,8 @@ class _Ref:
         self.in_hbm = False  # the operand whole (its array's shape), not a block of it
         self.output_shape = None  # an output the kernel sees whole (left in HBM): its shape
         self.output_index = None  # and which of the kernel's outputs it is
+        self.output_whole = None  # an output's block: the output's whole shape
+        self.output_origin = None  # and, per dimension of the output, where the block starts
         # a block of an operand: per dimension of the block ref, (the operand's dimension, its
         # extent, the block's first position there at each grid position of this walk)
         self.origin = None
@@ -755,10 +757,10 @@ class _Evaluator:
         self._written.pop(where, None)
         self._evaluated.pop(where, None)
 
-    def _origin(self, where: str, k: int, block, seen: tuple, ranges: list):
-        """Per dimension of operand k's block ref: (the operand's dimension, its extent, the block's
-        first position at the grid positions in `ranges`); None where the blocks are not tiles or
-        their index map was not evaluated."""
+    def _origin(self, where: str, k: int, block, seen: tuple, ranges: list, every: bool = False):
+        """Per dimension of operand k's block ref (`every`: of the operand, squeezed ones too): (the
+        operand's dimension, its extent, the block's first position at the grid positions in
+        `ranges`); None where the blocks are not tiles or their index map was not evaluated."""
         evaluated = self._evaluated.get(where, {}).get(k)
         tiles = jaxpr_check._tile_sizes(block)
         shape = tuple(int(n) for n in getattr(getattr(block, "array_aval", None), "shape", ()) or ())
@@ -766,8 +768,8 @@ class _Evaluator:
             return None
         from jax._src.pallas import core as pallas_core
         kept = [d for d, b in enumerate(block.block_shape)
-                if not (b is None or isinstance(b, pallas_core.Squeezed))]
-        if len(kept) != len(seen):
+                if every or not (b is None or isinstance(b, pallas_core.Squeezed))]
+        if not every and len(kept) != len(seen):
             return None
         window = tuple(slice(lo, hi) for lo, hi in ranges)
         return [(d, shape[d], np.asarray(evaluated[d][window], np.int64) * tiles[d]) for d in kept]
@@ -862,6 +864,14 @@ class _Evaluator:
                         (space.endswith("any") or space.endswith("hbm")):
                     refs[prefetch + b].output_shape = whole
                     refs[prefetch + b].output_index = b - inputs
+                elif var is not None and whole:
+                    # a block of an output: where its stores write in it, placed in the output,
+                    # can split the grid steps that revisit it into output blocks of their own
+                    seen = tuple(getattr(var.aval, "shape", ()) or ())
+                    refs[prefetch + b].output_index = b - inputs
+                    refs[prefetch + b].origin = self._origin(where, b, blocks[b], seen, ranges)
+                    refs[prefetch + b].output_origin = self._origin(where, b, blocks[b], seen, ranges, every=True)
+                    refs[prefetch + b].output_whole = whole
             for _ in range(MAX_PASSES):
                 for ref in refs:
                     ref.stale = False
@@ -1239,6 +1249,34 @@ class _Evaluator:
                     positions = np.arange(int(first), int(first) + span, window.stride)
                     read[d][positions[(positions >= 0) & (positions < n)]] = True
 
+    def _output_store(self, ref, eqn, indices, ctx: _Ctx) -> None:
+        """A store into an output's block at a window that moves with the grid: where it writes,
+        placed in the output, is what splits the grid steps that revisit one block into output
+        blocks of their own (the whole (S, D) output of a head revisited over 128-row query steps,
+        each storing its rows from a fixed window of key chunks: red team round 20, 12.5x trusted),
+        as the kernel's own copies into an output left in HBM do (pallas_call)."""
+        try:
+            transforms = tuple(eqn.params["tree"].unflatten(list(indices)))
+        except Exception:
+            return
+        windows = _composed_windows(transforms, ref.operand[1] if ref.operand else
+                                    tuple(n for _, n, _ in ref.origin))
+        if windows is None or len(windows) != len(ref.origin) or any(w is None for w in windows):
+            return
+        placed = []
+        for dimension, _, origin in ref.output_origin:
+            origin = origin.reshape(origin.shape + (1,) * (ctx.axes - origin.ndim))
+            placed.append(_Window(origin, 1))  # a dimension the block squeezes: one position
+        for (dimension, _, _), window in zip(ref.origin, windows):
+            if not _known(window.start) or np.ndim(window.start) > ctx.axes:
+                return
+            placed[dimension] = _Window(_plus(placed[dimension].start, window.start), window.size, window.stride)
+        starts = [w.start for w in placed]
+        if not all(_known(w) for w in starts):
+            return
+        self._writes.setdefault(ctx.scope_key, []).extend(starts)
+        self._written.setdefault(ctx.scope_key, []).append((ref.output_index, ref.output_whole, placed))
+
     def _block_read(self, ref, d: int, window, ctx: _Ctx) -> None:
         """A load's window of dimension d of an operand's block, placed in the operand (the block's
         origin at each grid position plus the window's start): what each output block reads of
@@ -1347,6 +1385,8 @@ class _Evaluator:
         stored, indices = None, []
         if name in ("swap", "addupdate") and ref is not None and len(args) > 1:
             stored, indices = args[1], args[2:]
+            if ref.output_whole is not None and ref.origin is not None and ref.output_origin is not None:
+                self._output_store(ref, eqn, indices, ctx)
         elif name == "masked_swap" and ref is not None:
             stored = eqn.params["args_tree"].unflatten(args)[2]
             indices = [a for a in args[1:] if a is not stored]
