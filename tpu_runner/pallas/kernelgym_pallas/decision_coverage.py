@@ -297,6 +297,9 @@ class Facts:
     # what each output block's loads of the operand's blocks read (a block's origin on the grid
     # plus the load's window in it), for prefix_reads
     block_reads: dict = dataclasses.field(default_factory=dict)
+    # the same key -> [(start, end)] windows in the block that loads read at every step that reads
+    # (a window start that is one number): placed over the block's fetched windows, not per step
+    block_reads_relative: dict = dataclasses.field(default_factory=dict)
     # (kernel key, input index) -> the views (ref transforms) through which the kernel's own copies
     # read an operand it sees whole that the judge does not compose into windows
     uncounted_views: dict = dataclasses.field(default_factory=dict)
@@ -1263,6 +1266,8 @@ class _Evaluator:
                                     tuple(n for _, n, _ in ref.origin))
         if windows is None or len(windows) != len(ref.origin) or any(w is None for w in windows):
             return
+        if all(_known(w.start) and np.size(w.start) == 1 for w in windows):
+            return  # the same window of every block: it splits no grid steps the blocks do not
         placed = []
         for dimension, _, origin in ref.output_origin:
             origin = origin.reshape(origin.shape + (1,) * (ctx.axes - origin.ndim))
@@ -1286,6 +1291,14 @@ class _Evaluator:
         key = (ctx.scope_key, ref.operand[0], dimension)
         if window.start is TOO_LARGE or not _known(window.start):
             self.facts.block_reads[key] = None
+            return
+        if np.size(window.start) == 1:
+            # the same window of every block (a whole block's load, its first rows): kept relative
+            # to the block, placed over the blocks the BlockSpec fetches (layout_cuts), not per step
+            first = int(np.asarray(window.start).reshape(-1)[0])
+            relative = self.facts.block_reads_relative.setdefault(key, [])
+            relative += [(first + t * window.stride, first + t * window.stride + 1) for t in range(window.size)] \
+                if window.stride != 1 else [(first, first + window.size)]
             return
         origin = origin.reshape(origin.shape + (1,) * (ctx.axes - origin.ndim))
         start = _plus(origin, window.start) if np.ndim(window.start) <= ctx.axes else UNKNOWN

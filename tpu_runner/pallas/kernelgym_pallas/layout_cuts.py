@@ -343,16 +343,26 @@ class _Walk:
         in HBM."""
         facts = self.facts[k]
         present = facts.groups.get(where)
-        loaded = any((where, b, d) in facts.block_reads for b in members)
+        loaded = any((where, b, d) in facts.block_reads or (where, b, d) in facts.block_reads_relative
+                     for b in members)
         windows = []
         for b in members:
-            if loaded and (where, b) in facts.block_windows and (where, b, d) not in facts.block_reads:
+            if loaded and (where, b) in facts.block_windows and (where, b, d) not in facts.block_reads and \
+                    (where, b, d) not in facts.block_reads_relative:
                 continue  # its loads are counted under the first of the operands that are one value
+            relative = facts.block_reads_relative.get((where, b, d))
+            if (where, b) in facts.block_windows and relative is not None:
+                blocks = facts.block_windows[(where, b)].get(d)
+                if blocks is None:
+                    return None
+                windows += _within_blocks(blocks, relative)
             if (where, b, d) in facts.block_reads or (where, b) not in facts.block_windows:
                 entry = facts.block_reads.get((where, b, d), facts.group_reads.get((where, b, d), ()))
                 if entry is None or (entry and present is None):
                     return None
                 windows += _placed_for_every_block(entry[1], np.flatnonzero(present)) if entry else []
+                continue
+            if relative is not None:
                 continue
             blocks = facts.block_windows[(where, b)].get(d)
             if blocks is None:
@@ -646,6 +656,13 @@ class _Walk:
                         for k in range(self.sets)], ins[0].opaque)]
 
     _reduce_sum = _reduce_max = _reduce_min = _reduce_prod = _reduce_and = _reduce_or = _argmax = _argmin = _reduced
+
+
+def _within_blocks(blocks: tuple, relative: list) -> list:
+    """The windows `relative` (start, end in a block) of every block a BlockSpec fetches (its
+    length, output block ids, block starts and ends), as (ids, starts, ends)."""
+    _, group, low, high = blocks
+    return [(group, np.minimum(low + a, high), np.minimum(low + z, high)) for a, z in relative]
 
 
 def _placed_for_every_block(parts: list, ids: np.ndarray) -> list:

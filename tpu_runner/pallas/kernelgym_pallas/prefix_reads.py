@@ -124,7 +124,10 @@ def block_windows(block_mapping, blocks: np.ndarray, groups: np.ndarray, tile_si
     for d, (n, size) in enumerate(zip(shape, tiles)):
         count = max(-(-n // size), 1)
         inside = (blocks[d] >= 0) & (blocks[d] < count)
-        pairs = np.unique(group[inside] * count + blocks[d][inside])
+        pairs = group[inside] * count + blocks[d][inside]
+        top = int(pairs.max()) + 1 if pairs.size else 0
+        # the distinct (output block, block) pairs: a bitmap where their range is small, else a sort
+        pairs = np.flatnonzero(np.bincount(pairs, minlength=top)) if top <= 1 << 26 else np.unique(pairs)
         g, block = pairs // count, pairs % count
         found[d] = (n, g, block * size, np.minimum((block + 1) * size, n))
     return found
