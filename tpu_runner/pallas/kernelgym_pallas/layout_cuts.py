@@ -338,36 +338,32 @@ class _Walk:
     def _reads(self, k: int, where: str, members: list, d: int, value, length: int):
         """prefix_reads.Reads of operands `members` (one value), dimension `d`, at size set k; None
         where some read of it was not counted. What is counted: the loads of its blocks placed in
-        the operand (decision_coverage's block_reads, kept under the first of operands that are one
-        value), else the blocks its BlockSpecs fetch, and the kernel's own copies of an operand left
-        in HBM."""
+        the operand (decision_coverage's block_reads) and those at one window of every block
+        (block_reads_relative, placed over each member's fetched blocks), both kept under the first
+        of operands that are one value; else the blocks its BlockSpecs fetch; and the kernel's own
+        copies of an operand left in HBM."""
         facts = self.facts[k]
         present = facts.groups.get(where)
-        loaded = any((where, b, d) in facts.block_reads or (where, b, d) in facts.block_reads_relative
-                     for b in members)
+        placed = [facts.block_reads[(where, b, d)] for b in members if (where, b, d) in facts.block_reads]
+        relative = [w for b in members for w in facts.block_reads_relative.get((where, b, d), [])]
+        loaded = bool(placed or relative)
         windows = []
+        for entry in placed:
+            if entry is None or present is None:
+                return None
+            windows += _placed_for_every_block(entry[1], np.flatnonzero(present))
         for b in members:
-            if loaded and (where, b) in facts.block_windows and (where, b, d) not in facts.block_reads and \
-                    (where, b, d) not in facts.block_reads_relative:
-                continue  # its loads are counted under the first of the operands that are one value
-            relative = facts.block_reads_relative.get((where, b, d))
-            if (where, b) in facts.block_windows and relative is not None:
+            if (where, b) in facts.block_windows:
                 blocks = facts.block_windows[(where, b)].get(d)
                 if blocks is None:
                     return None
-                windows += _within_blocks(blocks, relative)
-            if (where, b, d) in facts.block_reads or (where, b) not in facts.block_windows:
-                entry = facts.block_reads.get((where, b, d), facts.group_reads.get((where, b, d), ()))
-                if entry is None or (entry and present is None):
+                # loads at one window of every block, or (no load counted) the blocks fetched
+                windows += _within_blocks(blocks, relative) if relative else [] if loaded else [blocks[1:]]
+            elif (where, b, d) in facts.group_reads:  # left in HBM: the kernel's own copies
+                entry = facts.group_reads[(where, b, d)]
+                if entry is None or present is None:
                     return None
-                windows += _placed_for_every_block(entry[1], np.flatnonzero(present)) if entry else []
-                continue
-            if relative is not None:
-                continue
-            blocks = facts.block_windows[(where, b)].get(d)
-            if blocks is None:
-                return None
-            windows.append(blocks[1:])
+                windows += _placed_for_every_block(entry[1], np.flatnonzero(present))
         if not windows:
             return None
         start, stop = value.regions[k][d] if value is not None else (0, length)
