@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import artifact, prefix_reads, tpu_estimate
+from . import artifact, prefix_reads, read_scaling, tpu_estimate
 
 # Opaque data: the share of an axis a slice keeps at the full size may fall this much below the
 # checked sizes' (padding to a block multiple, sliced back off, keeps N of roundup(N, block): a
@@ -82,6 +82,8 @@ def _bound(finding, value, d: int, output, names: tuple, needs) -> bool:
     shown needs every position before (after) it."""
     if output is None or value is None or not isinstance(value.source, int) or value.opaque or value.padded:
         return True  # not mapped to the reference's inputs and outputs: the reads alone decide
+    if not finding.shown:
+        return True  # no block the reference can be asked about
     for k, starts, block, (a, b) in finding.shown:
         try:
             if needs(names[k], value.source, d, output, starts, block, a, b):
@@ -329,11 +331,29 @@ class _Walk:
             for d in range(len(_shape(eqns[0].invars[offset + b]))):
                 reads = [self._reads(k, where, members, d, value, _shape(eqns[k].invars[offset + b])[d])
                          for k in range(self.sets)]
-                for finding in prefix_reads.findings(
-                        f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} "
-                        f"(dimension {d})", reads, outputs, self.sizes):
+                what = f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} " \
+                       f"(dimension {d})"
+                found = prefix_reads.findings(what, reads, outputs, self.sizes)
+                if not found:
+                    found = self._scaling(what, reads, outputs, where)
+                for finding in found:
                     finding.where = where
                     self.prefixes.append((finding, value, d))
+
+    def _scaling(self, what: str, reads: list, outputs: list, where: str) -> list:
+        """read_scaling's findings, in prefix_reads' form (its output 0's block that read the most
+        where checked, for the reference to be asked of)."""
+        groups = [f.groups.get(where) for f in self.facts]
+        found = read_scaling.findings(what, reads, [None if g is None else len(g) for g in groups], self.sizes)
+        converted = []
+        for finding in found:
+            shown = []
+            for k, group, interval in finding.shown:
+                block = outputs[k][0] if outputs[k] else None
+                if block is not None and interval is not None and group is not None and group < block.starts.shape[1]:
+                    shown.append((k, block.starts[:, group].tolist(), list(block.sizes), interval))
+            converted.append(prefix_reads.Finding(finding.message, 0, shown))
+        return converted
 
     def _reads(self, k: int, where: str, members: list, d: int, value, length: int):
         """prefix_reads.Reads of operands `members` (one value), dimension `d`, at size set k; None
