@@ -105,8 +105,11 @@ def written_blocks(written: list, groups: np.ndarray, extents: tuple) -> dict:
                     break
                 per_group[d] = np.where(high >= 0, low, -1)
             else:
-                if found.get(index, "unset") is not None:
+                earlier = found.get(index, "unset")
+                if earlier == "unset" or (earlier is not None and np.array_equal(earlier.starts, per_group)):
                     found[index] = OutputBlocks(tuple(int(n) for n in shape), size, per_group)
+                else:  # two writes of one output block at different windows: not one block
+                    found[index] = None
     return {k: v for k, v in found.items() if v is not None}
 
 
