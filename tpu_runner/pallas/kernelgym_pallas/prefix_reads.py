@@ -136,6 +136,20 @@ def block_windows(block_mapping, blocks: np.ndarray, groups: np.ndarray, tile_si
     return found
 
 
+def sorted_reach(group, low, high) -> tuple:
+    """Windows (output block id, start, end) sorted by id then start, with each one's running
+    reach in its id (the furthest end of it and those before it), the reach before it (0 for an
+    id's first) and whether it is its id's first."""
+    order = np.lexsort((low, group))
+    group, low, high = group[order], low[order], high[order]
+    offset = group * (int(high.max()) + 1)  # ids kept apart in one running maximum
+    reach = np.maximum.accumulate(high + offset) - offset
+    before = np.concatenate([[0], reach[:-1]])
+    first = np.concatenate([[True], group[1:] != group[:-1]])
+    before[first] = 0
+    return group, low, high, reach, before, first
+
+
 def _covered_from(n_groups: int, group, low, high) -> np.ndarray:
     """Per output block id, how far from 0 its windows cover without a gap (windows before 0 are
     clipped to it)."""
@@ -144,13 +158,7 @@ def _covered_from(n_groups: int, group, low, high) -> np.ndarray:
     group, low, high = group[keep], np.maximum(low[keep], 0), high[keep]
     if not len(group):
         return covered
-    order = np.lexsort((low, group))
-    group, low, high = group[order], low[order], high[order]
-    offset = group * (int(high.max()) + 1)
-    reach = np.maximum.accumulate(high + offset) - offset
-    before = np.concatenate([[0], reach[:-1]])
-    start = np.concatenate([[True], group[1:] != group[:-1]])
-    before[start] = 0
+    group, low, high, reach, before, start = sorted_reach(group, low, high)
     # a window is reached from 0 when no window of its group before it (nor it) starts past the reach
     gaps = np.cumsum(low > before)
     at_start = np.maximum.accumulate(np.where(start, np.arange(len(group)), 0))

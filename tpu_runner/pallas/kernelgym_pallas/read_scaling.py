@@ -25,6 +25,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from . import prefix_reads
+
 # The most sizes a count's monomial multiplies (a count of positions along one dimension: S, H*S,
 # K/256 tiles; a square for a triangle), with repeats.
 _DEGREE = 2
@@ -51,14 +53,8 @@ def most_read(reads, groups: int) -> tuple:
     group, low, high = reads.group[keep], low[keep], high[keep]
     if not len(group):
         return 0, None, None
-    order = np.lexsort((low, group))
-    group, low, high = group[order], low[order], high[order]
-    offset = group * (int(high.max()) + 1)
-    reach = np.maximum.accumulate(high + offset) - offset
-    before = np.concatenate([[0], reach[:-1]])
-    first = np.concatenate([[True], group[1:] != group[:-1]])
-    before[first] = 0
-    new = np.maximum(high - np.maximum(low, before), 0)
+    group, low, high, _, before, _ = prefix_reads.sorted_reach(group, low, high)
+    new = np.maximum(high - np.maximum(low, before), 0)  # each window's positions no earlier one read
     counts = np.bincount(group, weights=new, minlength=groups).astype(np.int64)
     best = int(np.argmax(counts))
     # each block that reads the most: its span, which is its interval where it has no gap
