@@ -492,14 +492,16 @@ def _work_problems(programs: dict, task, checked: tuple) -> list[str]:
 
 def _reference_needs(task, seed: int):
     """layout_cuts' `needs`: the reference's gradient at a checked size set, on the inputs drawn
-    there (reference_needs.py)."""
-    reference = task.reference()
-    drawn = {}
+    there (reference_needs.py). The reference is loaded and the inputs drawn only when a finding
+    asks (most evaluations make none), and a failure there leaves the finding standing."""
+    loaded = {}
 
     def needs(size_set, i, d, output, starts, sizes, a, b) -> bool:
-        if size_set not in drawn:
-            drawn[size_set] = _drawn(task, size_set, list(range(len(task.size_sets[size_set].inputs))), seed)
-        return reference_needs.needs_all(reference, drawn[size_set], i, d, output, starts, sizes, a, b)
+        if "reference" not in loaded:
+            loaded["reference"] = task.reference()
+        if size_set not in loaded:
+            loaded[size_set] = _drawn(task, size_set, list(range(len(task.size_sets[size_set].inputs))), seed)
+        return reference_needs.needs_all(loaded["reference"], loaded[size_set], i, d, output, starts, sizes, a, b)
     return needs
 
 

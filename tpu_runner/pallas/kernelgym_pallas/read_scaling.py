@@ -40,7 +40,6 @@ class Finding:
     are one interval, else None)."""
     message: str
     shown: list
-    where: str = ""
 
 
 def most_read(reads, groups: int) -> tuple:
