@@ -15,6 +15,7 @@ patches: the static check's cases) are not run: this script runs kernels unsandb
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import pathlib
@@ -78,6 +79,8 @@ def adversarial(args) -> None:
         kernel, expected = case / "kernel.py", case / "expected.json"
         if not kernel.exists() or any(case.name.startswith(p) for p in PROCESS_ATTACKS):
             continue
+        if args.cases and not any(fnmatch.fnmatch(case.name, pattern) for pattern in args.cases.split(",")):
+            continue
         meta = json.loads(expected.read_text())
         row = run_one(ROOT / "datasets/suites" / meta["task"], kernel, args.seed, args.count, args.timeout)
         print(json.dumps(dict(case=case.name, task=meta["task"], judge=meta.get("status"),
@@ -113,6 +116,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=2, help="random blocks per output beside the first and last")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--cases", default="", help="adversarial: only cases matching these comma-separated globs")
     args = parser.parse_args()
     {"starters": starters, "adversarial": adversarial, "gemm": gemm, "summary": summary}[args.mode](args)
 

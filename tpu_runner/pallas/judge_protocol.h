@@ -123,7 +123,8 @@ struct Traced {
   bool operator==(const Traced&) const = default;
 };
 
-// judge -> runner: a stage began ("compiled": the compile is done; "trial": a run starts).
+// judge -> runner: a stage began ("compiled": the compile is done; "trial": a run starts;
+// "full_size_sample": the full-size program's sampled run starts).
 struct Progress {
   std::string stage;
   int64_t trial = -1, repeat = 0;

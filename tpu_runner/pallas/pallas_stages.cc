@@ -528,12 +528,16 @@ StageOutcome AwaitJudgeResult(Evaluation& e) {
                   "the judge's report channel carried something that is not a message: " + judge.garbled};
     }
     if (const auto* progress = std::get_if<judge::Progress>(&message)) {
-      // The first run after the compile carries its own compile (jit, interpret mode) too.
-      const bool first = progress->stage == "compiled" || (progress->trial == 0 && progress->repeat == 0);
+      // The first run after the compile carries its own compile (jit, interpret mode) too, and so
+      // does the full-size sample (its rewritten call is compiled afresh, and it runs the starter).
+      const bool sample = progress->stage == "full_size_sample";
+      const bool first = progress->stage == "compiled" || sample || (progress->trial == 0 && progress->repeat == 0);
       limit.Measure();
       cpu_before += limit.cpu_used();
       r.stage_seconds[window] = std::max(r.stage_seconds[window], limit.cpu_used());
-      window = progress->stage == "compiled" ? "judge_cpu_estimate" : "judge_cpu_trial_max";
+      window = progress->stage == "compiled" ? "judge_cpu_estimate"
+               : sample                      ? "judge_cpu_full_size_sample"
+                                             : "judge_cpu_trial_max";
       if (progress->stage == "compiled" || progress->stage == "trial") stage = Stage::kCorrectness;
       if (progress->stage == "trial") e.program_ran = true;
       limit = LimitFor(e, judge, e.call_timeout + (first ? e.compile_timeout : 0));

@@ -25,6 +25,9 @@ from . import (diagnostics, jaxpr_check, layout_cuts, prefetch_coverage, program
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
 # the other. "full" is compiled for the TPU (and timed, and checked, on a TPU host).
 CHECKED_SETS = ("small", "check")
+# Output blocks drawn from the seed for the full-size sample, beside each output's first and last
+# (docs/benchmarks.md, "The full-size program on a sample of its grid": its cost per block).
+SAMPLED_BLOCKS = 1
 
 
 def warm_up(target_name: str) -> tpu_target.Target:
@@ -195,6 +198,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
     reference = jax.jit(exact_reference(task.reference()))
     trials = []
     inputs_per_trial = []
+    expected_per_trial = []
     with _timed(facts, "reference"):
         for t, (set_name, seed) in enumerate(plan):
             shape_set = task.size_sets[set_name]
@@ -211,6 +215,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
             trials.append(protocol.ReferenceTrial(seed=int(seed), size_set=set_name,
                                                   inputs_sha256=[_sha256(x) for x in inputs], outputs=entries))
             inputs_per_trial.append(inputs)
+            expected_per_trial.append(expected)
     reference_estimate = None
     if job.estimate_reference:  # the runner caches it by the task's and the judge's content
         with _timed(facts, "reference_estimate"):
@@ -268,6 +273,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
     # 5. Correctness on the checked size sets: on the chip when there is one, else TPU interpret mode.
     run = {name: _runner(programs[name], target) for name in dict.fromkeys(name for name, _ in plan)}
     outputs_meta = []
+    checked_agree = True  # the judge's own reading of the runner's comparison: whether to go on
     with _timed(facts, "correctness"):
         for t, inputs in enumerate(inputs_per_trial):
             set_name = plan[t][0]
@@ -281,16 +287,26 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
                                   f"kernel returned {len(arrays)} outputs; the task has {len(shape_set.outputs)}")
                 entries = []
                 arrays = [_wire(a) for a in arrays]
+                checked_agree = checked_agree and _within_tolerance(shape_set.outputs, expected_per_trial[t], arrays)
                 for k, array in enumerate(arrays):
                     path = out_dir / f"candidate_{t}_{k}{'_repeat' if r else ''}.bin"
                     _write(array, path)
                     entries.append(protocol.OutputFile(dtype=str(array.dtype), shape=list(array.shape), file=path.name))
                 outputs_meta.append(protocol.CandidateRun(trial=t, repeat=r, outputs=entries,
                                                           inputs_sha256=[_sha256(x) for x in inputs]))
-    result = protocol.failure("ok", "correctness", "")
+    # 6. Off a TPU the full-size program is never run whole: where its estimate would be paid, the
+    # grid steps that write a sample of its output blocks are run (full_size_sample.py) and those
+    # blocks compared with the task's starter's on the same full-size inputs. Not when a checked
+    # run is already wrong: the runner's comparison says so, with the mismatch report.
+    sample_details = []
+    if not target.on_tpu and estimate is not None and estimate.trusted and checked_agree:
+        send(protocol.Progress(stage="full_size_sample", trial=-1, repeat=0))  # its own CPU-time window
+        with _timed(facts, "full_size_sample"):
+            sample_details = _full_size_sample(task, programs["full"], int(plan[0][1]))
+    result = protocol.failure("ok", "correctness", "", details=sample_details)
     result.trials = outputs_meta
 
-    # 6. On a TPU host the program that is timed is also checked, at the full sizes, then timed.
+    # 7. On a TPU host the program that is timed is also checked, at the full sizes, then timed.
     if target.on_tpu:
         with _timed(facts, "full_size_check"):
             mismatch = _full_size_check(task, mosaic_full, reference, target, int(job.timing_seed) or 1)
@@ -569,6 +585,40 @@ def _full_size_check(task, kernel, reference, target, seed: int) -> str:
         if bad:
             return f"at the full sizes output '{spec.name}': {bad} of {e.size} elements outside tolerance"
     return ""
+
+
+def _within_tolerance(specs, expected, actual) -> bool:
+    """The runner's rule (|a - e| <= atol + rtol |e|, shapes equal) on one trial's outputs. Only
+    whether the judge goes on to the full-size sample rests on it; the verdict is the runner's."""
+    for spec, e, a in zip(specs, expected, actual):
+        if e.shape != a.shape:
+            return False
+        e64, a64 = e.astype(np.float64), a.astype(np.float64)
+        if not np.all(np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64)):
+            return False
+    return True
+
+
+def _full_size_sample(task, program, seed: int) -> list[str]:
+    """The full-size program run on the grid steps of a few output blocks (the first, the last and
+    SAMPLED_BLOCKS drawn from the server's seed), against the task's starter on the same elements.
+    A disagreement or a crash is a wrong answer at the full size; a program the sample cannot run
+    (full_size_sample.NotSampled's reasons) is left to the proof. Returns the verdict's detail."""
+    import jax
+    import jax.numpy as jnp
+    from . import full_size_sample
+    if task.starter_path is None:
+        return ["full-size sample: not run (the task has no starter to compare with)"]
+    args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets["full"].inputs]
+    oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
+    verdict = full_size_sample.check_program(program, oracle, task, seed, SAMPLED_BLOCKS)
+    if verdict.status in ("disagree", "crashed"):
+        raise Outcome("incorrect", "correctness", "the full-size program, run in TPU interpret mode on the grid steps "
+                      f"of a sample of its output blocks: {verdict.reason}")
+    if verdict.status == "not_sampled":
+        return [f"full-size sample: not run ({verdict.reason})"]
+    return [f"full-size sample: {len(verdict.blocks)} output blocks agree with the starter's "
+            f"({verdict.steps} grid steps run in TPU interpret mode at the full sizes)"]
 
 
 def _estimates(task, target, full_specs, dump_dir=None) -> protocol.ReferenceEstimate:

@@ -155,8 +155,8 @@ class Traced:
 @dataclasses.dataclass
 class Progress:
     KIND: ClassVar[str] = "progress"
-    stage: str                     # "compiled" or "trial"
-    trial: int                     # -1 for "compiled"
+    stage: str                     # "compiled", "trial" or "full_size_sample"
+    trial: int                     # -1 for "compiled" and "full_size_sample"
     repeat: int
 
 
