@@ -159,8 +159,45 @@ class Plan:
     full_grid: tuple
 
 
+def _jits_inlined(closed_jaxpr):
+    """The program with its `jit`s (at any depth outside the kernels) replaced by their bodies, and
+    what they compute from literals alone folded: jnp.pad, jnp.flip and jnp.roll are jits around
+    their position ops, whose pad value is a literal converted inside."""
+    import jax
+    from jax._src import core
+
+    def run(jaxpr, consts, *args):
+        env = {}
+
+        def read(v):
+            return v.val if isinstance(v, core.Literal) else env[v]
+
+        for v, x in zip(jaxpr.constvars, consts):
+            env[v] = x
+        for v, x in zip(jaxpr.invars, args):
+            env[v] = x
+        for eqn in jaxpr.eqns:
+            values = [read(v) for v in eqn.invars]
+            if eqn.primitive.name in ("jit", "pjit"):
+                inner = eqn.params["jaxpr"]
+                outs = run(inner.jaxpr, inner.consts, *values)
+            else:
+                with eqn.ctx.manager:
+                    outs = eqn.primitive.bind(*values, **eqn.primitive.get_bind_params(eqn.params))
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            for v, x in zip(eqn.outvars, outs):
+                env[v] = x
+        return [read(v) for v in jaxpr.outvars]
+
+    if not any(e.primitive.name in ("jit", "pjit") for e in closed_jaxpr.jaxpr.eqns):
+        return closed_jaxpr
+    avals = [v.aval for v in closed_jaxpr.jaxpr.invars]
+    return jax.make_jaxpr(lambda *args: run(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args))(*avals)
+
+
 def plan(closed_jaxpr) -> Plan:
     """The program's sampled form, or NotSampled with the reason."""
+    closed_jaxpr = _jits_inlined(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
     calls = [e for e in jaxpr.eqns if e.primitive.name == "pallas_call"]
     if len(calls) != 1:

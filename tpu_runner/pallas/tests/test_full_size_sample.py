@@ -268,6 +268,20 @@ class ChainTest(unittest.TestCase):
         self.assertEqual(got.dtype, expected.dtype)
         np.testing.assert_array_equal(got.astype(np.float32), expected.astype(np.float32))
 
+    def test_jnps_jitted_position_ops_are_seen_through(self):
+        # jnp.pad, jnp.flip and jnp.roll are jits around their ops; the pad's value is a literal
+        # converted inside the jit. The plan sees the input through them, not a computed operand.
+        def program(x):
+            y = jnp.flip(jnp.pad(x, ((0, 0), (256, 0))), 1)
+            return pl.pallas_call(lambda a, o: o.__setitem__(..., a[...]), grid=(y.shape[0] // 8,),
+                                  in_specs=[pl.BlockSpec((8, y.shape[1]), lambda i: (i, 0))],
+                                  out_specs=pl.BlockSpec((8, y.shape[1]), lambda i: (i, 0)),
+                                  out_shape=jax.ShapeDtypeStruct(y.shape, y.dtype))(y)
+        planned = fss.plan(jax.make_jaxpr(program)(jax.ShapeDtypeStruct((64, 1024), jnp.float32)))
+        source = planned.operand_sources[0]
+        self.assertEqual(source[:2], ("input", 0))
+        self.assertEqual([e.primitive.name for e in source[2].ops], ["pad", "rev"])
+
 
 if __name__ == "__main__":
     unittest.main()
