@@ -19,12 +19,15 @@ live across those steps. The `pallas_call` is rewritten to a grid of S steps (th
   on either sees the full size;
 - inputs are drawn per tile from the seed and the tile's position (`LazyInputs`): the values of an
   element do not depend on which blocks were sampled, so the candidate's and the oracle's runs
-  read the same numbers.
+  read the same numbers; an operand that is an input through position ops (`Chain`: reshapes,
+  transposes, slices, pads, broadcasts, casts) is read through them element by element;
+- scalar-prefetch operands are computed whole (from small inputs), the index maps evaluated with
+  their values, and passed to the rewritten call, whose kernel reads them as it would.
 
 What it refuses, by name (`not_sampled`; the caller decides what that means for the payment):
 programs whose outputs are not one `pallas_call`'s, operands computed from large inputs outside
-the kernel, scalar prefetch, operands in HBM/ANY (manual DMA: the block tables say nothing of what
-it reads), aliased outputs, vmapped grids, index maps with other than blocked or squeezed
+the kernel other than by position ops, operands in HBM/ANY (manual DMA: the block tables say
+nothing of what it reads), aliased outputs, vmapped grids, index maps with other than blocked or squeezed
 dimensions, and an output block written in two separate runs of steps (what a TPU would have
 written back in between cannot be reproduced by running the runs side by side).
 
@@ -154,7 +157,8 @@ class Chain:
 class Plan:
     closed: object            # the full-size ClosedJaxpr
     eqn: object               # its one pallas_call
-    operand_sources: list     # per pallas_call operand: ("input", i, Chain), ("literal", value) or ("computed", var)
+    operand_sources: list     # per blocked operand: ("input", i, Chain), ("literal", value) or ("computed", var)
+    prefetch_sources: list    # per scalar-prefetch operand: ("literal", value) or ("computed", var), computed whole
     output_of: list           # per program output: index among the pallas_call's outputs
     full_grid: tuple
 
@@ -204,8 +208,6 @@ def plan(closed_jaxpr) -> Plan:
         raise NotSampled(f"the program has {len(calls)} pallas_calls; sampling handles one")
     eqn = calls[0]
     gm = eqn.params["grid_mapping"]
-    if gm.num_index_operands:
-        raise NotSampled("the kernel takes scalar-prefetch operands (its blocks follow data)")
     if gm.num_dynamic_grid_bounds:
         raise NotSampled("the grid has dynamic bounds")
     if gm.vmapped_dims:
@@ -252,8 +254,12 @@ def plan(closed_jaxpr) -> Plan:
         output_of.append(hits[0])
     # Operands: program inputs (or reshapes of them), or values computed outside the kernel from
     # small inputs only (a bias reshaped, a scale), which are computed whole.
+    # Scalar-prefetch operands (the tables blocks follow) are computed whole from the inputs: the
+    # index maps are evaluated with their values, and the kernel reads them as it would.
+    n_prefetch = gm.num_index_operands
+    prefetch_sources = [("literal", v.val) if hasattr(v, "val") else ("computed", v) for v in eqn.invars[:n_prefetch]]
     sources = []
-    for var in eqn.invars:
+    for var in eqn.invars[n_prefetch:]:
         chain = None if hasattr(var, "val") else position_chain(var)
         if hasattr(var, "val"):
             sources.append(("literal", var.val))
@@ -261,7 +267,7 @@ def plan(closed_jaxpr) -> Plan:
             sources.append(("input", invar_index[chain[0]], chain[1]))
         else:
             sources.append(("computed", var))
-    return Plan(closed_jaxpr, eqn, sources, output_of, grid)
+    return Plan(closed_jaxpr, eqn, sources, prefetch_sources, output_of, grid)
 
 
 def _cone_inputs(jaxpr, var) -> set:
@@ -292,11 +298,20 @@ def _grid_points(grid: tuple) -> np.ndarray:
     return np.indices(grid, dtype=np.int32).reshape(len(grid), -1).T
 
 
-def _index_map_table(bm, points: np.ndarray) -> np.ndarray:
-    """The block each step names: [steps, dims] (one evaluation of the index map, vectorized)."""
+def _index_map_table(bm, points: np.ndarray, prefetch: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """The block each step names: [steps, dims] (one evaluation of the index map, vectorized), the
+    scalar-prefetch tables it reads given as their values."""
     import jax
     from jax._src import core
-    fn = core.jaxpr_as_fun(bm.index_map_jaxpr)
+    closed = bm.index_map_jaxpr
+    if prefetch:
+        from jax._src.state.discharge import discharge_state
+        pure = discharge_state(closed)
+        n_out = len(closed.jaxpr.outvars)
+        tables = [jax.numpy.asarray(t) for t in prefetch]
+        fn = lambda *ids: core.jaxpr_as_fun(pure)(*ids, *tables)[:n_out]  # noqa: E731
+    else:
+        fn = core.jaxpr_as_fun(closed)
     cols = [points[:, a] for a in range(points.shape[1])]
     out = jax.vmap(lambda *ids: tuple(fn(*ids)))(*cols) if cols else tuple(fn())
     out = [np.broadcast_to(np.asarray(o, np.int64), (points.shape[0],)) for o in out]
@@ -422,7 +437,7 @@ class LazyInputs:
 
 # --------------------------------------------------------------------------- a sampled run
 
-def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, np.ndarray]:
+def _steps_for(plan_: Plan, want: dict[int, list[tuple]], prefetch: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """The grid steps that write the wanted blocks of each pallas_call output (in grid order), and
     1 for each that starts a run of consecutive steps. Revisits if a block is written in two runs."""
     gm = plan_.eqn.params["grid_mapping"]
@@ -430,7 +445,7 @@ def _steps_for(plan_: Plan, want: dict[int, list[tuple]]) -> tuple[np.ndarray, n
     n_in = gm.num_inputs
     keep = np.zeros(points.shape[0], bool)
     for k, blocks in want.items():
-        table = _index_map_table(gm.block_mappings[n_in + k], points)
+        table = _index_map_table(gm.block_mappings[n_in + k], points, prefetch)
         for block in blocks:
             hit = np.all(table == np.asarray(block, np.int64), axis=1)
             where = np.flatnonzero(hit)
@@ -465,11 +480,14 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     eqn = plan_.eqn
     gm = eqn.params["grid_mapping"]
     n_in, n_out = gm.num_inputs, gm.num_outputs
-    steps, starts = _steps_for(plan_, want)
+    computed = _computed_operands(plan_, lazy)
+    prefetch = [np.asarray(source[1]) if source[0] == "literal" else np.asarray(computed[source[1]])
+                for source in plan_.prefetch_sources]
+    steps, starts = _steps_for(plan_, want, prefetch)
     result = {}
     if steps.shape[0] == 0:
         return {(k, tuple(b)): None for k, bs in want.items() for b in bs}, 0
-    tables = [_index_map_table(bm, steps) for bm in gm.block_mappings]
+    tables = [_index_map_table(bm, steps, prefetch) for bm in gm.block_mappings]
     for m, (bm, table) in enumerate(zip(gm.block_mappings, tables)):
         for d in range(table.shape[1]):
             count = _block_count(bm, d)
@@ -498,7 +516,6 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     if sum(sizes) > MAX_COMPACT_BYTES:
         raise NotSampled(f"the sampled blocks read and write {sum(sizes) >> 20} MiB at the full sizes "
                          f"(more than {MAX_COMPACT_BYTES >> 20} MiB)")
-    computed = _computed_operands(plan_, lazy)
     operands = []
     for m, (bm, source) in enumerate(zip(gm.block_mappings[:n_in], plan_.operand_sources)):
         pos = positions(bm, m)
@@ -523,10 +540,14 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
             (pallas_core.GridAxis(start_table[grid_point[0]], 2),)
 
     new_bms = []
+    # The index maps become lookups of the step's blocks; they still take the scalar-prefetch refs
+    # (the call's signature), which they no longer read.
+    prefetch_avals = list(gm.index_map_avals[len(full_grid):])
     for m, bm in enumerate(gm.block_mappings):
         table = jnp.asarray(compact_tables[m])
         ndim = compact_tables[m].shape[1]
-        index_map = jax.make_jaxpr(lambda s, t=table, n=ndim: tuple(t[s, d] for d in range(n)))(jnp.int32(0))
+        index_map = _traced(lambda s, *refs, t=table, n=ndim: tuple(t[s, d] for d in range(n)),
+                            [core.ShapedArray((), jnp.int32), *prefetch_avals])
         shape = tuple(operands[m].shape) if m < n_in else out_shapes[m - n_in]
         new_bms.append(dataclasses.replace(bm, index_map_jaxpr=index_map,
                                            array_aval=bm.array_aval.update(shape=shape),
@@ -534,14 +555,14 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     from jax import tree_util
     new_gm = dataclasses.replace(
         gm, grid=(int(steps.shape[0]),), grid_names=None, block_mappings=tuple(new_bms),
-        index_map_tree=tree_util.tree_structure(((0,), {})),
-        index_map_avals=(core.ShapedArray((), jnp.int32),), local_grid_env=local_grid_env)
+        index_map_tree=tree_util.tree_structure(((0,) * (1 + len(prefetch_avals)), {})),
+        index_map_avals=(core.ShapedArray((), jnp.int32), *prefetch_avals), local_grid_env=local_grid_env)
     body = _poisoned_at_run_starts(eqn.params["jaxpr"], len(gm.scratch_avals), full_grid, poison)
     params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params, jaxpr=body,
                   out_avals=tuple(a.update(shape=s) for a, s in zip(eqn.params["out_avals"], out_shapes)),
                   compiler_params=_one_axis(eqn.params.get("compiler_params")), cost_estimate=None)
     try:
-        outs = pallas_call_p.bind(*[jnp.asarray(o) for o in operands], **params)
+        outs = pallas_call_p.bind(*[jnp.asarray(t) for t in prefetch], *[jnp.asarray(o) for o in operands], **params)
         outs = [np.asarray(o) for o in outs]
     except Exception as error:  # the kernel's doing (an interpret-mode error, a bad read)
         from jax.experimental.pallas import tpu as pltpu
@@ -566,6 +587,16 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
                 index.append(slice(start, start + min((b + 1) * size, full) - b * size))
             result[(k, block)] = outs[k][tuple(index)]
     return result, int(steps.shape[0])
+
+
+def _traced(fn, avals):
+    """fn traced on these avals (refs among them) as a ClosedJaxpr, its captured arrays as consts."""
+    from jax._src import api_util, core
+    from jax._src import linear_util as lu
+    from jax._src.interpreters import partial_eval as pe
+    info = api_util.debug_info("sampled index map", fn, tuple(avals), {})
+    jaxpr, _, consts = pe.trace_to_jaxpr_dynamic(lu.wrap_init(fn, debug_info=info), avals)
+    return core.ClosedJaxpr(jaxpr, consts)
 
 
 def _poisoned_at_run_starts(body, n_scratch: int, full_grid: tuple, poison: tuple):
@@ -627,7 +658,7 @@ def _computed_operands(plan_: Plan, lazy: LazyInputs) -> dict:
     """The operands computed outside the kernel, from whole (small) inputs only."""
     from jax._src import core
     jaxpr = plan_.closed.jaxpr
-    wanted = [s[1] for s in plan_.operand_sources if s[0] == "computed"]
+    wanted = [s[1] for s in plan_.operand_sources + plan_.prefetch_sources if s[0] == "computed"]
     if not wanted:
         return {}
     env = {}
@@ -635,8 +666,10 @@ def _computed_operands(plan_: Plan, lazy: LazyInputs) -> dict:
         env[v] = lazy.whole(jaxpr.invars.index(v))
     for cv, c in zip(jaxpr.constvars, plan_.closed.consts):
         env[cv] = c
-    pending = set(wanted)
+    pending = set(wanted) - set(env)  # an input itself (a prefetched table) is there already
     for e in jaxpr.eqns:
+        if not pending:
+            break
         if e.primitive.name == "pallas_call":
             continue
         if not all(hasattr(v, "val") or v in env for v in e.invars):

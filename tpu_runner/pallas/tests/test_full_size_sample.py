@@ -159,20 +159,28 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(verdict.status, "crashed", verdict.reason)
         self.assertIn("revisited output block", verdict.reason)
 
-    def test_scalar_prefetch_is_not_sampled_and_says_why(self):
+    def _prefetched(self, table):
+        # Row blocks of A named through a scalar-prefetched table (computed in the program from the
+        # sizes: the kernel's own choice, which its index maps read at run time).
         def kernel(a, b):
             def body(t_ref, a_ref, b_ref, c_ref):
-                c_ref[...] = jnp.dot(a_ref[...], b_ref[...])
+                c_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision="highest")
             spec = pltpu.PrefetchScalarGridSpec(
                 num_scalar_prefetch=1, grid=(a.shape[0] // B,),
                 in_specs=[pl.BlockSpec((B, K), lambda i, t: (t[i], 0)), pl.BlockSpec((K, N), lambda i, t: (0, 0))],
                 out_specs=pl.BlockSpec((B, N), lambda i, t: (i, 0)))
             return pl.pallas_call(body, grid_spec=spec, out_shape=jax.ShapeDtypeStruct((a.shape[0], N), a.dtype))(
-                jnp.arange(a.shape[0] // B, dtype=jnp.int32), a, b)
-        verdict = self.check(kernel)
-        self.assertEqual(verdict.status, "not_sampled")
-        self.assertIn("scalar-prefetch", verdict.reason)
+                table(a.shape[0] // B), a, b)
+        return kernel
 
+    def test_blocks_named_through_a_prefetched_table_are_sampled(self):
+        verdict = self.check(self._prefetched(lambda n: jnp.arange(n, dtype=jnp.int32)))
+        self.assertEqual(verdict.status, "agree", verdict.reason)
+
+    def test_a_prefetched_table_wrong_only_at_the_full_size_disagrees(self):
+        # Row block i for the first 3 blocks (every block of a checked grid), block 0 past them.
+        verdict = self.check(self._prefetched(lambda n: jnp.where(jnp.arange(n) < 3, jnp.arange(n), 0).astype(jnp.int32)))
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
 
     def test_state_carried_across_output_blocks_is_not_sampled(self):
         # An SMEM counter set at the grid's first step and counted at every step: work stops after
