@@ -94,6 +94,29 @@ _VIEWS = ("reshape", "squeeze", "expand_dims")
 # transposed, a slice, a padding, a broadcast) is read from the input's lazily drawn tiles,
 # element by element, never whole.
 _POSITION_OPS = _VIEWS + ("transpose", "broadcast_in_dim", "slice", "rev", "convert_element_type", "copy", "pad")
+# Elementwise primitives: each output element a function of the element at the same position of
+# their one array operand (the others scalar literals: `-q`, `q * 0.125`, `1 - x`). In a chain they
+# move no position and are applied to the values read; an attacker's negation of an input outside
+# the kernel, or of the kernel's output, does not hide the kernel from the sample.
+_VALUE_OPS = ("neg", "abs", "sign", "floor", "ceil", "round", "exp", "exp2", "log", "log1p", "expm1", "tanh",
+              "logistic", "sqrt", "rsqrt", "cbrt", "sin", "cos", "tan", "erf", "erfc", "square", "integer_pow",
+              "reduce_precision", "not", "add", "sub", "mul", "div", "max", "min", "pow", "rem", "and", "or", "xor",
+              "atan2", "nextafter")
+
+
+def _chain_link(eqn):
+    """The one array operand through which `eqn` is a link of a chain, or None: a position op or a
+    value op whose other operands are all scalar literals."""
+    name = eqn.primitive.name
+    if name not in _POSITION_OPS and name not in _VALUE_OPS:
+        return None
+    arrays = [v for v in eqn.invars if not hasattr(v, "val")]
+    literals = [v for v in eqn.invars if hasattr(v, "val")]
+    if len(arrays) != 1 or len(eqn.outvars) != 1:
+        return None
+    if name in _VALUE_OPS and any(np.ndim(v.val) != 0 for v in literals):
+        return None
+    return arrays[0]
 
 
 @dataclasses.dataclass
@@ -130,6 +153,8 @@ class Chain:
                 where = where.copy()
                 for d in params["dimensions"]:
                     where[:, d] = in_shape[d] - 1 - where[:, d]
+            elif name in _VALUE_OPS:
+                continue
             elif name == "pad":
                 low = np.asarray([c[0] for c in params["padding_config"]])
                 step = np.asarray([c[2] + 1 for c in params["padding_config"]])
@@ -140,12 +165,67 @@ class Chain:
                 where = np.where(outside[:, None], 0, source)
         return where, padding
 
+    def back_by_dimension(self, positions: Sequence[np.ndarray]):
+        """back() for chains that move each dimension on its own (no reshape but of unit
+        dimensions): per input dimension its positions and the operand dimension they follow
+        (None: one position, 0), and each pad's padding as a mask over the operand's positions
+        (np.ix_ form, broadcast). None for other chains."""
+        dims = [(d, np.asarray(p, np.int64)) for d, p in enumerate(positions)]
+        lengths = [len(p) for p in positions]
+        padding = {}
+        for i in reversed(range(len(self.ops))):
+            eqn = self.ops[i]
+            name, params = eqn.primitive.name, eqn.params
+            in_shape = tuple(int(x) for x in eqn.invars[0].aval.shape)
+            out_shape = tuple(int(x) for x in eqn.outvars[0].aval.shape)
+            if name in _VALUE_OPS or name in ("convert_element_type", "copy"):
+                continue
+            if name == "transpose":
+                back = [None] * len(dims)
+                for d, source in enumerate(params["permutation"]):
+                    back[source] = dims[d]
+                dims = back
+            elif name == "broadcast_in_dim":
+                bd = params["broadcast_dimensions"]
+                dims = [dims[bd[j]] if in_shape[j] != 1 else (None, np.zeros(1, np.int64)) for j in range(len(in_shape))]
+            elif name == "slice":
+                strides = params["strides"] or (1,) * len(in_shape)
+                dims = [(d, start + p * stride) for (d, p), start, stride in zip(dims, params["start_indices"], strides)]
+            elif name == "rev":
+                dims = [(d, in_shape[j] - 1 - p) if j in params["dimensions"] else (d, p) for j, (d, p) in enumerate(dims)]
+            elif name == "pad":
+                mask = np.zeros(lengths, bool)
+                new = []
+                for j, ((d, p), (low, _, interior)) in enumerate(zip(dims, params["padding_config"])):
+                    shifted = p - low
+                    source = shifted // (interior + 1)
+                    outside = (shifted % (interior + 1) != 0) | (source < 0) | (source >= in_shape[j])
+                    if d is not None and outside.any():
+                        shape = [1] * len(lengths)
+                        shape[d] = lengths[d]
+                        mask |= outside.reshape(shape)
+                    elif d is None and outside.any():
+                        mask[...] = True
+                    new.append((d, np.where(outside, 0, source)))
+                padding[i] = mask.reshape(-1)
+                dims = new
+            elif name in ("squeeze", "expand_dims", "reshape") and \
+                    [x for x in in_shape if x != 1] == [x for x in out_shape if x != 1]:
+                kept = iter([e for e, x in zip(dims, out_shape) if x != 1])
+                dims = [next(kept) if x != 1 else (None, np.zeros(1, np.int64)) for x in in_shape]
+            else:
+                return None
+        return [p for _, p in dims], [d for d, _ in dims], padding
+
     def values(self, array: np.ndarray, padding: dict) -> np.ndarray:
-        """The input's values as the operand holds them: the chain's dtype conversions, and each
-        pad's value where that pad's padding lies (back()'s `padding`), in the chain's order."""
+        """The input's values as the operand holds them: the chain's dtype conversions and value
+        ops, and each pad's value where that pad's padding lies (back()'s `padding`), in order."""
         import jax.numpy as jnp
         for i, eqn in enumerate(self.ops):
-            if eqn.primitive.name == "convert_element_type":
+            if eqn.primitive.name in _VALUE_OPS:
+                args = [v.val if hasattr(v, "val") else jnp.asarray(array) for v in eqn.invars]
+                array = np.asarray(eqn.primitive.bind(*args, **eqn.params))
+            elif eqn.primitive.name == "convert_element_type":
                 array = np.asarray(jnp.asarray(array).astype(eqn.params["new_dtype"]))
             elif eqn.primitive.name == "pad":
                 array = array.copy()
@@ -160,6 +240,7 @@ class Plan:
     operand_sources: list     # per blocked operand: ("input", i, Chain), ("literal", value) or ("computed", var)
     prefetch_sources: list    # per scalar-prefetch operand: ("literal", value) or ("computed", var), computed whole
     output_of: list           # per program output: index among the pallas_call's outputs
+    output_chains: list       # per program output: the Chain from that pallas_call output to it
     full_grid: tuple
 
 
@@ -228,30 +309,30 @@ def plan(closed_jaxpr) -> Plan:
         raise NotSampled(f"the grid has {int(np.prod(grid))} steps")
     producers = {o: e for e in jaxpr.eqns for o in e.outvars}
 
-    def through_views(var):
-        # A reshape keeps every element's row-major (flat) position: the sample is taken in flat
-        # positions, so the program's views of an input or of an output are seen through.
-        while var in producers and producers[var].primitive.name in _VIEWS:
-            var = producers[var].invars[0]
-        return var
+    def chain_to(var):
+        # The chain of position and value ops that computes `var` from an earlier value: (that
+        # value, the chain from it to `var`).
+        ops = []
+        while var in producers and _chain_link(producers[var]) is not None:
+            ops.append(producers[var])
+            var = _chain_link(producers[var])
+        return var, Chain(list(reversed(ops)))
 
     def position_chain(var):
-        # The chain of position ops from a program input to `var` (None when there is none).
-        ops = []
-        while var in producers and producers[var].primitive.name in _POSITION_OPS and \
-                len([v for v in producers[var].invars if not hasattr(v, "val")]) == 1:
-            ops.append(producers[var])
-            var = producers[var].invars[0]
-        return (var, Chain(list(reversed(ops)))) if var in invar_index else None
+        # The chain from a program input to `var` (None when there is none).
+        source, chain = chain_to(var)
+        return (source, chain) if source in invar_index else None
 
     invar_index = {v: i for i, v in enumerate(jaxpr.invars)}
-    output_of = []
+    output_of, output_chains = [], []
     for var in jaxpr.outvars:
-        var = through_views(var)
-        hits = [k for k, o in enumerate(eqn.outvars) if o is var]
+        source, chain = chain_to(var)
+        hits = [k for k, o in enumerate(eqn.outvars) if o is source]
         if not hits:
-            raise NotSampled("a program output is computed outside the pallas_call (other than by a reshape)")
+            raise NotSampled("a program output is computed outside the pallas_call (other than by position and "
+                             "elementwise ops on one of its outputs)")
         output_of.append(hits[0])
+        output_chains.append(chain)
     # Operands: program inputs (or reshapes of them), or values computed outside the kernel from
     # small inputs only (a bias reshaped, a scale), which are computed whole.
     # Scalar-prefetch operands (the tables blocks follow) are computed whole from the inputs: the
@@ -267,7 +348,7 @@ def plan(closed_jaxpr) -> Plan:
             sources.append(("input", invar_index[chain[0]], chain[1]))
         else:
             sources.append(("computed", var))
-    return Plan(closed_jaxpr, eqn, sources, prefetch_sources, output_of, grid)
+    return Plan(closed_jaxpr, eqn, sources, prefetch_sources, output_of, output_chains, grid)
 
 
 def _cone_inputs(jaxpr, var) -> set:
@@ -397,6 +478,21 @@ class LazyInputs:
         if all(e.primitive.name in _VIEWS for e in chain.ops):
             shape = chain.ops[-1].outvars[0].aval.shape if chain.ops else None
             return self.take(index, positions, None if shape is None else tuple(int(d) for d in shape))
+        separable = chain.back_by_dimension(positions)
+        if separable is not None:
+            # Each input dimension follows one operand dimension (or none): the input's box, then
+            # that box indexed along the operand's dimensions. No position is listed one by one.
+            lists, follows, padding = separable
+            box = self.take(index, lists)
+            lengths = tuple(len(p) for p in positions)
+            index_arrays = []
+            for j, d in enumerate(follows):
+                shape = [1] * len(lengths)
+                if d is not None:
+                    shape[d] = lengths[d]
+                index_arrays.append(np.arange(lengths[d] if d is not None else 1).reshape(shape))
+            values = np.broadcast_to(box[tuple(index_arrays)], lengths) if index_arrays else np.broadcast_to(box, lengths)
+            return chain.values(np.ascontiguousarray(values), padding)
         grid = np.meshgrid(*positions, indexing="ij")
         where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
         source, padding = chain.back(where)
@@ -739,6 +835,28 @@ def _gather(plan_: Plan, k: int, flat: np.ndarray, got: dict) -> np.ndarray | tu
     return out
 
 
+def _kernel_flat(plan_: Plan, j: int, flat: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Row-major positions of program output j as positions of the pallas_call output it is
+    computed from (through its chain), and the chain's padding there (Chain.back)."""
+    chain = plan_.output_chains[j]
+    if all(e.primitive.name in _VIEWS for e in chain.ops):
+        return flat, {}  # a view keeps every element's row-major position
+    shape = tuple(int(d) for d in plan_.closed.jaxpr.outvars[j].aval.shape)
+    where = np.stack(np.unravel_index(flat, shape), axis=1).astype(np.int64)
+    source, padding = chain.back(where)
+    gm = plan_.eqn.params["grid_mapping"]
+    k_shape = tuple(int(d) for d in gm.block_mappings[gm.num_inputs + plan_.output_of[j]].array_aval.shape)
+    return np.ravel_multi_index(tuple(source.T), k_shape), padding
+
+
+def _program_values(plan_: Plan, j: int, flat: np.ndarray, got: dict) -> np.ndarray | tuple:
+    """Program output j's values at row-major positions, from the blocks a sampled run returned
+    through the output's chain, or the first block that no step wrote."""
+    flat_k, padding = _kernel_flat(plan_, j, flat)
+    values = _gather(plan_, plan_.output_of[j], flat_k, got)
+    return values if isinstance(values, tuple) else plan_.output_chains[j].values(values, padding)
+
+
 def _integer_scratch(plan_: Plan) -> bool:
     return any(np.issubdtype(np.dtype(getattr(a, "dtype", np.float32)), np.integer)
                for a in plan_.eqn.params["grid_mapping"].scratch_avals)
@@ -751,7 +869,7 @@ def _float_scratch(plan_: Plan) -> bool:
 
 def _nan_in_sample(plan_: Plan, samples: dict, got: dict) -> bool:
     for (j, _), (flat, expected) in samples.items():
-        actual = _gather(plan_, plan_.output_of[j], flat, got)
+        actual = _program_values(plan_, j, flat, got)
         if not isinstance(actual, tuple) and _nan_where_finite(expected, actual):
             return True
     return False
@@ -794,6 +912,8 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
         orac = plan(tpu_numerics.as_on_tpu(oracle_full))
     except NotSampled as error:
         raise NotSampled(f"the oracle (the task's starter): {error}") from None
+    if any(e.primitive.name not in _VIEWS for chain in orac.output_chains for e in chain.ops):
+        raise NotSampled("the oracle (the task's starter) computes an output outside its pallas_call")
     lazy = LazyInputs(task.size_sets["full"].inputs, seed)
     rng = np.random.default_rng([seed, 0x5A3D])
     gm = orac.eqn.params["grid_mapping"]
@@ -837,7 +957,8 @@ def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, 
     try:
         want = {}
         for (j, _), (flat, _) in samples.items():
-            want.setdefault(cand.output_of[j], set()).update(_blocks_of(cand, cand.output_of[j], flat)[2])
+            want.setdefault(cand.output_of[j], set()).update(
+                _blocks_of(cand, cand.output_of[j], _kernel_flat(cand, j, flat)[0])[2])
         t, t_cpu = time.perf_counter(), time.process_time()
         wanted = {k: sorted(v) for k, v in want.items()}
         got, steps = run_sampled(cand, wanted, lazy, interpret_params())
@@ -859,7 +980,7 @@ def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, 
         return Verdict("crashed", f"the full-size kernel raised on its sampled steps: {error}", seconds=seconds)
     actuals = {}
     for (j, block), (flat, _) in samples.items():
-        actual = _gather(cand, cand.output_of[j], flat, got)
+        actual = _program_values(cand, j, flat, got)
         if isinstance(actual, tuple):
             return Verdict("disagree", f"at the full sizes, output '{full.outputs[j].name}' block {actual} is "
                                        f"written by no grid step", [], steps, oracle_steps, seconds)
