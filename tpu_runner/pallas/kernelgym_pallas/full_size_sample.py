@@ -912,8 +912,11 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
         orac = plan(tpu_numerics.as_on_tpu(oracle_full))
     except NotSampled as error:
         raise NotSampled(f"the oracle (the task's starter): {error}") from None
-    if any(e.primitive.name not in _VIEWS for chain in orac.output_chains for e in chain.ops):
-        raise NotSampled("the oracle (the task's starter) computes an output outside its pallas_call")
+    # The oracle's blocks are taken in its kernel's outputs: its outputs may be views of them and
+    # elementwise functions of them (a starter's epilogue outside the kernel), which keep positions.
+    keeps_positions = _VIEWS + _VALUE_OPS + ("convert_element_type", "copy")
+    if any(e.primitive.name not in keeps_positions for chain in orac.output_chains for e in chain.ops):
+        raise NotSampled("the oracle (the task's starter) moves an output's elements outside its pallas_call")
     lazy = LazyInputs(task.size_sets["full"].inputs, seed)
     rng = np.random.default_rng([seed, 0x5A3D])
     gm = orac.eqn.params["grid_mapping"]
@@ -930,6 +933,7 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
             values = _gather(orac, k, flat, got)
             if isinstance(values, tuple):
                 raise NotSampled(f"the oracle (the task's starter) writes no block {values} of output {j}")
+            values = orac.output_chains[j].values(values, {})
             samples[(j, tuple(block))] = (flat, values)
     return samples, steps, lazy, {"oracle": time.perf_counter() - started, "oracle_cpu": time.process_time() - started_cpu}
 
