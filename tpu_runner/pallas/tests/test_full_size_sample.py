@@ -159,6 +159,15 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(verdict.status, "crashed", verdict.reason)
         self.assertIn("revisited output block", verdict.reason)
 
+    def test_outputs_computed_elementwise_after_the_kernels_are_compared_through_their_ops(self):
+        # The oracle's epilogue outside its kernel keeps positions (sampled); the candidate's
+        # transposes its output back after computing it transposed: both compared as programs.
+        oracle = _program(lambda a, b: 1.0 - 2.0 * _matmul()(a, b))
+        transposed = _program(lambda a, b: (1.0 - 2.0 * _matmul()(b.T, a.T)).T)
+        self.assertEqual(fss.check_program(transposed, oracle, self.task, seed=7).status, "agree")
+        wrong = _program(lambda a, b: (1.0 + 2.0 * _matmul()(b.T, a.T)).T)
+        self.assertEqual(fss.check_program(wrong, oracle, self.task, seed=7).status, "disagree")
+
     def _prefetched(self, table):
         # Row blocks of A named through a scalar-prefetched table (computed in the program from the
         # sizes: the kernel's own choice, which its index maps read at run time).
