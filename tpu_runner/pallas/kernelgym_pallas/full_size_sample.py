@@ -284,7 +284,9 @@ def plan(closed_jaxpr) -> Plan:
     """The program's sampled form, or NotSampled with the reason."""
     closed_jaxpr = _jits_inlined(closed_jaxpr)
     jaxpr = closed_jaxpr.jaxpr
-    calls = [e for e in jaxpr.eqns if e.primitive.name == "pallas_call"]
+    # Only the kernels the outputs depend on count: a pallas_call whose results are dropped (put
+    # there to make the program look unsampleable) changes no answer.
+    calls = [e for e in _cone_eqns(jaxpr) if e.primitive.name == "pallas_call"]
     if len(calls) != 1:
         raise NotSampled(f"the program has {len(calls)} pallas_calls; sampling handles one")
     eqn = calls[0]
@@ -349,6 +351,20 @@ def plan(closed_jaxpr) -> Plan:
         else:
             sources.append(("computed", var))
     return Plan(closed_jaxpr, eqn, sources, prefetch_sources, output_of, output_chains, grid)
+
+
+def _cone_eqns(jaxpr) -> list:
+    """The equations the program's outputs depend on, in program order."""
+    producers = {o: e for e in jaxpr.eqns for o in e.outvars}
+    needed, todo = set(), [v for v in jaxpr.outvars if not hasattr(v, "val")]
+    while todo:
+        v = todo.pop()
+        e = producers.get(v)
+        if e is None or id(e) in needed:
+            continue
+        needed.add(id(e))
+        todo.extend(x for x in e.invars if not hasattr(x, "val"))
+    return [e for e in jaxpr.eqns if id(e) in needed]
 
 
 def _cone_inputs(jaxpr, var) -> set:

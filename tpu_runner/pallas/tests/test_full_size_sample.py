@@ -168,6 +168,12 @@ class FullSizeSampleTest(unittest.TestCase):
         wrong = _program(lambda a, b: (1.0 + 2.0 * _matmul()(b.T, a.T)).T)
         self.assertEqual(fss.check_program(wrong, oracle, self.task, seed=7).status, "disagree")
 
+    def test_a_kernel_whose_results_are_dropped_does_not_make_the_program_unsampleable(self):
+        def with_a_dead_kernel(a, b):
+            _matmul()(a[:, :BK] * 3.0, b[:BK])  # a second pallas_call, its result never used
+            return _matmul(accumulate_when=lambda: pl.num_programs(2) <= 4)(a, b)
+        self.assertEqual(self.check(with_a_dead_kernel).status, "disagree")
+
     def _prefetched(self, table):
         # Row blocks of A named through a scalar-prefetched table (computed in the program from the
         # sizes: the kernel's own choice, which its index maps read at run time).
