@@ -280,6 +280,10 @@ def _jits_inlined(closed_jaxpr):
     return jax.make_jaxpr(lambda *args: run(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args))(*avals)
 
 
+# The most pallas_calls one sampled program may chain (each runs on the steps the next one needs).
+MAX_CHAINED_CALLS = 4
+
+
 def plan(closed_jaxpr) -> Plan:
     """The program's sampled form, or NotSampled with the reason."""
     closed_jaxpr = _jits_inlined(closed_jaxpr)
@@ -287,9 +291,70 @@ def plan(closed_jaxpr) -> Plan:
     # Only the kernels the outputs depend on count: a pallas_call whose results are dropped (put
     # there to make the program look unsampleable) changes no answer.
     calls = [e for e in _cone_eqns(jaxpr) if e.primitive.name == "pallas_call"]
-    if len(calls) != 1:
-        raise NotSampled(f"the program has {len(calls)} pallas_calls; sampling handles one")
-    eqn = calls[0]
+    if not calls:
+        raise NotSampled("the program has no pallas_call the outputs depend on")
+    if len(calls) > MAX_CHAINED_CALLS:
+        raise NotSampled(f"the program has {len(calls)} pallas_calls; sampling chains at most {MAX_CHAINED_CALLS}")
+    producers = {o: e for e in jaxpr.eqns for o in e.outvars}
+    invar_index = {v: i for i, v in enumerate(jaxpr.invars)}
+
+    def chain_to(var):
+        # The chain of position and value ops that computes `var` from an earlier value: (that
+        # value, the chain from it to `var`).
+        ops = []
+        while var in producers and _chain_link(producers[var]) is not None:
+            ops.append(producers[var])
+            var = _chain_link(producers[var])
+        return var, Chain(list(reversed(ops)))
+
+    def call_plan(eqn, depth: int) -> Plan:
+        _check_call(eqn)
+        gm = eqn.params["grid_mapping"]
+        # Operands: program inputs through position and value ops (read by tiles), another kernel's
+        # output through them (that kernel run on the steps that write what this one reads), or
+        # values computed outside the kernels from small inputs only (a bias reshaped, a scale),
+        # computed whole. Scalar-prefetch operands (the tables blocks follow) are computed whole:
+        # the index maps are evaluated with their values, and the kernel reads them as it would.
+        n_prefetch = gm.num_index_operands
+        prefetch_sources = [("literal", v.val) if hasattr(v, "val") else ("computed", v)
+                            for v in eqn.invars[:n_prefetch]]
+        sources = []
+        for var in eqn.invars[n_prefetch:]:
+            if hasattr(var, "val"):
+                sources.append(("literal", var.val))
+                continue
+            source, chain = chain_to(var)
+            producer = producers.get(source)
+            if source in invar_index:
+                sources.append(("input", invar_index[source], chain))
+            elif producer is not None and producer.primitive.name == "pallas_call":
+                if depth + 1 >= MAX_CHAINED_CALLS:
+                    raise NotSampled(f"the kernels chain more than {MAX_CHAINED_CALLS} deep")
+                k = [o for o in producer.outvars].index(source)
+                sources.append(("kernel", call_plan(producer, depth + 1), k, chain))
+            else:
+                sources.append(("computed", var))
+        return Plan(closed_jaxpr, eqn, sources, prefetch_sources, [], [], tuple(int(g) for g in gm.grid))
+
+    output_of, output_chains, finals = [], [], set()
+    for var in jaxpr.outvars:
+        source, chain = chain_to(var)
+        producer = producers.get(source)
+        if producer is None or producer.primitive.name != "pallas_call":
+            raise NotSampled("a program output is computed outside the pallas_calls (other than by position and "
+                             "elementwise ops on one of their outputs)")
+        finals.add(id(producer))
+        output_of.append(list(producer.outvars).index(source))
+        output_chains.append(chain)
+    if len(finals) != 1:
+        raise NotSampled("the program's outputs come from different pallas_calls")
+    final = producers[chain_to(jaxpr.outvars[0])[0]]
+    planned = call_plan(final, 0)
+    return dataclasses.replace(planned, output_of=output_of, output_chains=output_chains)
+
+
+def _check_call(eqn) -> None:
+    """NotSampled for a pallas_call whose sampled run cannot be set up."""
     gm = eqn.params["grid_mapping"]
     if gm.num_dynamic_grid_bounds:
         raise NotSampled("the grid has dynamic bounds")
@@ -309,48 +374,6 @@ def plan(closed_jaxpr) -> Plan:
     grid = tuple(int(g) for g in gm.grid)
     if int(np.prod(grid, dtype=np.int64)) > MAX_GRID_POINTS:
         raise NotSampled(f"the grid has {int(np.prod(grid))} steps")
-    producers = {o: e for e in jaxpr.eqns for o in e.outvars}
-
-    def chain_to(var):
-        # The chain of position and value ops that computes `var` from an earlier value: (that
-        # value, the chain from it to `var`).
-        ops = []
-        while var in producers and _chain_link(producers[var]) is not None:
-            ops.append(producers[var])
-            var = _chain_link(producers[var])
-        return var, Chain(list(reversed(ops)))
-
-    def position_chain(var):
-        # The chain from a program input to `var` (None when there is none).
-        source, chain = chain_to(var)
-        return (source, chain) if source in invar_index else None
-
-    invar_index = {v: i for i, v in enumerate(jaxpr.invars)}
-    output_of, output_chains = [], []
-    for var in jaxpr.outvars:
-        source, chain = chain_to(var)
-        hits = [k for k, o in enumerate(eqn.outvars) if o is source]
-        if not hits:
-            raise NotSampled("a program output is computed outside the pallas_call (other than by position and "
-                             "elementwise ops on one of its outputs)")
-        output_of.append(hits[0])
-        output_chains.append(chain)
-    # Operands: program inputs (or reshapes of them), or values computed outside the kernel from
-    # small inputs only (a bias reshaped, a scale), which are computed whole.
-    # Scalar-prefetch operands (the tables blocks follow) are computed whole from the inputs: the
-    # index maps are evaluated with their values, and the kernel reads them as it would.
-    n_prefetch = gm.num_index_operands
-    prefetch_sources = [("literal", v.val) if hasattr(v, "val") else ("computed", v) for v in eqn.invars[:n_prefetch]]
-    sources = []
-    for var in eqn.invars[n_prefetch:]:
-        chain = None if hasattr(var, "val") else position_chain(var)
-        if hasattr(var, "val"):
-            sources.append(("literal", var.val))
-        elif chain is not None:
-            sources.append(("input", invar_index[chain[0]], chain[1]))
-        else:
-            sources.append(("computed", var))
-    return Plan(closed_jaxpr, eqn, sources, prefetch_sources, output_of, output_chains, grid)
 
 
 def _cone_eqns(jaxpr) -> list:
@@ -629,10 +652,15 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         raise NotSampled(f"the sampled blocks read and write {sum(sizes) >> 20} MiB at the full sizes "
                          f"(more than {MAX_COMPACT_BYTES >> 20} MiB)")
     operands = []
+    earlier_steps = 0  # the steps earlier kernels of a chain ran to feed this one
     for m, (bm, source) in enumerate(zip(gm.block_mappings[:n_in], plan_.operand_sources)):
         pos = positions(bm, m)
         if source[0] == "input":
             operands.append(lazy.take_through(source[1], pos, source[2]))
+        elif source[0] == "kernel":
+            values, ran = _from_kernel(source[1], source[2], source[3], pos, lazy, interpret_params, poison)
+            operands.append(values)
+            earlier_steps += ran
         elif source[0] == "literal":
             operands.append(np.asarray(source[1])[np.ix_(*pos)] if pos else np.asarray(source[1]))
         else:
@@ -698,7 +726,34 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
                 start = sum(min((u + 1) * size, full) - u * size for u in kept[m][d] if u < b)
                 index.append(slice(start, start + min((b + 1) * size, full) - b * size))
             result[(k, block)] = outs[k][tuple(index)]
-    return result, int(steps.shape[0])
+    return result, int(steps.shape[0]) + earlier_steps
+
+
+def _from_kernel(producer: Plan, k: int, chain: Chain, positions: Sequence[np.ndarray], lazy: LazyInputs,
+                 interpret_params, poison: tuple) -> tuple[np.ndarray, int]:
+    """The elements at these positions per dimension (np.ix_) of a value computed from another
+    kernel's output k through `chain`: that kernel run on the steps that write the blocks holding
+    them (a block no step writes reads as uninitialized memory: NaN, or the most negative integer).
+    Returns the values and the steps run."""
+    grid = np.meshgrid(*positions, indexing="ij")
+    where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
+    gm = producer.eqn.params["grid_mapping"]
+    shape = tuple(int(d) for d in gm.block_mappings[gm.num_inputs + k].array_aval.shape)
+    if chain.ops:
+        where, padding = chain.back(where)
+    else:
+        padding = {}
+    flat = np.ravel_multi_index(tuple(where.T), shape) if shape else np.zeros(where.shape[0], np.int64)
+    _, _, blocks = _blocks_of(producer, k, flat)
+    got, ran = run_sampled(producer, {k: blocks}, lazy, interpret_params, poison)
+    dtype = np.dtype(gm.block_mappings[gm.num_inputs + k].array_aval.dtype)
+    for block in blocks:
+        if got[(k, block)] is None:  # never written: what the chip's buffer held
+            size = tuple(hi - lo for lo, hi in element_box(gm.block_mappings[gm.num_inputs + k], block))
+            fill = np.nan if np.issubdtype(dtype, np.floating) or dtype.kind == "V" else np.iinfo(dtype).min
+            got[(k, block)] = np.full(size, fill, dtype)
+    values = _gather(producer, k, flat, got).reshape(tuple(len(p) for p in positions))
+    return chain.values(values, padding), ran
 
 
 def _traced(fn, avals):
@@ -873,14 +928,22 @@ def _program_values(plan_: Plan, j: int, flat: np.ndarray, got: dict) -> np.ndar
     return values if isinstance(values, tuple) else plan_.output_chains[j].values(values, padding)
 
 
+def _chained(plan_: Plan) -> list:
+    """The plan and those of the kernels that feed it, at any depth."""
+    return [plan_] + [p for s in plan_.operand_sources if s[0] == "kernel" for p in _chained(s[1])]
+
+
+def _scratch_avals(plan_: Plan) -> list:
+    return [a for p in _chained(plan_) for a in p.eqn.params["grid_mapping"].scratch_avals]
+
+
 def _integer_scratch(plan_: Plan) -> bool:
-    return any(np.issubdtype(np.dtype(getattr(a, "dtype", np.float32)), np.integer)
-               for a in plan_.eqn.params["grid_mapping"].scratch_avals)
+    return any(np.issubdtype(np.dtype(getattr(a, "dtype", np.float32)), np.integer) for a in _scratch_avals(plan_))
 
 
 def _float_scratch(plan_: Plan) -> bool:
     return any(np.issubdtype(np.dtype(getattr(a, "dtype", np.int32)), np.floating) or
-               str(getattr(a, "dtype", "")) == "bfloat16" for a in plan_.eqn.params["grid_mapping"].scratch_avals)
+               str(getattr(a, "dtype", "")) == "bfloat16" for a in _scratch_avals(plan_))
 
 
 def _nan_in_sample(plan_: Plan, samples: dict, got: dict) -> bool:
