@@ -237,7 +237,9 @@ class Chain:
 class Plan:
     closed: object            # the full-size ClosedJaxpr
     eqn: object               # its one pallas_call
-    operand_sources: list     # per blocked operand: ("input", i, Chain), ("literal", value) or ("computed", var)
+    operand_sources: list     # per blocked operand: ("input", i, Chain), ("kernel", Plan, k, Chain),
+    #                           ("tree", node: inputs through links and concatenations), ("literal",
+    #                           value) or ("computed", var)
     prefetch_sources: list    # per scalar-prefetch operand: ("literal", value) or ("computed", var), computed whole
     output_of: list           # per program output: index among the pallas_call's outputs
     output_chains: list       # per program output: the Chain from that pallas_call output to it
@@ -333,8 +335,26 @@ def plan(closed_jaxpr) -> Plan:
                 k = [o for o in producer.outvars].index(source)
                 sources.append(("kernel", call_plan(producer, depth + 1), k, chain))
             else:
-                sources.append(("computed", var))
+                tree = input_tree(var)
+                sources.append(("tree", tree) if tree is not None else ("computed", var))
         return Plan(closed_jaxpr, eqn, sources, prefetch_sources, [], [], tuple(int(g) for g in gm.grid))
+
+    def input_tree(var, depth: int = 0):
+        # How `var` is made of program inputs by chain links and concatenations (of inputs, of
+        # copies of one: `jnp.concatenate([k, k])`): a tree read position by position, or None.
+        if var in invar_index:
+            return ("leaf", invar_index[var])
+        producer = producers.get(var)
+        if producer is None or depth > 64:
+            return None
+        link = _chain_link(producer)
+        if link is not None:
+            child = input_tree(link, depth + 1)
+            return None if child is None else ("link", producer, child)
+        if producer.primitive.name == "concatenate" and not any(hasattr(v, "val") for v in producer.invars):
+            children = [input_tree(v, depth + 1) for v in producer.invars]
+            return None if any(c is None for c in children) else ("concat", producer, children)
+        return None
 
     output_of, output_chains, finals = [], [], set()
     for var in jaxpr.outvars:
@@ -663,6 +683,10 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
             earlier_steps += ran
         elif source[0] == "literal":
             operands.append(np.asarray(source[1])[np.ix_(*pos)] if pos else np.asarray(source[1]))
+        elif source[0] == "tree":
+            grid = np.meshgrid(*pos, indexing="ij")
+            where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64) if pos else np.zeros((1, 0), np.int64)
+            operands.append(_tree_values(source[1], where, lazy).reshape(tuple(len(p) for p in pos)))
         else:
             operands.append(np.asarray(computed[source[1]])[np.ix_(*pos)] if pos else np.asarray(computed[source[1]]))
     out_shapes = [tuple(len(p) for p in positions(bm, n_in + k)) for k, bm in enumerate(gm.block_mappings[n_in:])]
@@ -727,6 +751,33 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
                 index.append(slice(start, start + min((b + 1) * size, full) - b * size))
             result[(k, block)] = outs[k][tuple(index)]
     return result, int(steps.shape[0]) + earlier_steps
+
+
+def _tree_values(node, where: np.ndarray, lazy: LazyInputs) -> np.ndarray:
+    """The values at these positions ([n, dims]) of a value made of program inputs (plan's
+    input_tree): positions mapped back through each link, split among a concatenation's operands."""
+    kind = node[0]
+    if kind == "leaf":
+        spec = lazy.specs[node[1]]
+        flat = np.ravel_multi_index(tuple(where.T), tuple(spec.shape)) if len(spec.shape) else np.zeros(where.shape[0], np.int64)
+        return lazy.take_flat(node[1], flat)
+    if kind == "link":
+        link = Chain([node[1]])
+        back, padding = link.back(where)
+        return link.values(_tree_values(node[2], back, lazy), padding)
+    eqn = node[1]  # a concatenation
+    axis = eqn.params["dimension"]
+    out = np.empty(where.shape[0], dtype=np.dtype(eqn.outvars[0].aval.dtype))
+    start = 0
+    for operand, child in zip(eqn.invars, node[2]):
+        size = int(operand.aval.shape[axis])
+        rows = np.flatnonzero((where[:, axis] >= start) & (where[:, axis] < start + size))
+        if rows.size:
+            part = where[rows].copy()
+            part[:, axis] -= start
+            out[rows] = _tree_values(child, part, lazy)
+        start += size
+    return out
 
 
 def _from_kernel(producer: Plan, k: int, chain: Chain, positions: Sequence[np.ndarray], lazy: LazyInputs,

@@ -34,7 +34,7 @@ def _task():
 
 
 def _matmul(a_map=lambda i, j, k: (i, k), b_map=lambda i, j, k: (k, j), out_map=lambda i, j, k: (i, j),
-            accumulate_when=None, reset=True):
+            accumulate_when=None, reset=True, k_steps=lambda kk: kk // BK):
     def body(a_ref, b_ref, c_ref, acc_ref):
         k = pl.program_id(2)
         first = k == 0 if reset else (pl.program_id(0) == 0) & (pl.program_id(1) == 0) & (k == 0)
@@ -59,7 +59,7 @@ def _matmul(a_map=lambda i, j, k: (i, k), b_map=lambda i, j, k: (k, j), out_map=
         m, kk = a.shape
         n = b.shape[1]
         return pl.pallas_call(
-            body, grid=(m // B, n // B, kk // BK),
+            body, grid=(m // B, n // B, k_steps(kk)),
             in_specs=[pl.BlockSpec((B, BK), a_map), pl.BlockSpec((BK, B), b_map)],
             out_specs=pl.BlockSpec((B, B), out_map),
             out_shape=jax.ShapeDtypeStruct((m, n), a.dtype),
@@ -173,6 +173,18 @@ class FullSizeSampleTest(unittest.TestCase):
             _matmul()(a[:, :BK] * 3.0, b[:BK])  # a second pallas_call, its result never used
             return _matmul(accumulate_when=lambda: pl.num_programs(2) <= 4)(a, b)
         self.assertEqual(self.check(with_a_dead_kernel).status, "disagree")
+
+    def test_operands_concatenated_from_inputs_are_read_position_by_position(self):
+        # A's blocks read from the second copy of A in [A, A] (red team 23's gap blocks): the same
+        # numbers, so it agrees; from [A, -A] it disagrees.
+        def reading_the_second_copy(second):
+            def kernel(a, b):
+                nk = a.shape[1] // BK
+                return _matmul(a_map=lambda i, j, k: (i, k + nk), k_steps=lambda kk: kk // 2 // BK)(
+                    jnp.concatenate([a, second(a)], axis=1), b)
+            return kernel
+        self.assertEqual(self.check(reading_the_second_copy(lambda a: a)).status, "agree")
+        self.assertEqual(self.check(reading_the_second_copy(lambda a: -a)).status, "disagree")
 
     def _prefetched(self, table):
         # Row blocks of A named through a scalar-prefetched table (computed in the program from the
