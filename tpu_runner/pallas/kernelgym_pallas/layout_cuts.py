@@ -334,7 +334,7 @@ class _Walk:
                 what = f"{f'line {line}' if line else 'a `pallas_call`'}: the kernel's reads of its operand {b} " \
                        f"(dimension {d})"
                 found = prefix_reads.findings(what, reads, outputs, self.sizes)
-                if not found:
+                if not found and not _follows_tables(mapping, b):
                     found = self._scaling(what, reads, outputs, where)
                 for finding in found:
                     finding.where = where
@@ -679,6 +679,22 @@ def _within_blocks(blocks: tuple, relative: list) -> list:
     length, output block ids, block starts and ends), as (ids, starts, ends)."""
     _, group, low, high = blocks
     return [(group, np.minimum(low + a, high), np.minimum(low + z, high)) for a, z in relative]
+
+
+def _follows_tables(mapping, b: int) -> bool:
+    """Whether operand b's blocks are named through the kernel's scalar-prefetched tables (its index
+    map reads them), or it stays in HBM beside such tables (its copies' addresses may read them):
+    how many positions one output block reads then follows the tables' data (megablox_gmm's groups:
+    a drawn partition), not the sizes, so read_scaling's fit over the sizes does not apply."""
+    if not int(getattr(mapping, "num_index_operands", 0) or 0):
+        return False
+    bm = mapping.block_mappings[b]
+    space = str(getattr(getattr(bm, "transformed_block_aval", None), "memory_space", "")).lower()
+    if "any" in space or "hbm" in space:
+        return True
+    jaxpr = bm.index_map_jaxpr.jaxpr
+    tables = {id(v) for v in jaxpr.invars[len(mapping.grid):]}
+    return any(id(v) in tables for e in jaxpr.eqns for v in e.invars)
 
 
 def _placed_for_every_block(parts: list, ids: np.ndarray) -> list:
