@@ -373,6 +373,19 @@ def plan(closed_jaxpr) -> Plan:
     return dataclasses.replace(planned, output_of=output_of, output_chains=output_chains)
 
 
+def _blocked(bm) -> bool:
+    """Whether a block mapping's blocks are tiles named by its index map (in VMEM, every dimension
+    blocked or squeezed), so that the sample can hold only the blocks the kept steps name."""
+    space = str(getattr(bm.transformed_block_aval, "memory_space", "")).lower()
+    return not ("any" in space or "hbm" in space) and \
+        all(type(dim).__name__ in ("Blocked", "Squeezed") for dim in bm.block_shape)
+
+
+# An input that is not blocked (in HBM, or with element-offset dimensions) is passed whole when it
+# is at most this large; a larger one (a KV cache read by the kernel's own copies) is not sampled.
+WHOLE_OPERAND_BYTES = 16 << 20
+
+
 def _check_call(eqn) -> None:
     """NotSampled for a pallas_call whose sampled run cannot be set up."""
     gm = eqn.params["grid_mapping"]
@@ -380,17 +393,17 @@ def _check_call(eqn) -> None:
         raise NotSampled("the grid has dynamic bounds")
     if gm.vmapped_dims:
         raise NotSampled("the pallas_call is vmapped")
-    if eqn.params.get("input_output_aliases"):
-        raise NotSampled("an output is aliased to an input")
     if eqn.params.get("mesh") is not None:
         raise NotSampled("the kernel runs on a core mesh")
-    for bm in gm.block_mappings:
-        space = str(getattr(bm.transformed_block_aval, "memory_space", "")).lower()
-        if "any" in space or "hbm" in space:
-            raise NotSampled(f"{bm.origin} stays in HBM (manual DMA: its reads are not in the index maps)")
-        for dim in bm.block_shape:
-            if type(dim).__name__ not in ("Blocked", "Squeezed"):
-                raise NotSampled(f"{bm.origin} has a {type(dim).__name__} block dimension")
+    # An input in HBM (manual DMA) or with other than blocked dimensions is passed whole, if small
+    # (run_sampled); an output must be blocked: its sampled blocks are what the steps write.
+    # An output aliased to an input is run unaliased: a blocked output's block is written from
+    # VMEM whole, so the aliased buffer's old contents reach only blocks no step writes, and those
+    # are never sampled (a wanted block no step writes disagrees).
+    for bm in gm.block_mappings[gm.num_inputs:]:
+        if not _blocked(bm):
+            raise NotSampled(f"{bm.origin} stays in HBM or has other than blocked dimensions (the kernel writes it "
+                             f"where its index maps do not say)")
     grid = tuple(int(g) for g in gm.grid)
     if int(np.prod(grid, dtype=np.int64)) > MAX_GRID_POINTS:
         raise NotSampled(f"the grid has {int(np.prod(grid))} steps")
@@ -643,7 +656,14 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     if steps.shape[0] == 0:
         return {(k, tuple(b)): None for k, bs in want.items() for b in bs}, 0
     tables = [_index_map_table(bm, steps, prefetch) for bm in gm.block_mappings]
+    whole = [not _blocked(bm) for bm in gm.block_mappings]
     for m, (bm, table) in enumerate(zip(gm.block_mappings, tables)):
+        if whole[m]:
+            nbytes = int(np.prod(bm.array_aval.shape, dtype=np.int64)) * np.dtype(bm.array_aval.dtype).itemsize
+            if nbytes > WHOLE_OPERAND_BYTES:
+                raise NotSampled(f"{bm.origin} stays in HBM or has other than blocked dimensions and holds "
+                                 f"{nbytes >> 20} MiB (more than {WHOLE_OPERAND_BYTES >> 20} MiB to pass whole)")
+            continue
         for d in range(table.shape[1]):
             count = _block_count(bm, d)
             outside = np.flatnonzero((table[:, d] < 0) | (table[:, d] >= count))
@@ -653,11 +673,14 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
                                    f"{tuple(int(x) for x in table[q])} of {bm.origin}, outside its "
                                    f"{count} blocks along dimension {d}")
     kept = [[np.unique(t[:, d]) for d in range(t.shape[1])] for t in tables]
-    compact_tables = [np.stack([np.searchsorted(kept[m][d], tables[m][:, d]) for d in range(tables[m].shape[1])],
-                               axis=1).astype(np.int32) if tables[m].shape[1] else tables[m].astype(np.int32)
+    compact_tables = [tables[m].astype(np.int32) if whole[m] or not tables[m].shape[1] else
+                      np.stack([np.searchsorted(kept[m][d], tables[m][:, d]) for d in range(tables[m].shape[1])],
+                               axis=1).astype(np.int32)
                       for m in range(len(tables))]
 
     def positions(bm, m) -> list[np.ndarray]:
+        if whole[m]:  # the whole operand, its index map's own values
+            return [np.arange(int(n)) for n in bm.array_aval.shape]
         out = []
         for d, blocks in enumerate(kept[m]):
             full = int(bm.array_aval.shape[d])
@@ -678,6 +701,8 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         if source[0] == "input":
             operands.append(lazy.take_through(source[1], pos, source[2]))
         elif source[0] == "kernel":
+            if whole[m]:
+                raise NotSampled(f"{bm.origin} is another kernel's output and is not blocked")
             values, ran = _from_kernel(source[1], source[2], source[3], pos, lazy, interpret_params, poison)
             operands.append(values)
             earlier_steps += ran
@@ -722,7 +747,7 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         index_map_tree=tree_util.tree_structure(((0,) * (1 + len(prefetch_avals)), {})),
         index_map_avals=(core.ShapedArray((), jnp.int32), *prefetch_avals), local_grid_env=local_grid_env)
     body = _poisoned_at_run_starts(eqn.params["jaxpr"], len(gm.scratch_avals), full_grid, poison)
-    params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params, jaxpr=body,
+    params = dict(eqn.params, grid_mapping=new_gm, interpret=interpret_params, jaxpr=body, input_output_aliases=(),
                   out_avals=tuple(a.update(shape=s) for a, s in zip(eqn.params["out_avals"], out_shapes)),
                   compiler_params=_one_axis(eqn.params.get("compiler_params")), cost_estimate=None)
     try:

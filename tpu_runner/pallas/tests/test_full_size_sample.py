@@ -186,6 +186,60 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(self.check(reading_the_second_copy(lambda a: a)).status, "agree")
         self.assertEqual(self.check(reading_the_second_copy(lambda a: -a)).status, "disagree")
 
+    def _with_extra(self, kernel_of, extra, spec, aliases=None):
+        # The matmul with one more operand the body never uses (red team 23's switches: a zeros
+        # array in HBM, an element-offset block, an output aliased to it).
+        def kernel(a, b):
+            def body(a_ref, b_ref, x_ref, c_ref, acc_ref):
+                k = pl.program_id(2)
+
+                @pl.when(k == 0)
+                def _():
+                    acc_ref[...] = jnp.zeros_like(acc_ref)
+
+                if kernel_of == "wrong":
+                    pl.when(pl.num_programs(2) <= 4)(lambda: acc_ref.__setitem__(
+                        ..., acc_ref[...] + jnp.dot(a_ref[...], b_ref[...], precision="highest")))
+                else:
+                    acc_ref[...] += jnp.dot(a_ref[...], b_ref[...], precision="highest")
+
+                @pl.when(k == pl.num_programs(2) - 1)
+                def _():
+                    c_ref[...] = acc_ref[...]
+            m, kk = a.shape
+            n = b.shape[1]
+            return pl.pallas_call(
+                body, grid=(m // B, n // B, kk // BK),
+                in_specs=[pl.BlockSpec((B, BK), lambda i, j, k: (i, k)), pl.BlockSpec((BK, B), lambda i, j, k: (k, j)), spec],
+                out_specs=pl.BlockSpec((B, B), lambda i, j, k: (i, j)),
+                out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), input_output_aliases=aliases or {},
+                scratch_shapes=[pltpu.VMEM((B, B), jnp.float32)])(a, b, extra(m, n))
+        return kernel
+
+    def test_an_unused_operand_in_hbm_is_passed_whole(self):
+        hbm = pl.BlockSpec(memory_space=pl.ANY)
+        zeros = lambda m, n: jnp.zeros((8, 128), jnp.float32)  # noqa: E731
+        self.assertEqual(self.check(self._with_extra("honest", zeros, hbm)).status, "agree")
+        self.assertEqual(self.check(self._with_extra("wrong", zeros, hbm)).status, "disagree")
+
+    def test_an_element_offset_operand_is_passed_whole(self):
+        spec = pl.BlockSpec((pl.Element(8), 128), lambda i, j, k: (0, 0))
+        zeros = lambda m, n: jnp.zeros((8, 128), jnp.float32)  # noqa: E731
+        self.assertEqual(self.check(self._with_extra("wrong", zeros, spec)).status, "disagree")
+
+    def test_an_output_aliased_to_an_input_runs_unaliased(self):
+        spec = pl.BlockSpec((B, B), lambda i, j, k: (i, j))
+        zeros = lambda m, n: jnp.zeros((m, n), jnp.float32)  # noqa: E731
+        self.assertEqual(self.check(self._with_extra("honest", zeros, spec, {2: 0})).status, "agree")
+        self.assertEqual(self.check(self._with_extra("wrong", zeros, spec, {2: 0})).status, "disagree")
+
+    def test_a_large_operand_in_hbm_is_not_sampled_and_says_why(self):
+        hbm = pl.BlockSpec(memory_space=pl.ANY)
+        large = lambda m, n: jnp.zeros((4096, 2048), jnp.float32)  # noqa: E731  (32 MiB)
+        verdict = self.check(self._with_extra("honest", large, hbm))
+        self.assertEqual(verdict.status, "not_sampled")
+        self.assertIn("more than 16 MiB to pass whole", verdict.reason)
+
     def _prefetched(self, table):
         # Row blocks of A named through a scalar-prefetched table (computed in the program from the
         # sizes: the kernel's own choice, which its index maps read at run time).
