@@ -104,6 +104,10 @@ _VALUE_OPS = ("neg", "abs", "sign", "floor", "ceil", "round", "exp", "exp2", "lo
               "atan2", "nextafter")
 
 
+# Elementwise primitives of several array operands (of one shape) for input_tree.
+_ELEMENTWISE = _VALUE_OPS + ("select_n", "clamp", "convert_element_type", "eq", "ne", "lt", "le", "gt", "ge")
+
+
 def _chain_link(eqn):
     """The one array operand through which `eqn` is a link of a chain, or None: a position op or a
     value op whose other operands are all scalar literals."""
@@ -351,9 +355,31 @@ def plan(closed_jaxpr) -> Plan:
         if link is not None:
             child = input_tree(link, depth + 1)
             return None if child is None else ("link", producer, child)
-        if producer.primitive.name == "concatenate" and not any(hasattr(v, "val") for v in producer.invars):
+        name = producer.primitive.name
+        if name == "concatenate" and not any(hasattr(v, "val") for v in producer.invars):
             children = [input_tree(v, depth + 1) for v in producer.invars]
             return None if any(c is None for c in children) else ("concat", producer, children)
+        if name in _ELEMENTWISE and len(producer.outvars) == 1:
+            # Several arrays of one shape combined element by element (k * ones_like(k), a select
+            # on a mask built from iotas): each read at the same positions.
+            shape = producer.outvars[0].aval.shape
+            children = []
+            for v in producer.invars:
+                if hasattr(v, "val"):
+                    if np.ndim(v.val) != 0:
+                        return None
+                    children.append(None)
+                elif tuple(v.aval.shape) != tuple(shape):
+                    return None
+                else:
+                    children.append(input_tree(v, depth + 1))
+                    if children[-1] is None:
+                        return None
+            return ("elementwise", producer, children)
+        if name == "broadcast_in_dim" and hasattr(producer.invars[0], "val"):
+            return ("constant", np.asarray(producer.invars[0].val))
+        if name == "iota":
+            return ("iota", producer)
         return None
 
     output_of, output_chains, finals = [], [], set()
@@ -780,7 +806,8 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
 
 def _tree_values(node, where: np.ndarray, lazy: LazyInputs) -> np.ndarray:
     """The values at these positions ([n, dims]) of a value made of program inputs (plan's
-    input_tree): positions mapped back through each link, split among a concatenation's operands."""
+    input_tree): positions mapped back through each link, split among a concatenation's operands,
+    the same positions of every operand of an elementwise op, a broadcast constant, an iota's."""
     kind = node[0]
     if kind == "leaf":
         spec = lazy.specs[node[1]]
@@ -790,6 +817,17 @@ def _tree_values(node, where: np.ndarray, lazy: LazyInputs) -> np.ndarray:
         link = Chain([node[1]])
         back, padding = link.back(where)
         return link.values(_tree_values(node[2], back, lazy), padding)
+    if kind == "constant":
+        return np.full(where.shape[0], node[1])
+    if kind == "iota":
+        eqn = node[1]
+        return where[:, eqn.params["dimension"]].astype(np.dtype(eqn.params["dtype"]))
+    if kind == "elementwise":
+        import jax.numpy as jnp
+        eqn = node[1]
+        args = [v.val if child is None else jnp.asarray(_tree_values(child, where, lazy))
+                for v, child in zip(eqn.invars, node[2])]
+        return np.asarray(eqn.primitive.bind(*args, **eqn.params))
     eqn = node[1]  # a concatenation
     axis = eqn.params["dimension"]
     out = np.empty(where.shape[0], dtype=np.dtype(eqn.outvars[0].aval.dtype))

@@ -185,6 +185,12 @@ class FullSizeSampleTest(unittest.TestCase):
             return kernel
         self.assertEqual(self.check(reading_the_second_copy(lambda a: a)).status, "agree")
         self.assertEqual(self.check(reading_the_second_copy(lambda a: -a)).status, "disagree")
+        # elementwise ops of several arrays: a product with ones, a select on an iota mask
+        self.assertEqual(self.check(reading_the_second_copy(lambda a: a * jnp.ones_like(a))).status, "agree")
+        columns = lambda a: jax.lax.broadcasted_iota(jnp.int32, a.shape, 1)  # noqa: E731
+        self.assertEqual(self.check(reading_the_second_copy(lambda a: jnp.where(columns(a) >= 0, a, 0.0))).status, "agree")
+        self.assertEqual(self.check(reading_the_second_copy(lambda a: jnp.where(columns(a) < 5, a, 0.0))).status,
+                         "disagree")
 
     def _with_extra(self, kernel_of, extra, spec, aliases=None):
         # The matmul with one more operand the body never uses (red team 23's switches: a zeros
