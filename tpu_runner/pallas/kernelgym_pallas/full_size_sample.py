@@ -1108,10 +1108,12 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
     # The oracle's blocks are taken in its kernel's outputs: its outputs may be views of them and
     # elementwise functions of them (a starter's epilogue outside the kernel), which keep positions.
     keeps_positions = _VIEWS + _VALUE_OPS + ("convert_element_type", "copy")
-    if any(e.primitive.name not in keeps_positions for chain in orac.output_chains for e in chain.ops):
-        raise NotSampled("the oracle (the task's starter) moves an output's elements outside its pallas_call")
     lazy = LazyInputs(task.size_sets["full"].inputs, seed)
     rng = np.random.default_rng([seed, 0x5A3D])
+    if any(e.primitive.name not in keeps_positions for chain in orac.output_chains for e in chain.ops):
+        samples, steps = _sample_program_boxes(orac, lazy, rng, count)
+        return samples, steps, lazy, {"oracle": time.perf_counter() - started,
+                                      "oracle_cpu": time.process_time() - started_cpu}
     gm = orac.eqn.params["grid_mapping"]
     want = {k: choose_blocks(gm.block_mappings[gm.num_inputs + k], rng, count) for k in sorted(set(orac.output_of))}
     got, steps = run_sampled(orac, want, lazy, interpret_params())
@@ -1129,6 +1131,39 @@ def sample(oracle_full, task, seed: int, count: int = 2) -> tuple:
             values = orac.output_chains[j].values(values, {})
             samples[(j, tuple(block))] = (flat, values)
     return samples, steps, lazy, {"oracle": time.perf_counter() - started, "oracle_cpu": time.process_time() - started_cpu}
+
+
+# The box of program output positions sampled where the oracle's output is not its kernel's (a
+# slice of it, a transpose): up to this many along each of the last two dimensions, one along the
+# others.
+BOX_EDGE = 128
+
+
+def _sample_program_boxes(orac: Plan, lazy: LazyInputs, rng: np.random.Generator, count: int) -> tuple:
+    """The oracle's side when its outputs move their kernel's elements (a convolution's padded
+    result sliced back): boxes of program output positions (the last one, ending at the last
+    element, and `count` drawn), the oracle's kernel run on the blocks that hold them."""
+    boxes = {}
+    for j, var in enumerate(orac.closed.jaxpr.outvars):
+        shape = tuple(int(d) for d in var.aval.shape)
+        edge = [min(n, BOX_EDGE) if d >= len(shape) - 2 else 1 for d, n in enumerate(shape)]
+        starts = [tuple(n - e for n, e in zip(shape, edge))]
+        starts += [tuple(int(rng.integers(0, n - e + 1)) for n, e in zip(shape, edge)) for _ in range(count)]
+        for start in dict.fromkeys(starts):
+            grid = np.meshgrid(*[np.arange(a, a + e) for a, e in zip(start, edge)], indexing="ij")
+            boxes[(j, start)] = np.ravel_multi_index(tuple(g.reshape(-1) for g in grid), shape) if shape else \
+                np.zeros(1, np.int64)
+    want = {}
+    for (j, _), flat in boxes.items():
+        want.setdefault(orac.output_of[j], set()).update(_blocks_of(orac, orac.output_of[j], _kernel_flat(orac, j, flat)[0])[2])
+    got, steps = run_sampled(orac, {k: sorted(v) for k, v in want.items()}, lazy, interpret_params())
+    samples = {}
+    for (j, start), flat in boxes.items():
+        values = _program_values(orac, j, flat, got)
+        if isinstance(values, tuple):
+            raise NotSampled(f"the oracle (the task's starter) writes no block {values} of output {j}")
+        samples[(j, start)] = (flat, values)
+    return samples, steps
 
 
 def check_program(candidate_full, oracle_full, task, seed: int, count: int = 2, oracle=None) -> Verdict:

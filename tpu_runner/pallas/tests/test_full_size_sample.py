@@ -192,6 +192,16 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(self.check(reading_the_second_copy(lambda a: jnp.where(columns(a) < 5, a, 0.0))).status,
                          "disagree")
 
+    def test_an_oracle_whose_output_is_a_slice_of_its_kernels_samples_boxes_of_the_output(self):
+        # The starter computes on B padded by a column block and slices the result back (as the
+        # convolutions' starters do): the sample's positions are taken in the program's output.
+        oracle = _program(lambda a, b: _matmul()(a, jnp.pad(b, ((0, 0), (0, B))))[:, :N])
+        honest = fss.check_program(_program(_matmul()), oracle, self.task, seed=7, count=1)
+        self.assertEqual(honest.status, "agree", honest.reason)
+        wrong = fss.check_program(_program(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4)), oracle,
+                                  self.task, seed=7, count=1)
+        self.assertEqual(wrong.status, "disagree", wrong.reason)
+
     def _with_extra(self, kernel_of, extra, spec, aliases=None):
         # The matmul with one more operand the body never uses (red team 23's switches: a zeros
         # array in HBM, an element-offset block, an output aliased to it).
