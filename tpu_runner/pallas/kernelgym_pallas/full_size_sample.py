@@ -286,8 +286,12 @@ def _jits_inlined(closed_jaxpr):
     return jax.make_jaxpr(lambda *args: run(closed_jaxpr.jaxpr, closed_jaxpr.consts, *args))(*avals)
 
 
-# The most pallas_calls one sampled program may chain (each runs on the steps the next one needs).
+# The most pallas_calls one sampled program may chain (each runs on the steps the next one needs),
+# and the most elements of an earlier kernel's output the sampled steps of a later one may read.
 MAX_CHAINED_CALLS = 4
+MAX_CHAINED_POSITIONS = 1 << 22
+# The most output blocks one sampled run may be asked for (a chain's later kernel reading many).
+MAX_WANTED_BLOCKS = 256
 
 
 def plan(closed_jaxpr) -> Plan:
@@ -638,6 +642,9 @@ def _steps_for(plan_: Plan, want: dict[int, list[tuple]], prefetch: Sequence[np.
     points = _grid_points(plan_.full_grid)
     n_in = gm.num_inputs
     keep = np.zeros(points.shape[0], bool)
+    wanted = sum(len(blocks) for blocks in want.values())
+    if wanted > MAX_WANTED_BLOCKS:
+        raise NotSampled(f"the sample needs {wanted} output blocks of a kernel (more than {MAX_WANTED_BLOCKS})")
     for k, blocks in want.items():
         table = _index_map_table(gm.block_mappings[n_in + k], points, prefetch)
         for block in blocks:
@@ -849,6 +856,10 @@ def _from_kernel(producer: Plan, k: int, chain: Chain, positions: Sequence[np.nd
     kernel's output k through `chain`: that kernel run on the steps that write the blocks holding
     them (a block no step writes reads as uninitialized memory: NaN, or the most negative integer).
     Returns the values and the steps run."""
+    count = int(np.prod([len(p) for p in positions], dtype=np.int64))
+    if count > MAX_CHAINED_POSITIONS:
+        raise NotSampled(f"the sampled steps read {count} elements of another kernel's output (more than "
+                         f"{MAX_CHAINED_POSITIONS})")
     grid = np.meshgrid(*positions, indexing="ij")
     where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
     gm = producer.eqn.params["grid_mapping"]
