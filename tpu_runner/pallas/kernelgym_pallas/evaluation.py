@@ -611,7 +611,10 @@ def _full_size_sample(task, program, seed: int) -> list[str]:
         return ["full-size sample: not run (the task has no starter to compare with)"]
     args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets["full"].inputs]
     oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
-    verdict = full_size_sample.check_program(program, oracle, task, seed, SAMPLED_BLOCKS)
+    try:
+        verdict = full_size_sample.check_program(program, oracle, task, seed, SAMPLED_BLOCKS)
+    except Exception as error:  # the sample's own failure on a program it did not foresee
+        return [f"full-size sample: not run (it failed: {type(error).__name__}: {str(error)[:200]})"]
     if verdict.status in ("disagree", "crashed"):
         raise Outcome("incorrect", "correctness", "the full-size program, run in TPU interpret mode on the grid steps "
                       f"of a sample of its output blocks: {verdict.reason}")

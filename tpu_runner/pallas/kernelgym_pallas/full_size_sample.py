@@ -312,6 +312,8 @@ def plan(closed_jaxpr) -> Plan:
         # The chain of position and value ops that computes `var` from an earlier value: (that
         # value, the chain from it to `var`).
         ops = []
+        if hasattr(var, "val"):
+            return var, Chain([])  # a literal: no producer
         while var in producers and _chain_link(producers[var]) is not None:
             ops.append(producers[var])
             var = _chain_link(producers[var])
@@ -389,7 +391,7 @@ def plan(closed_jaxpr) -> Plan:
     output_of, output_chains, finals = [], [], set()
     for var in jaxpr.outvars:
         source, chain = chain_to(var)
-        producer = producers.get(source)
+        producer = None if hasattr(source, "val") else producers.get(source)
         if producer is None or producer.primitive.name != "pallas_call":
             raise NotSampled("a program output is computed outside the pallas_calls (other than by position and "
                              "elementwise ops on one of their outputs)")

@@ -256,6 +256,11 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(verdict.status, "not_sampled")
         self.assertIn("more than 16 MiB to pass whole", verdict.reason)
 
+    def test_a_constant_program_output_is_not_sampled_and_says_why(self):
+        verdict = self.check(lambda a, b: (_matmul()(a, b), 3.0))
+        self.assertEqual(verdict.status, "not_sampled")
+        self.assertIn("computed outside the pallas_calls", verdict.reason)
+
     def _prefetched(self, table):
         # Row blocks of A named through a scalar-prefetched table (computed in the program from the
         # sizes: the kernel's own choice, which its index maps read at run time).
