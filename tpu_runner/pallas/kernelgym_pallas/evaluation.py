@@ -25,8 +25,8 @@ from . import (diagnostics, jaxpr_check, layout_cuts, prefetch_coverage, program
 # shape, has them equal and is checked on that one): a kernel that hard-codes one shape fails
 # the other. "full" is compiled for the TPU (and timed, and checked, on a TPU host).
 CHECKED_SETS = ("small", "check")
-# Output blocks drawn from the seed for the full-size sample, beside each output's first and last
-# (docs/benchmarks.md, "The full-size program on a sample of its grid": its cost per block).
+# Output blocks drawn from the seed for the full-size sample, beside each output's last (docs/
+# pallas.md, "A sample of the full-size program itself": what one more would buy and cost).
 SAMPLED_BLOCKS = 1
 
 
@@ -600,7 +600,7 @@ def _within_tolerance(specs, expected, actual) -> bool:
 
 
 def _full_size_sample(task, program, seed: int) -> list[str]:
-    """The full-size program run on the grid steps of a few output blocks (the first, the last and
+    """The full-size program run on the grid steps of a few output blocks (the last and
     SAMPLED_BLOCKS drawn from the server's seed), against the task's starter on the same elements.
     A disagreement or a crash is a wrong answer at the full size; a program the sample cannot run
     (full_size_sample.NotSampled's reasons) is left to the proof. Returns the verdict's detail."""
@@ -610,8 +610,8 @@ def _full_size_sample(task, program, seed: int) -> list[str]:
     if task.starter_path is None:
         return ["full-size sample: not run (the task has no starter to compare with)"]
     args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets["full"].inputs]
-    oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
     try:
+        oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
         verdict = full_size_sample.check_program(program, oracle, task, seed, SAMPLED_BLOCKS)
     except Exception as error:  # the sample's own failure on a program it did not foresee
         return [f"full-size sample: not run (it failed: {type(error).__name__}: {str(error)[:200]})"]
