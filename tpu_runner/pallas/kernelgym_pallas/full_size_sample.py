@@ -597,8 +597,7 @@ class LazyInputs:
                 index_arrays.append(np.arange(lengths[d] if d is not None else 1).reshape(shape))
             values = np.broadcast_to(box[tuple(index_arrays)], lengths) if index_arrays else np.broadcast_to(box, lengths)
             return chain.values(np.ascontiguousarray(values), padding)
-        grid = np.meshgrid(*positions, indexing="ij")
-        where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
+        where = _every_position(positions)
         source, padding = chain.back(where)
         spec = self.specs[index]
         flat = np.ravel_multi_index(tuple(source.T), tuple(spec.shape)) if len(spec.shape) else np.zeros(where.shape[0], np.int64)
@@ -744,9 +743,7 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
         elif source[0] == "literal":
             operands.append(np.asarray(source[1])[np.ix_(*pos)] if pos else np.asarray(source[1]))
         elif source[0] == "tree":
-            grid = np.meshgrid(*pos, indexing="ij")
-            where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64) if pos else np.zeros((1, 0), np.int64)
-            operands.append(_tree_values(source[1], where, lazy).reshape(tuple(len(p) for p in pos)))
+            operands.append(_tree_values(source[1], _every_position(pos), lazy).reshape(tuple(len(p) for p in pos)))
         else:
             operands.append(np.asarray(computed[source[1]])[np.ix_(*pos)] if pos else np.asarray(computed[source[1]]))
     out_shapes = [tuple(len(p) for p in positions(bm, n_in + k)) for k, bm in enumerate(gm.block_mappings[n_in:])]
@@ -813,6 +810,15 @@ def run_sampled(plan_: Plan, want: dict[int, list[tuple]], lazy: LazyInputs, int
     return result, int(steps.shape[0]) + earlier_steps
 
 
+def _every_position(positions: Sequence[np.ndarray]) -> np.ndarray:
+    """Every position of the np.ix_ product of per-dimension positions, as rows [n, dims] (one row
+    of no dimensions for a scalar)."""
+    if not len(positions):
+        return np.zeros((1, 0), np.int64)
+    grid = np.meshgrid(*positions, indexing="ij")
+    return np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
+
+
 def _tree_values(node, where: np.ndarray, lazy: LazyInputs) -> np.ndarray:
     """The values at these positions ([n, dims]) of a value made of program inputs (plan's
     input_tree): positions mapped back through each link, split among a concatenation's operands,
@@ -862,8 +868,7 @@ def _from_kernel(producer: Plan, k: int, chain: Chain, positions: Sequence[np.nd
     if count > MAX_CHAINED_POSITIONS:
         raise NotSampled(f"the sampled steps read {count} elements of another kernel's output (more than "
                          f"{MAX_CHAINED_POSITIONS})")
-    grid = np.meshgrid(*positions, indexing="ij")
-    where = np.stack([g.reshape(-1) for g in grid], axis=1).astype(np.int64)
+    where = _every_position(positions)
     gm = producer.eqn.params["grid_mapping"]
     shape = tuple(int(d) for d in gm.block_mappings[gm.num_inputs + k].array_aval.shape)
     if chain.ops:
