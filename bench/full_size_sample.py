@@ -47,7 +47,7 @@ except Exception as e:
     print(json.dumps(dict(status="trace_error", reason=f"{type(e).__name__}: {str(e)[:200]}"))); sys.exit()
 trace_cpu = time.process_time() - t
 v = fss.check_program(cand, orac, task, seed, count)
-print(json.dumps(dict(status=v.status, reason=v.reason[:300], steps=v.steps, oracle_steps=v.oracle_steps,
+print(json.dumps(dict(status=v.status, side=v.side, costly=v.costly, reason=v.reason[:300], steps=v.steps, oracle_steps=v.oracle_steps,
                       compared=len(v.blocks), trace_cpu=round(trace_cpu, 3),
                       **{k: round(x, 3) for k, x in v.seconds.items()})))
 """

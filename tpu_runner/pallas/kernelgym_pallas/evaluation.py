@@ -302,7 +302,7 @@ def _run(job: protocol.JudgeJob, target, send, receive, seccomp: bool, facts: di
     if not target.on_tpu and estimate is not None and estimate.trusted and checked_agree:
         send(protocol.Progress(stage="full_size_sample", trial=-1, repeat=0))  # its own CPU-time window
         with _timed(facts, "full_size_sample"):
-            sample_details = _full_size_sample(task, programs["full"], int(plan[0][1]))
+            sample_details = _full_size_sample(task, programs["full"], int(plan[0][1]), estimate)
     result = protocol.failure("ok", "correctness", "", details=sample_details)
     result.trials = outputs_meta
 
@@ -594,16 +594,28 @@ def _within_tolerance(specs, expected, actual) -> bool:
         if e.shape != a.shape:
             return False
         e64, a64 = e.astype(np.float64), a.astype(np.float64)
-        if not np.all(np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64)):
+        with np.errstate(invalid="ignore"):
+            close = np.abs(a64 - e64) <= spec.atol + spec.rtol * np.abs(e64)
+        # Where either is not finite, the runner's rule (correctness.cc): both NaN, or equal
+        # (the same infinity). Else an output the runner passes skipped the sample unnoted.
+        special = ~(np.isfinite(e64) & np.isfinite(a64))
+        close = np.where(special, (np.isnan(e64) & np.isnan(a64)) | (e64 == a64), close)
+        if not np.all(close):
             return False
     return True
 
 
-def _full_size_sample(task, program, seed: int) -> list[str]:
+def _full_size_sample(task, program, seed: int, estimate) -> list[str]:
     """The full-size program run on the grid steps of a few output blocks (the last and
     SAMPLED_BLOCKS drawn from the server's seed), against the task's starter on the same elements.
-    A disagreement or a crash is a wrong answer at the full size; a program the sample cannot run
-    (full_size_sample.NotSampled's reasons) is left to the proof. Returns the verdict's detail."""
+    A disagreement or a crash is a wrong answer at the full size. A program of a form the sample
+    cannot run, where the starter's can be run, is a design nobody checked at the full size: its
+    estimate is not trusted (what turned the sample off was the candidate's choice: an identity
+    XLA op on an input, a fifth kernel, an output written by its own copies, state carried from
+    steps not run, ...). Where the starter's cannot be, no candidate of the task can be; where the
+    candidate's sample would pass the sample's memory bounds (blocks, inputs passed whole: a size
+    an honest design reaches, such as a KV cache copied by the kernel), the proof alone decides.
+    The starter's own program is not run against itself. Returns the verdict's detail."""
     import jax
     import jax.numpy as jnp
     from . import full_size_sample
@@ -612,16 +624,42 @@ def _full_size_sample(task, program, seed: int) -> list[str]:
     args = [jax.ShapeDtypeStruct(tuple(s.shape), jnp.dtype(s.dtype)) for s in task.size_sets["full"].inputs]
     try:
         oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
+    except Exception as error:  # the starter's side failing where it was not foreseen: the task's, not the candidate's
+        return [f"full-size sample: not run (tracing the starter failed: {type(error).__name__}: {str(error)[:200]})"]
+    if _same_program(program, oracle):
+        return ["full-size sample: not needed (the program is the starter's own, the same written canonically: "
+                "it would be compared with itself)"]
+    # check_program turns a failure on the candidate's side into a verdict; what escapes it is
+    # the starter's side failing where it was not foreseen: the task's, not the candidate's.
+    try:
         verdict = full_size_sample.check_program(program, oracle, task, seed, SAMPLED_BLOCKS)
-    except Exception as error:  # the sample's own failure on a program it did not foresee
-        return [f"full-size sample: not run (it failed: {type(error).__name__}: {str(error)[:200]})"]
+    except Exception as error:
+        return [f"full-size sample: not run (it failed on the starter: {type(error).__name__}: {str(error)[:200]})"]
     if verdict.status in ("disagree", "crashed"):
         raise Outcome("incorrect", "correctness", "the full-size program, run in TPU interpret mode on the grid steps "
                       f"of a sample of its output blocks: {verdict.reason}")
+    if verdict.status == "not_sampled" and verdict.side == "candidate" and verdict.costly:
+        return [f"full-size sample: not run on this program, past the sample's bounds ({verdict.reason})"]
+    if verdict.status == "not_sampled" and verdict.side == "candidate":
+        estimate.trusted = False
+        estimate.reasons.append("the full-size program could not be run on a sample of its grid, while the task's "
+                                f"starter can be: {verdict.reason}")
+        return [f"full-size sample: not run on this program ({verdict.reason})"]
     if verdict.status == "not_sampled":
-        return [f"full-size sample: not run ({verdict.reason})"]
+        return [f"full-size sample: not run for this task ({verdict.reason})"]
     return [f"full-size sample: {len(verdict.blocks)} output blocks agree with the starter's "
             f"({verdict.steps} grid steps run in TPU interpret mode at the full sizes)"]
+
+
+def _same_program(a, b) -> bool:
+    """Whether two traced programs are one: the same canonical bytes (program_key.py: every
+    primitive, parameter, literal, constant, aval and inner program; source locations left out),
+    so the same inputs give the same outputs in interpret mode."""
+    from . import program_key
+    try:
+        return program_key.digest(a, {}) == program_key.digest(b, {})
+    except Exception:  # Uncacheable, or anything else a program makes of the writer: run the sample
+        return False
 
 
 def _estimates(task, target, full_specs, dump_dir=None) -> protocol.ReferenceEstimate:

@@ -17,31 +17,37 @@ from .task_spec import TensorSpec
 
 
 def draw(spec: TensorSpec, rng: np.random.Generator) -> np.ndarray:
-    init = spec.init
+    n = int(np.prod(tuple(spec.shape), dtype=np.int64))
+    return rounded(values(spec.init, n, rng), spec).reshape(tuple(spec.shape))
+
+
+def values(init: dict, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n draws from an initializer, in float64 (integers in int64), before rounding to a dtype."""
     kind = init["kind"]
-    shape = tuple(spec.shape)
-    n = int(np.prod(shape, dtype=np.int64))
     if kind == "normal":
-        values = rng.normal(init["mean"], init["std"], size=n)
-    elif kind == "uniform":
+        return rng.normal(init["mean"], init["std"], size=n)
+    if kind == "uniform":
         low, high, step = init["low"], init["high"], init.get("step", 0.0)
         if step > 0:
             cells = int(np.floor((high - low) / step))
-            values = low + step * rng.integers(0, cells, size=n)
-        else:
-            values = rng.uniform(low, high, size=n)
-    elif kind == "randint":
-        values = rng.integers(int(init["low"]), int(init["high"]), size=n)
-    elif kind == "permutation":
-        values = rng.permutation(int(init["high"]))[:n]
-    elif kind == "partition":
+            return low + step * rng.integers(0, cells, size=n)
+        return rng.uniform(low, high, size=n)
+    if kind == "randint":
+        return rng.integers(int(init["low"]), int(init["high"]), size=n)
+    if kind == "permutation":
+        return rng.permutation(int(init["high"]))[:n]
+    if kind == "partition":
         total = int(init["total"])
         cuts = np.sort(rng.integers(0, total + 1, size=max(n - 1, 0)))
-        values = np.diff(np.concatenate([[0], cuts, [total]]))
-    else:  # the loader refuses other kinds; reaching here is a bug
-        raise AssertionError(f"unknown initializer kind {kind!r}")
-    out = values.astype(spec.dtype).reshape(shape)
-    if kind == "uniform" and (np.issubdtype(out.dtype, np.floating) or str(out.dtype) == "bfloat16"):
+        return np.diff(np.concatenate([[0], cuts, [total]]))
+    raise AssertionError(f"unknown initializer kind {kind!r}")  # the loader refuses other kinds
+
+
+def rounded(drawn: np.ndarray, spec: TensorSpec) -> np.ndarray:
+    """Draws rounded once to the tensor's dtype (a uniform's half-open interval kept)."""
+    init = spec.init
+    out = drawn.astype(spec.dtype)
+    if init["kind"] == "uniform" and (np.issubdtype(out.dtype, np.floating) or str(out.dtype) == "bfloat16"):
         # rounding can land a value on `high`; keep the half-open interval honest
         out = np.where(out.astype(np.float64) >= init["high"], _below(init["high"], out.dtype), out)
         out = out.astype(spec.dtype)

@@ -7,6 +7,7 @@ an output index map that leaves blocks unwritten."""
 import pathlib
 import sys
 import unittest
+from unittest import mock
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -146,6 +147,23 @@ class FullSizeSampleTest(unittest.TestCase):
         verdict = self.check(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4))
         self.assertEqual(verdict.status, "disagree", verdict.reason)
 
+    def test_calls_whose_value_is_their_bodys_are_followed(self):
+        # A kernel under jax.custom_vjp, an input through jax.checkpoint, an output through an
+        # optimization barrier (red team 24 switched the sample off with each): run as their bodies.
+        def wrapped(kernel):
+            @jax.custom_vjp
+            def call(a, b):
+                return kernel(a, b)
+            call.defvjp(lambda a, b: (call(a, b), (a, b)), lambda res, g: (g @ res[1].T, res[0].T @ g))
+
+            def program(a, b):
+                a = jax.checkpoint(lambda x: x)(a)
+                return jax.lax.optimization_barrier(call(a, b))
+            return program
+        self.assertEqual(self.check(wrapped(_matmul())).status, "agree")
+        wrong = self.check(wrapped(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4)))
+        self.assertEqual(wrong.status, "disagree", wrong.reason)
+
     def test_an_output_block_no_step_writes_disagrees(self):
         # Column blocks past the first are never named: the last block (always sampled) is never written.
         verdict = self.check(_matmul(out_map=lambda i, j, k: (i, jnp.minimum(j, 0))))
@@ -202,9 +220,9 @@ class FullSizeSampleTest(unittest.TestCase):
                                   self.task, seed=7, count=1)
         self.assertEqual(wrong.status, "disagree", wrong.reason)
 
-    def _with_extra(self, kernel_of, extra, spec, aliases=None):
+    def _with_extra(self, kernel_of, extra, spec, aliases=None, reads_it=False):
         # The matmul with one more operand the body never uses (red team 23's switches: a zeros
-        # array in HBM, an element-offset block, an output aliased to it).
+        # array in HBM, an element-offset block, an output aliased to it), or reads and adds 0 times.
         def kernel(a, b):
             def body(a_ref, b_ref, x_ref, c_ref, acc_ref):
                 k = pl.program_id(2)
@@ -212,6 +230,8 @@ class FullSizeSampleTest(unittest.TestCase):
                 @pl.when(k == 0)
                 def _():
                     acc_ref[...] = jnp.zeros_like(acc_ref)
+                    if reads_it:
+                        acc_ref[0:1, 0:1] += x_ref[0:1, 0:1] * 0.0
 
                 if kernel_of == "wrong":
                     pl.when(pl.num_programs(2) <= 4)(lambda: acc_ref.__setitem__(
@@ -229,7 +249,7 @@ class FullSizeSampleTest(unittest.TestCase):
                 in_specs=[pl.BlockSpec((B, BK), lambda i, j, k: (i, k)), pl.BlockSpec((BK, B), lambda i, j, k: (k, j)), spec],
                 out_specs=pl.BlockSpec((B, B), lambda i, j, k: (i, j)),
                 out_shape=jax.ShapeDtypeStruct((m, n), a.dtype), input_output_aliases=aliases or {},
-                scratch_shapes=[pltpu.VMEM((B, B), jnp.float32)])(a, b, extra(m, n))
+                scratch_shapes=[pltpu.VMEM((B, B), jnp.float32)])(a, b, extra(m, n) if callable(extra) else a)
         return kernel
 
     def test_an_unused_operand_in_hbm_is_passed_whole(self):
@@ -249,16 +269,84 @@ class FullSizeSampleTest(unittest.TestCase):
         self.assertEqual(self.check(self._with_extra("honest", zeros, spec, {2: 0})).status, "agree")
         self.assertEqual(self.check(self._with_extra("wrong", zeros, spec, {2: 0})).status, "disagree")
 
-    def test_a_large_operand_in_hbm_is_not_sampled_and_says_why(self):
+    def test_a_large_operand_in_hbm_the_kernel_never_reads_is_not_sampled_by_its_form(self):
+        # Red team 24's first switch: an unused operand too large to pass whole. Not a bound on
+        # the sample's cost (costly, left to the proof) but the candidate's choice (not trusted).
         hbm = pl.BlockSpec(memory_space=pl.ANY)
         large = lambda m, n: jnp.zeros((4096, 2048), jnp.float32)  # noqa: E731  (32 MiB)
-        verdict = self.check(self._with_extra("honest", large, hbm))
-        self.assertEqual(verdict.status, "not_sampled")
-        self.assertIn("more than 16 MiB to pass whole", verdict.reason)
+        with mock.patch.object(fss, "WHOLE_OPERAND_BYTES", 16 << 20):
+            verdict = self.check(self._with_extra("honest", large, hbm))
+        self.assertEqual((verdict.status, verdict.side, verdict.costly), ("not_sampled", "candidate", False))
+        self.assertIn("the kernel never reads it", verdict.reason)
+
+    def test_blocks_of_an_operand_the_kernel_never_reads_past_the_bound_are_a_form(self):
+        # Red team 26: an unread blocked copy of an input pushed the sampled blocks past the
+        # memory bound, a size left to the proof; unread, it is the candidate's choice.
+        spec = pl.BlockSpec((B, BK), lambda i, j, k: (i, k))
+        copy = lambda m, n: jnp.zeros((M, K), jnp.float32)  # noqa: E731
+        with mock.patch.object(fss, "MAX_COMPACT_BYTES", 1 << 20), mock.patch.object(fss, "UNREAD_OPERAND_BYTES", 0):
+            verdict = self.check(self._with_extra("honest", copy, spec))
+        self.assertEqual((verdict.status, verdict.side, verdict.costly), ("not_sampled", "candidate", False))
+        self.assertIn("is never read by the kernel", verdict.reason)
+        with mock.patch.object(fss, "MAX_COMPACT_BYTES", 1 << 20), mock.patch.object(fss, "UNREAD_OPERAND_BYTES", 0):
+            verdict = self.check(self._with_extra("honest", copy, spec, reads_it=True))
+        self.assertEqual((verdict.status, verdict.costly), ("not_sampled", True))  # read: a size
+
+    def test_blocks_held_past_the_bound_only_together_are_run_one_at_a_time(self):
+        # The last block and a drawn one in other rows and columns: A's and B's kept blocks are
+        # their product across both (4 row-column pairs' worth); one at a time each fits.
+        one_block = 2 * (B * K * 4)  # A's row panel and B's column panel of one output block
+        with mock.patch.object(fss, "MAX_COMPACT_BYTES", one_block + B * B * 4 + 1):
+            self.assertEqual(self.check(_matmul()).status, "agree")
+            verdict = self.check(_matmul(accumulate_when=lambda: pl.num_programs(2) <= 4))
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
+
+    def test_a_large_operand_computed_outside_the_kernel_and_read_whole_is_a_form(self):
+        element = pl.BlockSpec((pl.Element(8), 128), lambda i, j, k: (0, 0))
+        large = lambda m, n: jnp.zeros((4096, 2048), jnp.float32)  # noqa: E731  (32 MiB)
+        with mock.patch.object(fss, "WHOLE_OPERAND_BYTES", 16 << 20):
+            verdict = self.check(self._with_extra("honest", large, element, reads_it=True))
+        self.assertEqual((verdict.status, verdict.side, verdict.costly), ("not_sampled", "candidate", False))
+        self.assertIn("computed outside the kernel", verdict.reason)
+
+    def test_an_input_read_whole_is_passed_whole_and_a_larger_one_is_past_the_bounds(self):
+        # A (4 MiB) passed again with element-offset dimensions (not blocked, so whole, as an operand
+        # in HBM is) and read: tile by tile (the size of inputs drawn in one piece lowered), the same
+        # values as its blocks.
+        hbm = pl.BlockSpec((pl.Element(8), 128), lambda i, j, k: (0, 0))
+        with mock.patch.object(fss, "WHOLE_INPUT_BYTES", 1 << 20):
+            oracle = fss.sample(self.oracle_program, self.task, seed=7, count=2)
+            check = lambda kernel: fss.check_program(_program(kernel), self.oracle_program, self.task, seed=7,  # noqa: E731
+                                                     oracle=oracle)
+            self.assertEqual(check(self._with_extra("honest", "a", hbm, reads_it=True)).status, "agree")
+            self.assertEqual(check(self._with_extra("wrong", "a", hbm, reads_it=True)).status, "disagree")
+            with mock.patch.object(fss, "WHOLE_OPERAND_BYTES", 1 << 20):
+                verdict = check(self._with_extra("honest", "a", hbm, reads_it=True))
+        self.assertEqual((verdict.status, verdict.side, verdict.costly), ("not_sampled", "candidate", True))
+        self.assertIn("passed whole: more than 1 MiB", verdict.reason)
+
+    def test_an_output_written_by_the_kernels_own_copies_is_a_form_it_does_not_run(self):
+        # Red team 25's switch: the output block computed in VMEM and copied to an output in HBM
+        # by the kernel (free in the estimate). Which steps write a block is not in any index map.
+        def kernel(a, b):
+            def body(a_ref, b_ref, c_hbm, acc_ref, sem):
+                i, j = pl.program_id(0), pl.program_id(1)
+                acc_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision="highest")
+                copy = pltpu.make_async_copy(acc_ref, c_hbm.at[pl.ds(i * B, B), pl.ds(j * B, B)], sem)
+                copy.start()
+                copy.wait()
+            return pl.pallas_call(
+                body, grid=(M // B, N // B),
+                in_specs=[pl.BlockSpec((B, K), lambda i, j: (i, 0)), pl.BlockSpec((K, B), lambda i, j: (0, j))],
+                out_specs=pl.BlockSpec(memory_space=pl.ANY), out_shape=jax.ShapeDtypeStruct((M, N), a.dtype),
+                scratch_shapes=[pltpu.VMEM((B, B), jnp.float32), pltpu.SemaphoreType.DMA])(a, b)
+        verdict = self.check(kernel)
+        self.assertEqual((verdict.status, verdict.side, verdict.costly), ("not_sampled", "candidate", False))
+        self.assertIn("written by the kernel's own copies", verdict.reason)
 
     def test_a_constant_program_output_is_not_sampled_and_says_why(self):
         verdict = self.check(lambda a, b: (_matmul()(a, b), 3.0))
-        self.assertEqual(verdict.status, "not_sampled")
+        self.assertEqual((verdict.status, verdict.side), ("not_sampled", "candidate"))
         self.assertIn("computed outside the pallas_calls", verdict.reason)
 
     def _prefetched(self, table):
@@ -317,7 +405,7 @@ class FullSizeSampleTest(unittest.TestCase):
                 out_shape=jax.ShapeDtypeStruct((a.shape[0], b.shape[1]), a.dtype),
                 scratch_shapes=[pltpu.VMEM((B, B), jnp.float32), pltpu.SMEM((1,), jnp.int32)])(a, b)
         verdict = self.check(kernel)
-        self.assertEqual(verdict.status, "not_sampled", verdict.reason)
+        self.assertEqual((verdict.status, verdict.side), ("not_sampled", "candidate"), verdict.reason)
         self.assertIn("scratch state carried", verdict.reason)
 
     def test_an_accumulator_never_reset_reads_poison_and_is_not_sampled(self):
@@ -326,8 +414,42 @@ class FullSizeSampleTest(unittest.TestCase):
         # this one disagreed, and an honest scan would have too); its scratch is NaN at each run's
         # first step, not the previous sampled block's leftovers.
         verdict = self.check(_matmul(reset=False))
-        self.assertEqual(verdict.status, "not_sampled", verdict.reason)
+        self.assertEqual((verdict.status, verdict.side), ("not_sampled", "candidate"), verdict.reason)
         self.assertIn("state carried", verdict.reason)
+
+
+class SeveralOutputsTest(unittest.TestCase):
+    """A task of two outputs (C = A @ B twice over): the starter computes both in one kernel, a
+    candidate may compute each in its own (red team 26's honest rotary embedding of two calls was
+    refused as a form); each output's program is then sampled on its own."""
+
+    @classmethod
+    def setUpClass(cls):
+        task = _task()
+        full = task.size_sets["full"]
+        two = task_spec.ShapeSet(sizes=full.sizes, inputs=full.inputs, outputs=[full.outputs[0], full.outputs[0]])
+        cls.task = task_spec.PallasTask("test/two", "kernelgym", pathlib.Path("."), None, {"full": two})
+
+    def _program(self, kernel):
+        return jax.make_jaxpr(kernel)(jax.ShapeDtypeStruct((M, K), jnp.float32), jax.ShapeDtypeStruct((K, N), jnp.float32))
+
+    def test_outputs_of_separate_kernels_are_sampled_one_at_a_time(self):
+        def one_call(a, b):
+            def body(a_ref, b_ref, c_ref, d_ref):
+                c_ref[...] = jnp.dot(a_ref[...], b_ref[...], precision="highest")
+                d_ref[...] = c_ref[...]
+            spec_out = pl.BlockSpec((B, B), lambda i, j: (i, j))
+            shape = jax.ShapeDtypeStruct((M, N), a.dtype)
+            return pl.pallas_call(body, grid=(M // B, N // B),
+                                  in_specs=[pl.BlockSpec((B, K), lambda i, j: (i, 0)),
+                                            pl.BlockSpec((K, B), lambda i, j: (0, j))],
+                                  out_specs=[spec_out, spec_out], out_shape=[shape, shape])(a, b)
+        oracle = self._program(one_call)
+        honest = self._program(lambda a, b: (_matmul()(a, b), _matmul()(a, b)))
+        wrong = self._program(lambda a, b: (_matmul()(a, b), _matmul(accumulate_when=lambda: pl.num_programs(2) <= 4)(a, b)))
+        self.assertEqual(fss.check_program(honest, oracle, self.task, seed=7, count=1).status, "agree")
+        verdict = fss.check_program(wrong, oracle, self.task, seed=7, count=1)
+        self.assertEqual(verdict.status, "disagree", verdict.reason)
 
 
 class LazyInputsTest(unittest.TestCase):
@@ -346,6 +468,11 @@ class LazyInputsTest(unittest.TestCase):
         np.testing.assert_array_equal(viewed[1], lazy.take(0, [np.array([59]), np.arange(4900, 5000)])[0])
         other_seed = fss.LazyInputs([spec], seed=4).take(0, [np.arange(0, 300), np.arange(4000, 5000)])
         self.assertFalse(np.array_equal(other_seed, wide))
+        # The whole input (an operand in HBM), tile by tile: the same elements as the blocks read.
+        whole = fss.LazyInputs([spec], seed=3).take(0, [np.arange(300), np.arange(5000)])
+        np.testing.assert_array_equal(whole[:, 4000:5000], wide)
+        np.testing.assert_array_equal(fss.LazyInputs([spec], seed=3).take(0, [np.arange(1500), np.arange(1000)],
+                                                                          (1500, 1000)), whole.reshape(1500, 1000))
 
 
 class ChainTest(unittest.TestCase):
