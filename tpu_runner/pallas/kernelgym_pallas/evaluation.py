@@ -626,7 +626,7 @@ def _full_size_sample(task, program, seed: int, estimate) -> list[str]:
         oracle = jax.make_jaxpr(task_spec.load_function(task.starter_path, "kernel", "kernelgym_sample_oracle"))(*args)
     except Exception as error:  # the starter's side failing where it was not foreseen: the task's, not the candidate's
         return [f"full-size sample: not run (tracing the starter failed: {type(error).__name__}: {str(error)[:200]})"]
-    if _same_program(program, oracle):
+    if _same_program(program, _as_the_judge_reads(oracle)):
         return ["full-size sample: not needed (the program is the starter's own, the same written canonically: "
                 "it would be compared with itself)"]
     # check_program turns a failure on the candidate's side into a verdict; what escapes it is
@@ -649,6 +649,17 @@ def _full_size_sample(task, program, seed: int, estimate) -> list[str]:
         return [f"full-size sample: not run for this task ({verdict.reason})"]
     return [f"full-size sample: {len(verdict.blocks)} output blocks agree with the starter's "
             f"({verdict.steps} grid steps run in TPU interpret mode at the full sizes)"]
+
+
+def _as_the_judge_reads(program):
+    """A program traced here, as the judge reads the tracer's: through the artifact, which stands
+    in for what cannot travel (the functions a custom_jvp or custom_vjp holds). Compared by
+    content with a candidate's, the starter read any other way is never its own program."""
+    from . import artifact
+    try:
+        return artifact.load(artifact.dump({"full": program}, "starter.py"))["full"]
+    except Exception:  # a starter that cannot travel: compared as traced (at worst it is sampled)
+        return program
 
 
 def _same_program(a, b) -> bool:

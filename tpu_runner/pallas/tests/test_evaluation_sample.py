@@ -16,7 +16,7 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from kernelgym_pallas import evaluation, protocol, task_spec  # noqa: E402
+from kernelgym_pallas import artifact, evaluation, protocol, task_spec  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GEMM = ROOT / "datasets/suites/jaxbench-p/gemm"
@@ -44,6 +44,16 @@ class FullSizeSampleInTheJudge(unittest.TestCase):
     def test_the_starter_is_not_compared_with_itself(self):
         details = _sample(self.task, _full_program(self.task, self.task.starter_path, "s1"), 11)
         self.assertEqual(len(details), 1)
+        self.assertIn("not needed (the program is the starter's own", details[0])
+
+    def test_the_starter_as_the_judge_reads_it_is_not_compared_with_itself(self):
+        # The judge reads the tracer's program through the artifact, which stands in for the
+        # functions a custom_jvp holds (conv3d_mish_tanh's mish, a softplus): the starter traced
+        # in the judge must be read the same way to be recognised, else it is sampled against itself.
+        task = task_spec.load_task(ROOT / "datasets/suites/jaxbench-k/conv3d_mish_tanh", "kernelgym", "jaxbench-k")
+        program = _full_program(task, task.starter_path, "s2")
+        program = artifact.load(artifact.dump({"full": program}, "candidate.py"))["full"]
+        details = _sample(task, program, 11)
         self.assertIn("not needed (the program is the starter's own", details[0])
 
     def test_an_honest_kernel_other_than_the_starter_agrees(self):
