@@ -554,6 +554,10 @@ std::unique_ptr<PallasWorker> PallasWorkerPool::ForkFrom(std::unique_ptr<PallasF
 
 void PallasWorkerPool::Prestart() {
   std::string error;
+  if (forking_ && fork_ahead_ && role_ == PallasBackend::Role::kJudge) {
+    ForkSpareFromAnotherServer();
+    return;
+  }
   if (!forking_) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -573,6 +577,38 @@ void PallasWorkerPool::Prestart() {
   if (!server) return;
   std::lock_guard<std::mutex> lock(mutex_);
   idle_.push_back(std::move(server));
+}
+
+void PallasWorkerPool::ForkSpareFromAnotherServer() {
+  std::unique_ptr<PallasForkServer> server;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (spare_ || closing_) return;
+    while (!idle_.empty() && !server) {
+      server = std::move(idle_.back());
+      idle_.pop_back();
+      if (!server->Alive()) server.reset();
+    }
+    ++lent_;
+  }
+  std::string error;
+  if (!server) server = PallasForkServer::Start(settings_, scratch_, role_, error);  // its start is not awaited
+  if (!server) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --lent_;
+    return;
+  }
+  std::unique_ptr<PallasWorker> worker = ForkFrom(std::move(server), error);
+  if (!worker) return;  // the server went back (or was ended) with the failed worker
+  worker->forked_ahead = true;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!spare_ && !closing_) {
+      spare_ = std::move(worker);
+      return;
+    }
+  }
+  worker.reset();  // outside the lock
 }
 
 std::vector<std::string> TpuDevices() {

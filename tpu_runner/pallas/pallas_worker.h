@@ -110,7 +110,8 @@ class PallasWorkerPool {
 
   // A worker for one job, forked by an idle server (or a new one), or started on its own.
   std::unique_ptr<PallasWorker> Take(std::string& error);
-  // Starts a fork server ahead of time when none is idle, so that the next job finds one.
+  // Starts a fork server ahead of time when none is idle, so that the next job finds one (served
+  // judges: forks the next job's process from another server, ForkSpareFromAnotherServer).
   void Prestart();
   // Whether jobs are forked by a fork server (inside bubblewrap's namespaces) here.
   bool forking() const { return forking_; }
@@ -122,6 +123,12 @@ class PallasWorkerPool {
   // A worker forked by `server` (counted lent already); nullptr, with the server given back, if it
   // could not be forked.
   std::unique_ptr<PallasWorker> ForkFrom(std::unique_ptr<PallasForkServer> server, std::string& error);
+  // Served judges: the next job's process forked now, while this job runs, from a server this job
+  // does not hold (an idle one, or a second one started for it). A judge holds its server for the
+  // whole evaluation, and a server forks only after its job has ended, so with one server a
+  // request that follows another at once waited for the fork and the target's opening (~0.2 s);
+  // with two they take jobs in turn. Tracers end mid-evaluation: their server forks ahead in time.
+  void ForkSpareFromAnotherServer();
 
 
   PallasSettings settings_;
