@@ -447,6 +447,10 @@ void PallasWorkerPool::Return(std::unique_ptr<PallasForkServer> server, bool reu
   // opened its target and said it is ready. It is a fresh fork of a server whose last job ended,
   // whose /tmp and job folder were emptied (that is what `reusable` says), and it holds nothing
   // until its job arrives.
+  ForkSpare(std::move(server));
+}
+
+void PallasWorkerPool::ForkSpare(std::unique_ptr<PallasForkServer> server) {
   std::string error;
   std::unique_ptr<PallasWorker> worker = ForkFrom(std::move(server), error);
   if (!worker) return;  // the server went back (or was ended) with the failed worker
@@ -598,17 +602,7 @@ void PallasWorkerPool::ForkSpareFromAnotherServer() {
     --lent_;
     return;
   }
-  std::unique_ptr<PallasWorker> worker = ForkFrom(std::move(server), error);
-  if (!worker) return;  // the server went back (or was ended) with the failed worker
-  worker->forked_ahead = true;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (!spare_ && !closing_) {
-      spare_ = std::move(worker);
-      return;
-    }
-  }
-  worker.reset();  // outside the lock
+  ForkSpare(std::move(server));
 }
 
 std::vector<std::string> TpuDevices() {

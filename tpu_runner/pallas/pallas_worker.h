@@ -129,6 +129,9 @@ class PallasWorkerPool {
   // request that follows another at once waited for the fork and the target's opening (~0.2 s);
   // with two they take jobs in turn. Tracers end mid-evaluation: their server forks ahead in time.
   void ForkSpareFromAnotherServer();
+  // The next job's process forked from `server` (counted lent already) and kept as the spare
+  // (ended instead where a spare is kept already or the pool is closing).
+  void ForkSpare(std::unique_ptr<PallasForkServer> server);
 
 
   PallasSettings settings_;
