@@ -47,7 +47,24 @@ def prepare(target_name: str) -> dict:
     from . import artifact, evaluation  # noqa: F401  (imported here, paid once)
     artifact._ensure_modules()
     artifact._primitives()
+    _import_interpret_lowering()
     return {"target": target_name, "dump_dir": dump_dir}
+
+
+def _import_interpret_lowering() -> None:
+    """What a job otherwise imports on first use: Pallas's TPU interpreter and, tried and failing
+    without its dependencies, its GPU one (the first interpret-mode lowering tries both), the
+    topologies module the deviceless target opens with and the MHLO dialect (together ~0.2 CPU-s
+    of modules and MLIR dialects). Imports only, no backend: paid by the fork server once, not by
+    every job."""
+    import importlib
+    for module in ("jax._src.pallas.mosaic.interpret.interpret_pallas_call",
+                   "jax._src.pallas.mosaic_gpu.interpret.interpret_pallas_call",
+                   "jax.experimental.topologies", "jaxlib.mlir.dialects.mhlo"):
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass
 
 
 def serve(prepared: dict, control_fd, report_fd, seccomp: bool, max_jobs: int = 1, facts: dict | None = None) -> int:
