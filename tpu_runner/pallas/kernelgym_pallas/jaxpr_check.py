@@ -409,7 +409,9 @@ def _coverage_problems(eqn, max_grid_points: int) -> list[str]:
         named = np.stack([np.asarray(b).reshape(-1) for b in jax.vmap(index_map)(*indices)], axis=1)
         counts = [math.ceil(d / s) for d, s in zip(shape, sizes)]
         inside = np.all((named >= 0) & (named < np.asarray(counts)), axis=1)
-        written = len(np.unique(named[inside], axis=0))
+        # Distinct blocks by their row-major numbers (np.unique over rows sorts a structured view:
+        # 0.1 s for gemm's 114,688 steps, against milliseconds for one number per block).
+        written = len(np.unique(np.ravel_multi_index(tuple(named[inside].T), counts))) if counts else int(inside.any())
         needed = math.prod(counts)
         if written < needed:
             problems.append(f"pallas_call '{_kernel_name(eqn)}': its grid {grid} writes {written} of the {needed} "
