@@ -174,6 +174,29 @@ class Cuts(unittest.TestCase):
         self.assertEqual(len(found), 1, found)
         self.assertIn("dynamic_slice", found[0])
 
+    def test_a_fixed_number_of_trips_gathering_chunks_of_columns(self):
+        # Red team 28: 3 trips of 128 columns into a buffer 384 wide: all of 256 and 384 where
+        # checked, 384 of 2048 at the full size. The loop's output was counted as all data.
+        def fn(x):
+            def trip(t, buf):
+                chunk = jax.lax.dynamic_slice(x, (0, t * 128), (x.shape[0], 128))
+                return jax.lax.dynamic_update_slice(buf, chunk, (0, t * 128))
+            return _copy(jax.lax.fori_loop(0, 3, trip, jnp.zeros((x.shape[0], 384))))
+        found = _found(fn)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("a `scan` keeps", found[0])
+
+    def test_a_chunk_per_trip_written_into_a_buffer_of_a_fixed_width(self):
+        # Every column read (a trip per 128 of them), kept in 384: its writes past the end clamp.
+        def fn(x):
+            def trip(t, buf):
+                chunk = jax.lax.dynamic_slice(x, (0, t * 128), (x.shape[0], 128))
+                return jax.lax.dynamic_update_slice(buf, chunk, (0, t * 128))
+            return _copy(jax.lax.fori_loop(0, x.shape[1] // 128, trip, jnp.zeros((x.shape[0], 384))))
+        found = _found(fn)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("a `scan` keeps", found[0])
+
 
 class NotCuts(unittest.TestCase):
     def test_padding_to_a_block_multiple_sliced_back(self):
@@ -199,6 +222,21 @@ class NotCuts(unittest.TestCase):
                 return acc + chunk[:1], None
             out, _ = jax.lax.scan(step, jnp.zeros((1, x.shape[1])), x.reshape(x.shape[0] // 256, 256, x.shape[1]))
             return out
+        self.assertEqual(_found(fn), [])
+
+    def test_a_loop_copying_every_chunk_into_a_buffer_of_the_operands_size(self):
+        def fn(x):
+            def trip(t, buf):
+                chunk = jax.lax.dynamic_slice(x, (0, t * 128), (x.shape[0], 128))
+                return jax.lax.dynamic_update_slice(buf, chunk, (0, t * 128))
+            return _copy(jax.lax.fori_loop(0, x.shape[1] // 128, trip, jnp.zeros_like(x)))
+        self.assertEqual(_found(fn), [])
+
+    def test_a_fixed_number_of_power_iterations_over_the_whole_operand(self):
+        # Every trip uses all of x; its output is smaller than x at every size, checked ones too.
+        def fn(x):
+            v = jax.lax.fori_loop(0, 4, lambda t, v: x.T @ (x @ v), jnp.ones((x.shape[1],)))
+            return _copy(v[None, :])
         self.assertEqual(_found(fn), [])
 
     def test_a_lookup_of_every_row(self):
