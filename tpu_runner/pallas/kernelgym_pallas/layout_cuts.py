@@ -483,16 +483,21 @@ class _Walk:
         for k, e in enumerate(eqns):
             length, consts = int(e.params["length"]), int(e.params["num_consts"])
             body = e.params["jaxpr"].jaxpr
+            # A carry the body hands back as it got it, behind an optimization barrier or a copy
+            # (which jax does not hoist out as it hoists a plain one), is loop-invariant too: its
+            # output is its input, not data the loop kept (red team 29).
+            passed = _passed_through(body, consts, int(e.params["num_carry"]))
             total = read = 0
             for i, (var, value) in enumerate(zip(e.invars, ins)):
                 if value is None:
                     continue
                 held = _data(value, k, var)
                 total += held
-                per_trip = _sliced_per_trip(body, body.invars[i]) if i < consts else None
+                per_trip = _sliced_per_trip(body, body.invars[i], passed.get(i, ())) \
+                    if i < consts or i in passed else None
                 read += held if per_trip is None else min(held, length * per_trip)
             data.append(total)
-            kept.append(min(read, sum(_count(_shape(v)) for v in e.outvars)))
+            kept.append(min(read, sum(_count(_shape(v)) for o, v in enumerate(e.outvars) if consts + o not in passed)))
         if all(n >= d for n, d in zip(kept[:-1], data[:-1])) and kept[-1] < data[-1]:
             line = artifact.candidate_line(eqns[0].source_info)
             where = f"line {line}: " if line else ""
@@ -772,13 +777,14 @@ def _padded(value: _Value, variables: list) -> bool:
 _SLICING = frozenset({"slice", "dynamic_slice", "gather"})
 
 
-def _sliced_per_trip(body, var) -> int | None:
+def _sliced_per_trip(body, var, passing=()) -> int | None:
     """The elements `body` takes of `var` in one trip where it only slices it (at its top level),
-    0 where it does not use it; None where it uses it otherwise (then all of it counts)."""
+    0 where it does not use it; None where it uses it otherwise (then all of it counts). The
+    equations in `passing` only hand it back as a carry (_passed_through): not uses."""
     taken = 0
     for eqn in body.eqns:
         uses = [i for i, v in enumerate(eqn.invars) if v is var]
-        if not uses:
+        if not uses or any(eqn is p for p in passing):
             continue
         if eqn.primitive.name not in _SLICING or uses != [0]:
             return None
@@ -786,6 +792,25 @@ def _sliced_per_trip(body, var) -> int | None:
     if any(v is var for v in body.outvars):
         return None
     return taken
+
+
+_HANDING_BACK = frozenset({"optimization_barrier", "copy", "copy_p"})
+
+
+def _passed_through(body, consts: int, carries: int) -> dict:
+    """{operand index: the equations on the way} for the carries the body returns as it got them
+    (each output of an optimization barrier or a copy is its operand at the same position)."""
+    made = {id(v): (eqn, o) for eqn in body.eqns for o, v in enumerate(eqn.outvars)}
+    out = {}
+    for j in range(carries):
+        var, chain = body.outvars[j], []
+        while id(var) in made and made[id(var)][0].primitive.name in _HANDING_BACK:
+            eqn, o = made[id(var)]
+            chain.append(eqn)
+            var = eqn.invars[o] if len(eqn.invars) == len(eqn.outvars) else eqn.invars[0]
+        if chain and var is body.invars[consts + j]:
+            out[consts + j] = tuple(chain)
+    return out
 
 
 def _count(shape) -> int:
