@@ -493,7 +493,7 @@ class _Walk:
                     continue
                 held = _data(value, k, var)
                 total += held
-                per_trip = _sliced_per_trip(body, body.invars[i], passed.get(i, ())) \
+                per_trip = _sliced_per_trip(body, body.invars[i], *passed.get(i, ((), ()))) \
                     if i < consts or i in passed else None
                 read += held if per_trip is None else min(held, length * per_trip)
             data.append(total)
@@ -777,19 +777,24 @@ def _padded(value: _Value, variables: list) -> bool:
 _SLICING = frozenset({"slice", "dynamic_slice", "gather"})
 
 
-def _sliced_per_trip(body, var, passing=()) -> int | None:
+def _sliced_per_trip(body, var, passing=(), aliases=()) -> int | None:
     """The elements `body` takes of `var` in one trip where it only slices it (at its top level),
     0 where it does not use it; None where it uses it otherwise (then all of it counts). The
-    equations in `passing` only hand it back as a carry (_passed_through): not uses."""
+    equations in `passing` only hand it back as a carry (_passed_through), and `aliases` are what
+    they make of it on the way: slices of those are slices of it, and handing them back is not a use."""
+    same = [var, *aliases]
     taken = 0
     for eqn in body.eqns:
-        uses = [i for i, v in enumerate(eqn.invars) if v is var]
-        if not uses or any(eqn is p for p in passing):
+        if any(eqn is p for p in passing):
+            continue
+        uses = [i for i, v in enumerate(eqn.invars) if any(v is a for a in same)]
+        if not uses:
             continue
         if eqn.primitive.name not in _SLICING or uses != [0]:
             return None
         taken += _count(_shape(eqn.outvars[0]))
-    if any(v is var for v in body.outvars):
+    handed_back = aliases[-1] if aliases else None
+    if any(v is a for v in body.outvars for a in same if a is not handed_back):
         return None
     return taken
 
@@ -798,18 +803,20 @@ _HANDING_BACK = frozenset({"optimization_barrier", "copy", "copy_p"})
 
 
 def _passed_through(body, consts: int, carries: int) -> dict:
-    """{operand index: the equations on the way} for the carries the body returns as it got them
-    (each output of an optimization barrier or a copy is its operand at the same position)."""
+    """{operand index: (the equations on the way, the values they make of it, the last handed
+    back)} for the carries the body returns as it got them (each output of an optimization
+    barrier or a copy is its operand at the same position)."""
     made = {id(v): (eqn, o) for eqn in body.eqns for o, v in enumerate(eqn.outvars)}
     out = {}
     for j in range(carries):
-        var, chain = body.outvars[j], []
+        var, chain, values = body.outvars[j], [], []
         while id(var) in made and made[id(var)][0].primitive.name in _HANDING_BACK:
             eqn, o = made[id(var)]
             chain.append(eqn)
+            values.append(var)
             var = eqn.invars[o] if len(eqn.invars) == len(eqn.outvars) else eqn.invars[0]
         if chain and var is body.invars[consts + j]:
-            out[consts + j] = tuple(chain)
+            out[consts + j] = (tuple(chain), tuple(reversed(values)))
     return out
 
 

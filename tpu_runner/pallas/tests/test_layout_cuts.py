@@ -199,6 +199,20 @@ class Cuts(unittest.TestCase):
         self.assertEqual(len(found), 1, found)
         self.assertIn("a `scan` keeps", found[0])
 
+    def test_fixed_trips_gathering_from_what_the_barrier_hands_back(self):
+        # The same, the chunks sliced from the barrier's output rather than from the carry itself.
+        def fn(x):
+            def trip(t, carry):
+                buf, src = carry
+                src = jax.lax.optimization_barrier(src)
+                chunk = jax.lax.dynamic_slice(src, (0, t * 128), (x.shape[0], 128))
+                return jax.lax.dynamic_update_slice(buf, chunk, (0, t * 128)), src
+            buf, _ = jax.lax.fori_loop(0, 3, trip, (jnp.zeros((x.shape[0], 384)), x))
+            return _copy(buf)
+        found = _found(fn)
+        self.assertEqual(len(found), 1, found)
+        self.assertIn("a `scan` keeps", found[0])
+
     def test_a_chunk_per_trip_written_into_a_buffer_of_a_fixed_width(self):
         # Every column read (a trip per 128 of them), kept in 384: its writes past the end clamp.
         def fn(x):
